@@ -1,0 +1,153 @@
+//! The age-based maintenance audit (contract section 6).
+//!
+//! The old maintenance entry points lack authoritative runtime ownership, so
+//! the audit deletes nothing: it reports usage per session and
+//! `deletion_deferred: "runtime_protection_unknown"`, and flags sessions over
+//! quota or past the 24-hour TTL as candidates for an explicit release.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::layout::{self, RESERVED_PREFIX};
+use crate::quota;
+
+/// The contract's `deletion_deferred` value.
+pub const DELETION_DEFERRED: &str = "runtime_protection_unknown";
+
+/// Deepest level the audit descends below a session directory.
+const AUDIT_MAX_DEPTH: usize = 16;
+
+/// Usage of one session directory.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SessionUsage {
+    /// The session directory's name.
+    pub session: String,
+    /// Its path.
+    pub path: PathBuf,
+    /// Helper files (regular files outside the reserved namespace).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Age of the oldest helper, in seconds (by modification time).
+    pub oldest_age_seconds: Option<u64>,
+    /// Entries held in `.winx-release-*` quarantine directories.
+    pub quarantined_entries: u64,
+    /// Entries that are neither regular files nor directories (links,
+    /// fifos, ...), not counted as helpers.
+    pub other_entries: u64,
+    /// Over the 128-file or 64 MiB quota.
+    pub over_quota: bool,
+    /// Oldest helper older than the 24-hour TTL.
+    pub past_ttl: bool,
+    /// A candidate for an explicit guarded release.
+    pub release_candidate: bool,
+}
+
+/// The audit of one workspace.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AuditReport {
+    /// The workspace root.
+    pub workspace: PathBuf,
+    /// Per session, by name.
+    pub sessions: Vec<SessionUsage>,
+    /// Helper files in all sessions.
+    pub total_files: u64,
+    /// Helper bytes in all sessions.
+    pub total_bytes: u64,
+    /// Over the 256 MiB workspace quota.
+    pub workspace_over_quota: bool,
+    /// Always `runtime_protection_unknown`.
+    pub deletion_deferred: &'static str,
+    /// Always 0.
+    pub deleted_files: u64,
+    /// Always 0.
+    pub deleted_bytes: u64,
+}
+
+#[derive(Default)]
+struct Walk {
+    files: u64,
+    bytes: u64,
+    oldest: Option<SystemTime>,
+    quarantined: u64,
+    other: u64,
+}
+
+fn walk(dir: &Path, depth: usize, in_reserved: bool, acc: &mut Walk) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let reserved = in_reserved || name.to_string_lossy().starts_with(RESERVED_PREFIX);
+        let meta = entry.path().symlink_metadata()?;
+        let ft = meta.file_type();
+        if reserved && !ft.is_dir() {
+            acc.quarantined += 1;
+        } else if ft.is_file() {
+            acc.files += 1;
+            acc.bytes += meta.len();
+            if let Ok(m) = meta.modified() {
+                acc.oldest = Some(acc.oldest.map_or(m, |o| o.min(m)));
+            }
+        } else if !ft.is_dir() {
+            acc.other += 1;
+        }
+        if ft.is_dir() && depth < AUDIT_MAX_DEPTH {
+            walk(&entry.path(), depth + 1, reserved, acc)?;
+        }
+    }
+    Ok(())
+}
+
+/// Audits the sessions of `workspace`; deletes nothing.
+///
+/// Symbolic links are never followed. A workspace without sessions yields
+/// an empty report.
+pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
+    let parent = workspace.join(layout::WINX_DIR).join(layout::TMP_DIR);
+    let now = SystemTime::now();
+    let mut sessions = Vec::new();
+    let entries = match fs::symlink_metadata(&parent) {
+        Ok(m) if m.file_type().is_dir() => fs::read_dir(&parent)?.collect::<Result<Vec<_>, _>>()?,
+        Ok(_) => return Err(io::Error::other(format!("{} is not a directory", parent.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !layout::is_session_name(&name) || !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let mut acc = Walk::default();
+        walk(&entry.path(), 1, false, &mut acc)?;
+        let age = acc.oldest.map(|o| now.duration_since(o).unwrap_or(Duration::ZERO).as_secs());
+        let over_quota = acc.files > quota::MAX_SESSION_FILES || acc.bytes > quota::MAX_SESSION_BYTES;
+        let past_ttl = age.is_some_and(|a| a > quota::SESSION_TTL_SECS);
+        sessions.push(SessionUsage {
+            session: name,
+            path: entry.path(),
+            files: acc.files,
+            bytes: acc.bytes,
+            oldest_age_seconds: age,
+            quarantined_entries: acc.quarantined,
+            other_entries: acc.other,
+            over_quota,
+            past_ttl,
+            release_candidate: over_quota || past_ttl,
+        });
+    }
+    sessions.sort_by(|a, b| a.session.cmp(&b.session));
+    let total_files = sessions.iter().map(|s| s.files).sum();
+    let total_bytes: u64 = sessions.iter().map(|s| s.bytes).sum();
+    Ok(AuditReport {
+        workspace: workspace.to_path_buf(),
+        sessions,
+        total_files,
+        total_bytes,
+        workspace_over_quota: total_bytes > quota::MAX_WORKSPACE_BYTES,
+        deletion_deferred: DELETION_DEFERRED,
+        deleted_files: 0,
+        deleted_bytes: 0,
+    })
+}

@@ -1,0 +1,142 @@
+//! The durable intent journal of a release.
+//!
+//! Before its first rename a release writes `D/journal/<id>.jsonl`: one JSON
+//! line of intent naming the quarantine directory and, per target, its
+//! original path, its quarantine name and its pinned identity. The file and
+//! its directory are fsynced. Before each unlink a `verified` line is
+//! appended and fdatasynced, so that recovery can tell a removal that was
+//! verified from one that never happened. The journal is retired (unlinked,
+//! directory fsynced) at the end of the release when the quarantine is gone.
+//!
+//! A torn last line (a crash during an append) is ignored by the reader; a
+//! torn or unparsable intent line makes recovery preserve everything.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::durable::{create_private_dir_all, fsync_dir};
+use crate::identity::Pin;
+
+/// One target as the journal records it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JournalTarget {
+    /// The original exact path.
+    pub file_path: PathBuf,
+    /// Its name inside the quarantine directory.
+    pub quarantine_name: String,
+    /// What was pinned.
+    pub pin: Pin,
+}
+
+/// The intent line.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JournalIntent {
+    /// Format version (1).
+    pub version: u32,
+    /// Journal id (also the file stem).
+    pub id: String,
+    /// The workspace root.
+    pub workspace: PathBuf,
+    /// The session directory.
+    pub session_dir: PathBuf,
+    /// The quarantine directory.
+    pub quarantine_dir: PathBuf,
+    /// Every target in request order.
+    pub targets: Vec<JournalTarget>,
+}
+
+/// A progress line appended after the intent.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum JournalMark {
+    /// Target `index` was verified in quarantine and is about to be unlinked.
+    Verified {
+        /// Target index.
+        index: usize,
+    },
+}
+
+/// An open journal of a running release.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+impl Journal {
+    /// Durably writes the intent into `dir` and returns the open journal.
+    pub fn begin(dir: &Path, intent: &JournalIntent) -> io::Result<Journal> {
+        create_private_dir_all(dir)?;
+        let path = dir.join(format!("{}.jsonl", intent.id));
+        let mut line = serde_json::to_vec(intent).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let mut file = OpenOptions::new().append(true).create_new(true).mode(0o600).open(&path)?;
+        file.write_all(&line)?;
+        file.sync_all()?;
+        fsync_dir(dir)?;
+        Ok(Journal { file, path, dir: dir.to_path_buf() })
+    }
+
+    /// Appends a progress mark and makes it durable.
+    pub fn mark(&mut self, mark: &JournalMark) -> io::Result<()> {
+        let mut line = serde_json::to_vec(mark).map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.sync_data()
+    }
+
+    /// The journal file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the journal durably.
+    pub fn retire(self) -> io::Result<()> {
+        std::fs::remove_file(&self.path)?;
+        fsync_dir(&self.dir)
+    }
+}
+
+/// A journal read back from disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadJournal {
+    /// The intent and every complete mark after it.
+    Valid {
+        /// The intent.
+        intent: JournalIntent,
+        /// Indices of targets verified before unlink.
+        verified: Vec<usize>,
+    },
+    /// The intent line is torn or unparsable.
+    Corrupt {
+        /// Why.
+        detail: String,
+    },
+}
+
+/// Reads a journal file; a torn trailing mark is ignored.
+pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
+    let bytes = std::fs::read(path)?;
+    let mut lines = bytes.split(|b| *b == b'\n');
+    let first = lines.next().unwrap_or_default();
+    let intent: JournalIntent = match serde_json::from_slice(first) {
+        Ok(i) => i,
+        Err(e) => return Ok(ReadJournal::Corrupt { detail: format!("intent line: {e}") }),
+    };
+    if intent.version != 1 {
+        return Ok(ReadJournal::Corrupt { detail: format!("unknown version {}", intent.version) });
+    }
+    let mut verified = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            continue;
+        }
+        if let Ok(JournalMark::Verified { index }) = serde_json::from_slice::<JournalMark>(line) {
+            verified.push(index);
+        }
+    }
+    Ok(ReadJournal::Valid { intent, verified })
+}

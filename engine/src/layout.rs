@@ -1,0 +1,112 @@
+//! Where things live (contract section 1).
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Denial, Reason};
+use crate::path_rules;
+
+/// Name of the workspace's private state directory.
+pub const WINX_DIR: &str = ".winx";
+/// Directory below [`WINX_DIR`] that holds session directories.
+pub const TMP_DIR: &str = "tmp";
+/// Directory below [`WINX_DIR`] that holds dropped output.
+pub const SCRATCH_DIR: &str = "scratch";
+/// Prefix of session directory names.
+pub const SESSION_PREFIX: &str = "session-";
+/// Prefix of the reserved quarantine namespace.
+pub const RESERVED_PREFIX: &str = ".winx-release-";
+
+/// The session directory name of a thread:
+/// `session-<first 8 bytes of sha256(thread_id), 16 lowercase hex>`.
+pub fn session_name(thread_id: &str) -> String {
+    let digest = Sha256::digest(thread_id.as_bytes());
+    format!("{SESSION_PREFIX}{}", hex::encode(&digest[..8]))
+}
+
+/// Whether a directory entry name is a session directory name.
+pub fn is_session_name(name: &str) -> bool {
+    name.strip_prefix(SESSION_PREFIX)
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// The default data directory: `$XDG_DATA_HOME/winx`, else
+/// `$HOME/.local/share/winx`, else `/tmp/winx-<uid>/data`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(x);
+        if p.is_absolute() {
+            return p.join("winx");
+        }
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(h).join(".local/share/winx");
+    }
+    PathBuf::from(format!("/tmp/winx-{}/data", rustix::process::getuid().as_raw()))
+}
+
+/// The paths of one workspace and the data directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    workspace: PathBuf,
+    data_dir: PathBuf,
+}
+
+impl Layout {
+    /// A layout for `workspace` (an exact absolute path) and `data_dir`.
+    ///
+    /// Fails with `path_not_exact` when the workspace is not an exact
+    /// absolute path (it must already be canonical).
+    pub fn new(workspace: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Result<Layout, Denial> {
+        let workspace = workspace.into();
+        let s =
+            workspace.to_str().ok_or_else(|| Denial::at(Reason::PathNotExact, &workspace, "workspace is not UTF-8"))?;
+        path_rules::check_exact(s).map_err(|r| Denial::at(r, &workspace, "workspace is not an exact path"))?;
+        let data_dir = data_dir.into();
+        if !data_dir.is_absolute() {
+            return Err(Denial::at(Reason::PathNotExact, data_dir, "data dir must be absolute"));
+        }
+        Ok(Layout { workspace, data_dir })
+    }
+
+    /// The workspace root `W`.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The data directory `D`.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// `W/.winx/tmp`, the parent of every session directory.
+    pub fn sessions_parent(&self) -> PathBuf {
+        self.workspace.join(WINX_DIR).join(TMP_DIR)
+    }
+
+    /// The session directory of `thread_id`.
+    pub fn session_dir(&self, thread_id: &str) -> PathBuf {
+        self.sessions_parent().join(session_name(thread_id))
+    }
+
+    /// Backing root of dropped output: `W/.winx/scratch`.
+    pub fn scratch_root(&self) -> PathBuf {
+        self.workspace.join(WINX_DIR).join(SCRATCH_DIR)
+    }
+
+    /// Backing root of retained execution payloads: `D/executions`.
+    pub fn executions_root(&self) -> PathBuf {
+        self.data_dir.join("executions")
+    }
+
+    /// Backing root of mutation receipts: `D/receipts`.
+    pub fn receipts_root(&self) -> PathBuf {
+        self.data_dir.join("receipts")
+    }
+
+    /// Where release intent journals live: `D/journal`.
+    pub fn journal_dir(&self) -> PathBuf {
+        self.data_dir.join("journal")
+    }
+}

@@ -1,0 +1,34 @@
+//! Guardian-side engine that releases managed temporary helpers exactly and
+//! fail-closed.
+//!
+//! A guardian links this crate and calls [`release::release`] while it holds
+//! a session's admission barrier. The engine checks every target and the
+//! backing roots before anything moves, then moves each target into a
+//! private quarantine with `RENAME_NOREPLACE`, re-verifies the captured
+//! object, and unlinks only the pinned one.
+//!
+//! Linux only: elsewhere every release is denied with `unsupported_platform`.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod audit;
+pub mod durable;
+pub mod error;
+pub mod fault;
+pub mod hash;
+pub mod identity;
+pub mod journal;
+pub mod layout;
+pub mod owner;
+pub mod path_rules;
+pub mod quarantine;
+pub mod quota;
+pub mod release;
+pub mod resolve;
+pub mod scan;
+
+pub use error::{Denial, Reason, TargetReason};
+pub use identity::{Identity, PhysicalId, Pin};
+pub use layout::Layout;
+pub use owner::{IdleOwner, RuntimeOwner};
+pub use release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target, TargetResult};

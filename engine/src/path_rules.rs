@@ -1,0 +1,115 @@
+//! Exact-path rules and helper placement.
+//!
+//! A request names helpers by exact absolute paths. Nothing is normalised:
+//! a path that would need normalising is refused, so two distinct accepted
+//! strings never name the same pathname.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Reason;
+use crate::layout::{self, Layout};
+
+/// Longest accepted path, in bytes (`PATH_MAX` less the NUL).
+pub const MAX_PATH_BYTES: usize = 4095;
+/// Longest accepted component, in bytes (`NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Checks that `path` is exact: absolute, no `.`, `..` or empty component,
+/// no trailing `/`, no NUL, no glob character, within length limits.
+///
+/// Returns `path_not_exact` or `glob_not_allowed`.
+pub fn check_exact(path: &str) -> Result<(), Reason> {
+    if !path.starts_with('/') || path.contains('\0') || path.len() > MAX_PATH_BYTES {
+        return Err(Reason::PathNotExact);
+    }
+    if path.len() > 1 && path.ends_with('/') {
+        return Err(Reason::PathNotExact);
+    }
+    if path.len() > 1 {
+        for comp in path[1..].split('/') {
+            if comp.is_empty() || comp == "." || comp == ".." || comp.len() > MAX_NAME_BYTES {
+                return Err(Reason::PathNotExact);
+            }
+        }
+    }
+    if path.contains(['*', '?', '[']) {
+        return Err(Reason::GlobNotAllowed);
+    }
+    Ok(())
+}
+
+/// Whether any component of `path` is in the reserved `.winx-release-*`
+/// namespace.
+pub fn in_reserved_namespace(path: &str) -> bool {
+    path.split('/').any(|c| c.starts_with(layout::RESERVED_PREFIX))
+}
+
+/// A path accepted as a candidate helper of one session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperPath {
+    /// The exact path as requested.
+    pub path: String,
+    /// Its components below the session directory (at least one).
+    pub rel: Vec<String>,
+}
+
+impl HelperPath {
+    /// The final component.
+    pub fn name(&self) -> &str {
+        self.rel.last().map(String::as_str).unwrap_or_default()
+    }
+
+    /// The components between the session directory and the final one.
+    pub fn parents(&self) -> &[String] {
+        &self.rel[..self.rel.len() - 1]
+    }
+
+    /// The path as a [`Path`].
+    pub fn as_path(&self) -> &Path {
+        Path::new(&self.path)
+    }
+}
+
+/// Places `path` relative to `thread_id`'s session directory in `layout`.
+///
+/// Errors, in order: `path_not_exact` / `glob_not_allowed` (see
+/// [`check_exact`]), `reserved_namespace`, `other_session` (below another
+/// session directory of the same workspace), `not_session_helper`
+/// (anything else that is not strictly below this session's directory).
+pub fn place_helper(layout: &Layout, thread_id: &str, path: &str) -> Result<HelperPath, Reason> {
+    check_exact(path)?;
+    if in_reserved_namespace(path) {
+        return Err(Reason::ReservedNamespace);
+    }
+    let ws = layout.workspace().to_str().ok_or(Reason::NotSessionHelper)?;
+    let rest = if ws == "/" {
+        &path[1..]
+    } else {
+        path.strip_prefix(ws).and_then(|r| r.strip_prefix('/')).ok_or(Reason::NotSessionHelper)?
+    };
+    let comps: Vec<&str> = rest.split('/').collect();
+    if comps.len() < 3 || comps[0] != layout::WINX_DIR || comps[1] != layout::TMP_DIR {
+        return Err(Reason::NotSessionHelper);
+    }
+    let own = layout::session_name(thread_id);
+    if comps[2] != own {
+        return Err(if comps[2].starts_with(layout::SESSION_PREFIX) {
+            Reason::OtherSession
+        } else {
+            Reason::NotSessionHelper
+        });
+    }
+    if comps.len() < 4 {
+        return Err(Reason::NotSessionHelper);
+    }
+    Ok(HelperPath { path: path.to_owned(), rel: comps[3..].iter().map(|c| (*c).to_owned()).collect() })
+}
+
+/// Joins a session directory and a helper's relative components.
+pub fn join_rel(base: &Path, rel: &[String]) -> PathBuf {
+    let mut p = base.to_path_buf();
+    for c in rel {
+        p.push(c);
+    }
+    p
+}

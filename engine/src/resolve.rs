@@ -1,0 +1,159 @@
+//! Path resolution through directory handles, never following links.
+//!
+//! Every directory is opened `O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC` relative to
+//! its already-opened parent, starting at `/`. Where the kernel has
+//! `openat2`, a whole relative walk is first tried in one call with
+//! `RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS`; any failure is
+//! re-run component by component to name the offending component exactly.
+//!
+//! # References
+//! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+//! - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+
+use crate::error::Reason;
+use crate::identity::{Identity, IDENTITY_MASK};
+
+static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// Why a walk stopped.
+#[derive(Debug)]
+pub enum WalkError {
+    /// A component does not exist.
+    NotFound(usize),
+    /// A component is a symbolic link.
+    Symlink(usize),
+    /// A component is not a directory.
+    NotDirectory(usize),
+    /// Another error at a component.
+    Io(usize, io::Error),
+}
+
+impl WalkError {
+    /// Index of the offending component.
+    pub fn index(&self) -> usize {
+        match self {
+            WalkError::NotFound(i) | WalkError::Symlink(i) | WalkError::NotDirectory(i) | WalkError::Io(i, _) => *i,
+        }
+    }
+
+    /// The target-level reason code for this failure.
+    pub fn reason(&self) -> Reason {
+        match self {
+            WalkError::Symlink(_) => Reason::Symlink,
+            WalkError::NotFound(_) | WalkError::NotDirectory(_) | WalkError::Io(..) => Reason::NotFound,
+        }
+    }
+}
+
+/// Opens one directory component below `dir`, without following a link.
+fn open_component(dir: BorrowedFd<'_>, name: &str, index: usize) -> Result<OwnedFd, WalkError> {
+    match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) => Err(WalkError::NotFound(index)),
+        Err(e @ (Errno::LOOP | Errno::NOTDIR)) => {
+            match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK) {
+                Ok(st) if FileType::from_raw_mode(u32::from(st.stx_mode)) == FileType::Symlink => {
+                    Err(WalkError::Symlink(index))
+                }
+                Ok(_) => Err(WalkError::NotDirectory(index)),
+                Err(_) => Err(WalkError::Io(index, e.into())),
+            }
+        }
+        Err(e) => Err(WalkError::Io(index, e.into())),
+    }
+}
+
+/// Opens `components` one by one below `base`, never following links.
+pub fn open_dir_beneath<S: AsRef<str>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
+    if components.is_empty() {
+        return rustix::fs::openat(base, ".", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()));
+    }
+    if !OPENAT2_MISSING.load(Ordering::Relaxed) {
+        let joined = components.iter().map(AsRef::as_ref).collect::<Vec<_>>().join("/");
+        let how = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        match rustix::fs::openat2(base, joined.as_str(), DIR_FLAGS, Mode::empty(), how) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::NOSYS) | Err(Errno::PERM) => OPENAT2_MISSING.store(true, Ordering::Relaxed),
+            Err(_) => {} // diagnose below, component by component
+        }
+    }
+    let mut cur = open_component(base, components[0].as_ref(), 0)?;
+    for (i, c) in components.iter().enumerate().skip(1) {
+        cur = open_component(cur.as_fd(), c.as_ref(), i)?;
+    }
+    Ok(cur)
+}
+
+/// Opens an absolute directory path from `/`, never following links.
+///
+/// `path` must be absolute and exact (see [`crate::path_rules::check_exact`]).
+pub fn open_dir_abs(path: &Path) -> Result<OwnedFd, WalkError> {
+    let root =
+        rustix::fs::openat(rustix::fs::CWD, "/", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()))?;
+    let s = path.to_str().ok_or_else(|| WalkError::Io(0, io::Error::from(io::ErrorKind::InvalidInput)))?;
+    let comps: Vec<&str> = s.split('/').filter(|c| !c.is_empty()).collect();
+    open_dir_beneath(root.as_fd(), &comps)
+}
+
+/// A helper opened for release: its parent directory handle, its name in
+/// that directory, the opened file and its identity at open time.
+#[derive(Debug)]
+pub struct OpenedFile {
+    /// The parent directory.
+    pub parent: OwnedFd,
+    /// The final component.
+    pub name: String,
+    /// The file, opened read-only, no-follow.
+    pub file: OwnedFd,
+    /// Identity read from the opened descriptor.
+    pub identity: Identity,
+}
+
+/// Opens a regular, singly-linked file `rel` below the directory `base`.
+///
+/// Refuses with `not_found`, `symlink` (any component), `not_regular_file`,
+/// `hardlink` (`nlink > 1`), or `read_required` when the object changed
+/// between the no-follow `statx` and the open.
+pub fn open_regular_beneath<S: AsRef<str>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
+    let (name, parents) = rel.split_last().ok_or(Reason::NotSessionHelper)?;
+    let name = name.as_ref();
+    let parent = open_dir_beneath(base, parents).map_err(|e| e.reason())?;
+    let st = match rustix::fs::statx(parent.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK) {
+        Ok(st) => Identity::from_statx(&st),
+        Err(Errno::NOENT) => return Err(Reason::NotFound),
+        Err(_) => return Err(Reason::NotFound),
+    };
+    match st.file_type() {
+        FileType::RegularFile => {}
+        FileType::Symlink => return Err(Reason::Symlink),
+        _ => return Err(Reason::NotRegularFile),
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(parent.as_fd(), name, flags, Mode::empty()) {
+        Ok(f) => f,
+        Err(Errno::LOOP) => return Err(Reason::Symlink),
+        Err(Errno::NOENT) => return Err(Reason::NotFound),
+        Err(_) => return Err(Reason::NotFound),
+    };
+    let identity = Identity::of_fd(&file).map_err(|_| Reason::NotFound)?;
+    if !identity.is_regular() {
+        return Err(Reason::NotRegularFile);
+    }
+    if identity.physical() != st.physical() {
+        return Err(Reason::ReadRequired);
+    }
+    if identity.nlink > 1 {
+        return Err(Reason::Hardlink);
+    }
+    Ok(OpenedFile { parent, name: name.to_owned(), file, identity })
+}

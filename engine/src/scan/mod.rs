@@ -1,0 +1,125 @@
+//! The backing-root scan (contract section 5).
+//!
+//! One scan serves all backing roots of a release: at most
+//! [`ScanLimits::max_entries`] entries in all and [`ScanLimits::max_depth`]
+//! levels below each root, links never followed. A root's children are at
+//! depth 1. Symbolic links, fifos, sockets, devices, unreadable entries, the
+//! bound, and any entry whose (device, inode) is in the alias set fail closed.
+//!
+//! Two backends implement [`ScanBackend`]: [`SyncBackend`] (rustix `openat`,
+//! getdents64 and `statx(AT_SYMLINK_NOFOLLOW)`) and, where the kernel allows,
+//! the io_uring backend. Both must give identical results.
+//!
+//! # References
+//! - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
+//! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+//! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+
+use std::collections::HashSet;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use crate::error::Reason;
+use crate::identity::PhysicalId;
+
+mod root;
+mod sync_impl;
+
+pub use root::{fail_report, open_root, open_root_beneath, scan_paths, RootFailure};
+pub use sync_impl::SyncBackend;
+
+/// The contract's bound on entries across all roots of one scan.
+pub const MAX_ENTRIES: u64 = 50_000;
+/// The contract's bound on depth below each root.
+pub const MAX_DEPTH: u32 = 16;
+
+/// Bounds of one scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanLimits {
+    /// Entries allowed in all roots together; entry number `max_entries + 1`
+    /// fails the scan.
+    pub max_entries: u64,
+    /// Deepest level allowed; a root's children are at depth 1, an entry at
+    /// depth `max_depth + 1` fails the scan.
+    pub max_depth: u32,
+}
+
+impl Default for ScanLimits {
+    fn default() -> Self {
+        ScanLimits { max_entries: MAX_ENTRIES, max_depth: MAX_DEPTH }
+    }
+}
+
+/// A root opened for scanning.
+#[derive(Debug)]
+pub struct ScanRoot {
+    /// The root's path, for reports.
+    pub path: PathBuf,
+    /// The opened directory, or `None` when the root does not exist (an
+    /// empty root).
+    pub dir: Option<OwnedFd>,
+}
+
+/// The verdict of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every entry was inspected and none failed closed.
+    Clean,
+    /// Something failed closed; see [`ScanReport::reason`].
+    FailClosed,
+}
+
+/// Which backend produced a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// The io_uring backend.
+    Uring,
+    /// The synchronous rustix backend.
+    Sync,
+}
+
+/// The result of a scan, shaped as `winx-release scan` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ScanReport {
+    /// `clean` or `fail_closed`.
+    pub verdict: Verdict,
+    /// The fail-closed reason: one of `backing_alias`, `backing_symlink`,
+    /// `backing_unsupported_entry`, `backing_inaccessible`,
+    /// `backing_scan_limit`.
+    pub reason: Option<Reason>,
+    /// The offending path.
+    pub path: Option<PathBuf>,
+    /// Entries inspected (roots themselves not counted).
+    pub entries: u64,
+    /// Directories among them.
+    pub directories: u64,
+    /// Regular files among them.
+    pub files: u64,
+    /// Sum of regular files' sizes.
+    pub bytes: u64,
+    /// Deepest level seen.
+    pub max_depth: u32,
+    /// The backend that ran.
+    pub backend: BackendKind,
+    /// Wall time of the scan.
+    pub elapsed_us: u64,
+}
+
+impl ScanReport {
+    /// Whether the scan failed closed.
+    pub fn failed_closed(&self) -> bool {
+        self.verdict == Verdict::FailClosed
+    }
+}
+
+/// A scan strategy.
+pub trait ScanBackend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Scans `roots` under one shared bound, failing closed on the first
+    /// offending entry or any entry whose identity is in `aliases`.
+    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport;
+}

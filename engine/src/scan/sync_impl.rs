@@ -1,0 +1,323 @@
+//! The synchronous scan backend: `openat` + getdents64 + `statx`.
+//!
+//! # Traversal
+//!
+//! Roots are scanned in the order given, each depth-first. A directory is
+//! read completely (one getdents64 buffer, reused for the whole scan) and
+//! each of its entries is inspected with
+//! `statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_TYPE|STATX_INO|STATX_SIZE)`
+//! in directory order; only then are its subdirectories entered, in the same
+//! order. So the "first offending entry" is the first in that order, and the
+//! entry counter is shared by all roots.
+//!
+//! For every entry, in this order:
+//! 1. it is counted; entry number `max_entries + 1` fails with
+//!    `backing_scan_limit`;
+//! 2. an entry deeper than `max_depth` fails with `backing_scan_limit`;
+//! 3. `statx`: `ENOENT` (it vanished since getdents) uncounts it; any other
+//!    error fails with `backing_inaccessible`;
+//! 4. a symbolic link fails with `backing_symlink`; a fifo, socket or device
+//!    with `backing_unsupported_entry`;
+//! 5. a (device, inode) in the alias set fails with `backing_alias`,
+//!    whatever its type;
+//! 6. a regular file adds to `files` and `bytes`; a directory to
+//!    `directories`, and is entered later.
+//!
+//! A directory is entered with
+//! `openat(parent, name, O_RDONLY|O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC)` and its
+//! descriptor's (device, inode) must equal what `statx` saw, else it was
+//! replaced under us (`backing_inaccessible`; `ELOOP`, a link swapped in,
+//! gives `backing_symlink`; `ENOENT`, removed since, is skipped). An error
+//! opening or reading a directory fails with `backing_inaccessible`.
+//!
+//! In a fail-closed report, `entries` and `max_depth` include the offending
+//! entry; `directories`, `files` and `bytes` count only entries that passed.
+//!
+//! Open descriptors: one per directory on the current chain (at most
+//! `max_depth + 1`), whatever the width of the tree. No allocation per entry:
+//! names of pending subdirectories go into one byte buffer per depth, reused;
+//! paths are only built for a report.
+//!
+//! # References
+//! - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
+//! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+//! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+
+use std::collections::HashSet;
+use std::ffi::{CStr, OsStr};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rustix::fs::{AtFlags, FileType, Mode, RawDir, Statx, StatxFlags};
+use rustix::io::Errno;
+
+use super::root::DIR_FLAGS;
+use super::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot, Verdict};
+use crate::error::Reason;
+use crate::identity::PhysicalId;
+
+/// Size of the getdents64 buffer.
+const DIRENT_BUF: usize = 64 * 1024;
+
+/// What an entry's `statx` must return (the device is always filled).
+const ENTRY_MASK: StatxFlags = StatxFlags::TYPE.union(StatxFlags::INO).union(StatxFlags::SIZE);
+
+/// What an opened directory's `statx` must return.
+const DIR_MASK: StatxFlags = StatxFlags::TYPE.union(StatxFlags::INO);
+
+/// The synchronous backend (rustix `openat` + getdents64 +
+/// `statx(AT_SYMLINK_NOFOLLOW)`), available everywhere.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncBackend;
+
+impl ScanBackend for SyncBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sync
+    }
+
+    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+        let start = Instant::now();
+        let mut scan = Scan::new(limits, aliases);
+        let failure = roots.iter().find_map(|root| scan.root(root).err());
+        let elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let (verdict, reason, path) = match failure {
+            Some((reason, path)) => (Verdict::FailClosed, Some(reason), Some(path)),
+            None => (Verdict::Clean, None, None),
+        };
+        ScanReport {
+            verdict,
+            reason,
+            path,
+            entries: scan.entries,
+            directories: scan.directories,
+            files: scan.files,
+            bytes: scan.bytes,
+            max_depth: scan.max_depth,
+            backend: BackendKind::Sync,
+            elapsed_us,
+        }
+    }
+}
+
+/// A subdirectory waiting to be entered.
+#[derive(Clone, Copy)]
+struct Pending {
+    /// Start of its NUL-terminated name in [`Level::names`].
+    start: usize,
+    /// End of the name, NUL included.
+    end: usize,
+    /// What `statx` saw.
+    id: PhysicalId,
+}
+
+/// Per-depth state, kept for the whole scan so its buffers are reused.
+#[derive(Default)]
+struct Level {
+    /// NUL-terminated names of the subdirectories of the directory at this
+    /// depth on the current chain.
+    names: Vec<u8>,
+    /// Those subdirectories, in directory order.
+    subdirs: Vec<Pending>,
+    /// How many of `subdirs` have been entered; the last one entered
+    /// (`next - 1`) is the next directory down the chain.
+    next: usize,
+}
+
+impl Level {
+    fn clear(&mut self) {
+        self.names.clear();
+        self.subdirs.clear();
+        self.next = 0;
+    }
+
+    /// The name of subdirectory `i`, NUL included.
+    fn name(&self, i: usize) -> &[u8] {
+        let p = &self.subdirs[i];
+        &self.names[p.start..p.end]
+    }
+}
+
+/// A fail-closed outcome: the reason and the offending path.
+type Failure = (Reason, PathBuf);
+
+/// One scan's shared state.
+struct Scan<'a> {
+    limits: ScanLimits,
+    aliases: &'a HashSet<PhysicalId>,
+    entries: u64,
+    directories: u64,
+    files: u64,
+    bytes: u64,
+    max_depth: u32,
+    /// The getdents64 buffer.
+    dirents: Vec<MaybeUninit<u8>>,
+    /// State of the directory at each depth of the current chain.
+    levels: Vec<Level>,
+}
+
+/// The path of the directory at depth `depth` on the current chain, joined
+/// with `leaf` if any.
+fn chain_path(root: &Path, levels: &[Level], depth: usize, leaf: Option<&[u8]>) -> PathBuf {
+    let mut p = root.to_path_buf();
+    for level in &levels[..depth] {
+        let name = level.name(level.next - 1);
+        p.push(OsStr::from_bytes(&name[..name.len() - 1]));
+    }
+    if let Some(leaf) = leaf {
+        p.push(OsStr::from_bytes(leaf));
+    }
+    p
+}
+
+fn file_type(mode: u16) -> FileType {
+    FileType::from_raw_mode(u32::from(mode))
+}
+
+fn physical(st: &Statx) -> PhysicalId {
+    PhysicalId { dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), ino: st.stx_ino }
+}
+
+impl<'a> Scan<'a> {
+    fn new(limits: ScanLimits, aliases: &'a HashSet<PhysicalId>) -> Self {
+        Scan {
+            limits,
+            aliases,
+            entries: 0,
+            directories: 0,
+            files: 0,
+            bytes: 0,
+            max_depth: 0,
+            dirents: vec![MaybeUninit::uninit(); DIRENT_BUF],
+            levels: Vec::new(),
+        }
+    }
+
+    /// Scans one root, depth first, keeping one descriptor per directory on
+    /// the current chain.
+    fn root(&mut self, root: &ScanRoot) -> Result<(), Failure> {
+        let Some(dir) = &root.dir else { return Ok(()) };
+        // `fds[i]` is the directory at depth `i + 1` on the current chain.
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        self.read_dir(&root.path, dir.as_fd(), 0)?;
+        loop {
+            // The directory whose subdirectories are walked now: the root, or
+            // the last of `fds`.
+            let depth = fds.len();
+            let level = &mut self.levels[depth];
+            if level.next == level.subdirs.len() {
+                if fds.pop().is_none() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let pending = level.subdirs[level.next];
+            level.next += 1;
+            let parent = fds.last().map_or(dir.as_fd(), AsFd::as_fd);
+            if let Some(child) = self.enter(&root.path, parent, depth, pending)? {
+                self.read_dir(&root.path, child.as_fd(), depth + 1)?;
+                fds.push(child);
+            }
+        }
+    }
+
+    /// Opens the subdirectory `pending` of `parent` (at depth `depth`), the
+    /// last one taken from `levels[depth]`, and checks it is the directory
+    /// `statx` saw. `None`: it was removed since.
+    fn enter(
+        &self,
+        root: &Path,
+        parent: BorrowedFd<'_>,
+        depth: usize,
+        pending: Pending,
+    ) -> Result<Option<OwnedFd>, Failure> {
+        let fail = |reason: Reason| Err((reason, chain_path(root, &self.levels, depth + 1, None)));
+        let Ok(name) = CStr::from_bytes_with_nul(&self.levels[depth].names[pending.start..pending.end]) else {
+            return fail(Reason::BackingInaccessible);
+        };
+        let child = match rustix::fs::openat(parent, name, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return fail(Reason::BackingSymlink),
+            Err(_) => return fail(Reason::BackingInaccessible),
+        };
+        match rustix::fs::statx(&child, c"", AtFlags::EMPTY_PATH, DIR_MASK) {
+            Ok(st)
+                if st.stx_mask & DIR_MASK.bits() == DIR_MASK.bits()
+                    && file_type(st.stx_mode) == FileType::Directory
+                    && physical(&st) == pending.id =>
+            {
+                Ok(Some(child))
+            }
+            _ => fail(Reason::BackingInaccessible),
+        }
+    }
+
+    /// Reads the directory `dir` at depth `depth` on the current chain:
+    /// inspects every entry and records its subdirectories in
+    /// `levels[depth]`.
+    fn read_dir(&mut self, root: &Path, dir: BorrowedFd<'_>, depth: usize) -> Result<(), Failure> {
+        if self.levels.len() <= depth {
+            self.levels.resize_with(depth + 1, Level::default);
+        }
+        let (above, rest) = self.levels.split_at_mut(depth);
+        let level = &mut rest[0];
+        level.clear();
+        let child_depth = u32::try_from(depth + 1).unwrap_or(u32::MAX);
+        let mut iter = RawDir::new(dir, &mut self.dirents);
+        while let Some(entry) = iter.next() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(_) => return Err((Reason::BackingInaccessible, chain_path(root, above, depth, None))),
+            };
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            let fail = |reason: Reason| Err((reason, chain_path(root, above, depth, Some(bytes))));
+            self.entries += 1;
+            if self.entries > self.limits.max_entries {
+                return fail(Reason::BackingScanLimit);
+            }
+            self.max_depth = self.max_depth.max(child_depth);
+            if child_depth > self.limits.max_depth {
+                return fail(Reason::BackingScanLimit);
+            }
+            let st = match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK) {
+                Ok(st) => st,
+                Err(Errno::NOENT) => {
+                    // Removed since getdents: not an entry any more.
+                    self.entries -= 1;
+                    continue;
+                }
+                Err(_) => return fail(Reason::BackingInaccessible),
+            };
+            if st.stx_mask & ENTRY_MASK.bits() != ENTRY_MASK.bits() {
+                return fail(Reason::BackingInaccessible);
+            }
+            let kind = file_type(st.stx_mode);
+            match kind {
+                FileType::RegularFile | FileType::Directory => {}
+                FileType::Symlink => return fail(Reason::BackingSymlink),
+                _ => return fail(Reason::BackingUnsupportedEntry),
+            }
+            let id = physical(&st);
+            if !self.aliases.is_empty() && self.aliases.contains(&id) {
+                return fail(Reason::BackingAlias);
+            }
+            if kind == FileType::RegularFile {
+                self.files += 1;
+                self.bytes = self.bytes.saturating_add(st.stx_size);
+            } else {
+                self.directories += 1;
+                let start = level.names.len();
+                level.names.extend_from_slice(name.to_bytes_with_nul());
+                level.subdirs.push(Pending { start, end: level.names.len(), id });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,503 @@
+//! The guarded release transaction: every reason code the engine produces,
+//! replacements, restore collisions and late failures.
+
+mod common;
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{symlink, MetadataExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::{pin, snapshot, target, unpinned, Fixture};
+use winx_release_engine::fault::{FaultHook, FaultPoint};
+use winx_release_engine::owner::{IdleOwner, RuntimeOwner};
+use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target};
+use winx_release_engine::scan::ScanLimits;
+use winx_release_engine::Reason;
+
+fn run(fx: &Fixture, targets: &[Target]) -> ReleaseReport {
+    run_with(fx, targets, &IdleOwner, &ReleaseOptions::default())
+}
+
+fn run_with(fx: &Fixture, targets: &[Target], owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
+    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets };
+    release(&req, owner, opts)
+}
+
+fn with_faults<F: FaultHook>(hook: &F) -> ReleaseOptions<'_> {
+    ReleaseOptions { faults: Some(hook), ..ReleaseOptions::default() }
+}
+
+/// Asserts a denial with `reason`, and that nothing in the workspace or data
+/// dir changed.
+fn assert_denied(fx: &Fixture, targets: &[Target], reason: Reason) {
+    assert_denied_with(fx, targets, reason, &IdleOwner, &ReleaseOptions::default())
+}
+
+fn assert_denied_with(
+    fx: &Fixture,
+    targets: &[Target],
+    reason: Reason,
+    owner: &dyn RuntimeOwner,
+    opts: &ReleaseOptions<'_>,
+) {
+    let before_ws = snapshot(fx.ws());
+    let before_data = snapshot(fx.layout.data_dir());
+    let r = run_with(fx, targets, owner, opts);
+    assert_eq!(r.error_code, Some(reason), "report: {r:?}");
+    assert!(matches!(r.status, Status::Denied | Status::InvalidInput), "{r:?}");
+    assert_eq!(r.status == Status::InvalidInput, reason.is_invalid_input());
+    assert!(!r.touched);
+    assert_eq!(r.bytes_reclaimed, 0);
+    assert_eq!(r.files.len(), targets.len());
+    assert!(r.files.iter().all(|f| f.outcome == Outcome::Denied && f.reason.is_some()));
+    assert_eq!(snapshot(fx.ws()), before_ws, "workspace changed by a denial");
+    assert_eq!(snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
+}
+
+#[test]
+fn releases_a_pinned_helper_and_reports_allocated_bytes() {
+    let fx = Fixture::new();
+    let p = fx.helper("helper.py", &vec![b'x'; 10_000]);
+    let blocks = fs::metadata(&p).unwrap().blocks();
+    let r = run(&fx, &[target(&p)]);
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert!(r.touched);
+    assert_eq!(r.files[0].outcome, Outcome::Released);
+    assert_eq!(r.files[0].reason, None);
+    assert_eq!(r.files[0].bytes_reclaimed, blocks * 512);
+    assert_eq!(r.bytes_reclaimed, blocks * 512);
+    assert!(!p.exists());
+    // The quarantine directory is gone and the journal retired.
+    assert!(fx.session_entries().is_empty(), "{:?}", fx.session_entries());
+    let journals = fs::read_dir(fx.layout.journal_dir()).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(journals, 0);
+}
+
+#[test]
+fn releases_many_helpers_in_subdirectories_in_order() {
+    let fx = Fixture::new();
+    let paths: Vec<_> =
+        (0..100).map(|i| fx.helper(&format!("d{}/h{i}.txt", i % 7), format!("{i}").as_bytes())).collect();
+    let targets: Vec<_> = paths.iter().map(|p| target(p)).collect();
+    let r = run(&fx, &targets);
+    assert_eq!(r.status, Status::Completed);
+    for (f, p) in r.files.iter().zip(&paths) {
+        assert_eq!(f.file_path, p.to_str().unwrap());
+        assert_eq!(f.outcome, Outcome::Released);
+        assert!(!p.exists());
+    }
+}
+
+#[test]
+fn request_shape_reasons() {
+    let fx = Fixture::new();
+    let a = fx.helper("a.txt", b"a");
+    assert_denied(&fx, &[], Reason::FileCount);
+    let many: Vec<_> = (0..101).map(|_| target(&a)).collect();
+    assert_denied(&fx, &many, Reason::FileCount);
+    assert_denied(&fx, &[target(&a), target(&a)], Reason::DuplicatePath);
+    let s = fx.session.to_str().unwrap();
+    for bad in [
+        "relative/a.txt".to_owned(),
+        format!("{s}/./a.txt"),
+        format!("{s}/../a.txt"),
+        format!("{s}//a.txt"),
+        format!("{s}/a.txt/"),
+        format!("{s}/a\0.txt"),
+        format!("{s}/{}", "n".repeat(256)),
+        format!("/{}", "d/".repeat(2100)),
+    ] {
+        assert_denied(&fx, &[unpinned(&bad)], Reason::PathNotExact);
+    }
+    for bad in ["*.txt", "a?.txt", "[ab].txt"] {
+        assert_denied(&fx, &[unpinned(&format!("{s}/{bad}"))], Reason::GlobNotAllowed);
+    }
+    assert!(a.exists());
+}
+
+#[test]
+fn placement_reasons() {
+    let fx = Fixture::new();
+    let source = fx.ws().join("main.rs");
+    fs::write(&source, b"fn main() {}").unwrap();
+    assert_denied(&fx, &[target(&source)], Reason::NotSessionHelper);
+    // The session directory itself is not a helper.
+    assert_denied(&fx, &[unpinned(fx.session.to_str().unwrap())], Reason::NotSessionHelper);
+    let other = fx.layout.session_dir("another-thread");
+    fs::create_dir_all(&other).unwrap();
+    let theirs = other.join("theirs.py");
+    fs::write(&theirs, b"x").unwrap();
+    assert_denied(&fx, &[target(&theirs)], Reason::OtherSession);
+    let q = fx.session.join(".winx-release-0123456789abcdef");
+    fs::create_dir_all(&q).unwrap();
+    let quarantined = q.join("t000");
+    fs::write(&quarantined, b"x").unwrap();
+    assert_denied(&fx, &[target(&quarantined)], Reason::ReservedNamespace);
+    assert_denied(&fx, &[unpinned(&format!("{}/.winx-release-x", fx.session.display()))], Reason::ReservedNamespace);
+    // A good target beside a bad one: the whole request is refused.
+    let good = fx.helper("good.txt", b"good");
+    let r = run(&fx, &[target(&good), target(&source)]);
+    assert_eq!(r.error_code, Some(Reason::NotSessionHelper));
+    assert!(good.exists() && source.exists());
+}
+
+#[test]
+fn symlinks_are_refused_final_and_parent() {
+    let fx = Fixture::new();
+    let real = fx.helper("real.txt", b"real");
+    let link = fx.session.join("link.txt");
+    symlink(&real, &link).unwrap();
+    assert_denied(&fx, &[unpinned(link.to_str().unwrap())], Reason::Symlink);
+    // A symlinked parent directory inside the session.
+    let outside = fx.ws().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("victim.txt"), b"victim").unwrap();
+    symlink(&outside, fx.session.join("sub")).unwrap();
+    let through = fx.session.join("sub/victim.txt");
+    assert_denied(&fx, &[unpinned(through.to_str().unwrap())], Reason::Symlink);
+    let pinned_victim = Target { path: through.to_str().unwrap().to_owned(), pin: pin(&outside.join("victim.txt")) };
+    assert_denied(&fx, &[pinned_victim], Reason::Symlink);
+    assert!(outside.join("victim.txt").exists());
+    assert!(real.exists());
+}
+
+#[test]
+fn symlinked_workspace_component_is_refused() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"h");
+    let t = target(&h);
+    // Replace W/.winx with a symlink to a copy holding the same helper.
+    let winx = fx.ws().join(".winx");
+    let moved = fx.ws().join("elsewhere");
+    fs::rename(&winx, &moved).unwrap();
+    symlink(&moved, &winx).unwrap();
+    assert_denied(&fx, &[t], Reason::Symlink);
+    assert!(moved.join("tmp").join(fx.session.file_name().unwrap()).join("h.txt").exists());
+}
+
+#[test]
+fn hardlinked_helper_is_refused() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"linked");
+    fs::hard_link(&h, fx.session.join("h2.txt")).unwrap();
+    assert_denied(&fx, &[target(&h)], Reason::Hardlink);
+}
+
+#[test]
+fn non_regular_and_missing_are_refused() {
+    let fx = Fixture::new();
+    let d = fx.session.join("dir");
+    fs::create_dir(&d).unwrap();
+    assert_denied(&fx, &[unpinned(d.to_str().unwrap())], Reason::NotRegularFile);
+    let fifo = fx.session.join("fifo");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)
+        .unwrap();
+    assert_denied(&fx, &[unpinned(fifo.to_str().unwrap())], Reason::NotRegularFile);
+    let missing = fx.session.join("missing.txt");
+    assert_denied(&fx, &[unpinned(missing.to_str().unwrap())], Reason::NotFound);
+    let under_file = fx.helper("plain", b"x").join("child");
+    assert_denied(&fx, &[unpinned(under_file.to_str().unwrap())], Reason::NotFound);
+}
+
+#[test]
+fn changed_or_replaced_since_read_requires_a_new_read() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"original");
+    let t = target(&h);
+    // Same size, other bytes.
+    fs::write(&h, b"ORIGINAL").unwrap();
+    assert_denied(&fx, std::slice::from_ref(&t), Reason::ReadRequired);
+    // Identical text, new inode.
+    let h2 = fx.helper("h2.txt", b"same text");
+    let t2 = target(&h2);
+    fs::remove_file(&h2).unwrap();
+    fs::write(&h2, b"same text").unwrap();
+    assert_denied(&fx, &[t2], Reason::ReadRequired);
+    // A pin with the right identity but the wrong digest.
+    let h3 = fx.helper("h3.txt", b"abc");
+    let mut t3 = target(&h3);
+    t3.pin.sha256[0] ^= 1;
+    assert_denied(&fx, &[t3], Reason::ReadRequired);
+}
+
+struct Owner {
+    supports: bool,
+    running: usize,
+    pending: usize,
+}
+
+impl RuntimeOwner for Owner {
+    fn supports_temporary_release(&self) -> bool {
+        self.supports
+    }
+    fn running_executions(&self, _: &str) -> usize {
+        self.running
+    }
+    fn pending_actions(&self, _: &str) -> usize {
+        self.pending
+    }
+}
+
+#[test]
+fn owner_reasons() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"h");
+    let opts = ReleaseOptions::default();
+    let t = [target(&h)];
+    assert_denied_with(&fx, &t, Reason::OwnerUnsupported, &Owner { supports: false, running: 0, pending: 0 }, &opts);
+    assert_denied_with(&fx, &t, Reason::ExecutionActive, &Owner { supports: true, running: 1, pending: 0 }, &opts);
+    assert_denied_with(&fx, &t, Reason::PendingActions, &Owner { supports: true, running: 0, pending: 2 }, &opts);
+    assert!(h.exists());
+}
+
+#[test]
+fn backing_root_trouble_preserves_every_helper() {
+    let fx = Fixture::new();
+    let a = fx.helper("a.txt", b"a");
+    let b = fx.helper("b.txt", b"b");
+    let t = [target(&a), target(&b)];
+    let scratch = fx.layout.scratch_root();
+    fs::create_dir_all(&scratch).unwrap();
+    // A symlink in dropped output.
+    symlink("/etc/passwd", scratch.join("link")).unwrap();
+    assert_denied(&fx, &t, Reason::BackingSymlink);
+    fs::remove_file(scratch.join("link")).unwrap();
+    // A fifo in retained execution payloads.
+    let exec = fx.layout.executions_root().join("cmd-1");
+    fs::create_dir_all(&exec).unwrap();
+    let fifo = exec.join("pipe");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)
+        .unwrap();
+    assert_denied(&fx, &t, Reason::BackingUnsupportedEntry);
+    fs::remove_file(&fifo).unwrap();
+    // The bound, lowered for the test.
+    for i in 0..5 {
+        fs::write(exec.join(format!("out{i}")), b"o").unwrap();
+    }
+    let opts =
+        ReleaseOptions { scan_limits: ScanLimits { max_entries: 4, max_depth: 16 }, ..ReleaseOptions::default() };
+    assert_denied_with(&fx, &t, Reason::BackingScanLimit, &IdleOwner, &opts);
+    // A link placed into a backing root after the targets were checked.
+    let receipts = fx.layout.receipts_root();
+    fs::create_dir_all(&receipts).unwrap();
+    let alias = receipts.join("alias");
+    let hook = |p: &FaultPoint<'_>| {
+        if matches!(p, FaultPoint::BeforeScan) {
+            fs::hard_link(&b, &alias)?;
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.error_code, Some(Reason::BackingAlias), "{r:?}");
+    assert!(!r.touched);
+    assert!(a.exists() && b.exists());
+    assert_eq!(fs::read(&a).unwrap(), b"a");
+}
+
+#[test]
+fn identical_replacement_after_checks_is_restored_not_deleted() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"same text");
+    let t = [target(&h)];
+    let original_ino = fs::metadata(&h).unwrap().ino();
+    let hook = |p: &FaultPoint<'_>| {
+        if matches!(p, FaultPoint::AfterChecks) {
+            let tmp = h.with_extension("new");
+            fs::write(&tmp, b"same text")?;
+            fs::rename(&tmp, &h)?; // the pinned inode is gone; a replacement stands
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.status, Status::Partial, "{r:?}");
+    assert_eq!(r.files[0].outcome, Outcome::Restored);
+    assert_eq!(r.files[0].reason.as_deref(), Some("replaced_during_release"));
+    assert_eq!(r.bytes_reclaimed, 0);
+    assert_eq!(fs::read(&h).unwrap(), b"same text");
+    assert_ne!(fs::metadata(&h).unwrap().ino(), original_ino);
+    assert_eq!(fx.session_entries(), vec!["h.txt".to_owned()]);
+}
+
+#[test]
+fn replacement_swapped_in_quarantine_is_restored() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"pinned");
+    let t = [target(&h)];
+    // After the rename, swap the captured object for an identical copy.
+    let hook = |p: &FaultPoint<'_>| {
+        if let FaultPoint::AfterRename { quarantined, .. } = p {
+            fs::remove_file(quarantined)?;
+            fs::write(quarantined, b"pinned")?;
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.files[0].outcome, Outcome::Restored, "{r:?}");
+    assert_eq!(fs::read(&h).unwrap(), b"pinned");
+}
+
+#[test]
+fn occupied_name_during_restore_is_preserved_and_named() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"pinned");
+    let t = [target(&h)];
+    let hook = |p: &FaultPoint<'_>| {
+        match p {
+            FaultPoint::AfterChecks => {
+                let tmp = h.with_extension("new");
+                fs::write(&tmp, b"replacement")?;
+                fs::rename(&tmp, &h)?;
+            }
+            FaultPoint::AfterRecheck { verified: false, .. } => fs::write(&h, b"newcomer")?,
+            _ => {}
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.status, Status::Partial);
+    let f = &r.files[0];
+    assert_eq!(f.outcome, Outcome::Preserved, "{r:?}");
+    assert_eq!(f.reason.as_deref(), Some("restore_blocked"));
+    let q = f.quarantine_path.as_ref().expect("quarantine path named");
+    assert!(q.starts_with(&fx.session));
+    assert_eq!(fs::read(q).unwrap(), b"replacement");
+    assert_eq!(fs::read(&h).unwrap(), b"newcomer");
+    // The quarantine is kept, and so is its journal.
+    assert!(q.parent().unwrap().file_name().unwrap().to_str().unwrap().starts_with(".winx-release-"));
+    assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 1);
+}
+
+fn injected_failure_at(point: &'static str, k: usize) {
+    let fx = Fixture::new();
+    let paths: Vec<_> = (0..5).map(|i| fx.helper(&format!("h{i}.txt"), format!("helper {i}").as_bytes())).collect();
+    let targets: Vec<_> = paths.iter().map(|p| target(p)).collect();
+    let hook = move |p: &FaultPoint<'_>| {
+        if p.name() == point && p.index() == Some(k) {
+            return Err(io::Error::other("injected"));
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &targets, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.status, Status::Partial, "{r:?}");
+    for (i, (f, p)) in r.files.iter().zip(&paths).enumerate() {
+        match i.cmp(&k) {
+            std::cmp::Ordering::Less => {
+                assert_eq!(f.outcome, Outcome::Released, "{i}: {r:?}");
+                assert!(!p.exists());
+            }
+            std::cmp::Ordering::Equal => {
+                assert_eq!(f.outcome, Outcome::Failed, "{r:?}");
+                assert_eq!(f.reason.as_deref(), Some("io_error"));
+                assert_eq!(fs::read(p).unwrap(), format!("helper {i}").as_bytes());
+            }
+            std::cmp::Ordering::Greater => {
+                assert_eq!(f.outcome, Outcome::NotAttempted);
+                assert_eq!(f.reason.as_deref(), Some("stopped_after_failure"));
+                assert_eq!(fs::read(p).unwrap(), format!("helper {i}").as_bytes());
+            }
+        }
+    }
+    assert_eq!(r.bytes_reclaimed, r.files[..k].iter().map(|f| f.bytes_reclaimed).sum::<u64>());
+    // Nothing is left in quarantine.
+    let names = fx.session_entries();
+    assert!(names.iter().all(|n| !n.starts_with(".winx-release-")), "{names:?}");
+}
+
+#[test]
+fn injected_failure_before_rename_leaves_prefix_released_and_suffix_untouched() {
+    injected_failure_at("before_rename", 2);
+}
+
+#[test]
+fn injected_failure_after_rename_restores_that_target() {
+    injected_failure_at("after_rename", 3);
+}
+
+#[test]
+fn injected_failure_at_recheck_restores_that_target() {
+    injected_failure_at("after_recheck", 0);
+}
+
+#[test]
+fn failure_before_anything_moved_touches_nothing() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"h");
+    let hook = |p: &FaultPoint<'_>| {
+        if matches!(p, FaultPoint::AfterJournal { .. }) {
+            Err(io::Error::other("x"))
+        } else {
+            Ok(())
+        }
+    };
+    let r = run_with(&fx, &[target(&h)], &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.status, Status::Failed);
+    assert!(!r.touched);
+    assert!(h.exists());
+    assert!(fx.session_entries() == vec!["h.txt".to_owned()]);
+}
+
+#[test]
+fn no_rename_overwrites_an_occupied_name() {
+    // The quarantine name is taken by the time the rename runs: the rename
+    // must fail rather than replace it.
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"mine");
+    let hook = |p: &FaultPoint<'_>| {
+        if let FaultPoint::BeforeRename { .. } = p {
+            let q = fs::read_dir(&fx.session)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(".winx-release-"))
+                .unwrap();
+            fs::write(q.join("t000"), b"squatter")?;
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &[target(&h)], &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.files[0].outcome, Outcome::Failed, "{r:?}");
+    assert_eq!(fs::read(&h).unwrap(), b"mine");
+    let squatter = fs::read_dir(&fx.session)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(".winx-release-"))
+        .unwrap()
+        .join("t000");
+    assert_eq!(fs::read(squatter).unwrap(), b"squatter");
+}
+
+#[test]
+fn journal_is_durable_before_the_first_rename() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"h");
+    let seen = AtomicBool::new(false);
+    let journal_dir = fx.layout.journal_dir();
+    let hook = |p: &FaultPoint<'_>| {
+        if let FaultPoint::BeforeRename { index: 0, path } = p {
+            let j = fs::read_dir(&journal_dir)?.next().expect("a journal")?.path();
+            let text = fs::read_to_string(j)?;
+            assert!(text.contains(path.to_str().unwrap()));
+            seen.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &[target(&h)], &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.status, Status::Completed);
+    assert!(seen.load(Ordering::SeqCst));
+}
+
+#[test]
+fn release_never_touches_outside_the_session() {
+    let fx = Fixture::new();
+    let src = fx.ws().join("src.rs");
+    fs::write(&src, b"source").unwrap();
+    let h = fx.helper("h.txt", b"h");
+    let before = snapshot(fx.ws());
+    let r = run(&fx, &[target(&h)]);
+    assert_eq!(r.status, Status::Completed);
+    let after = snapshot(fx.ws());
+    let removed: Vec<_> = before.iter().filter(|e| !after.contains(e)).map(|e| e.0.clone()).collect();
+    assert_eq!(removed, vec![h.clone()]);
+    assert!(Path::new(&src).exists());
+}

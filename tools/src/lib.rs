@@ -1,0 +1,69 @@
+//! The `winx-release` command: guardian, MCP frontend, scan, audit,
+//! recover and stress.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod audit_cmd;
+mod scan_cmd;
+mod stress_cmd;
+
+/// Exit status for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit status for any failure other than usage and a fail-closed scan.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status for a scan that failed closed.
+pub const EXIT_FAIL_CLOSED: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(name = "winx-release", version, about = "Fail-closed release of temporary helpers left by coding agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Scan backing roots as a release would (contract section 5).
+    Scan(scan_cmd::ScanArgs),
+    /// Report helper usage per session; deletes nothing (section 6).
+    Audit(audit_cmd::AuditArgs),
+    /// Run the stress workload and check every invariant (section 9).
+    Stress(stress_cmd::StressArgs),
+}
+
+/// Runs the command line and returns the process exit status.
+pub fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Scan(a) => scan_cmd::run(&a),
+        Command::Audit(a) => audit_cmd::run(&a),
+        Command::Stress(a) => stress_cmd::run(&a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("winx-release: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Prints `value` as one JSON line on stdout.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
