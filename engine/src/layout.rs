@@ -110,3 +110,19 @@ impl Layout {
         self.data_dir.join("journal")
     }
 }
+
+/// The guardian socket path when none is given: `$WINX_GUARDIAN_SOCKET`,
+/// else `$XDG_RUNTIME_DIR/winx/guardian.sock`, else
+/// `/tmp/winx-<uid>/guardian.sock`.
+pub fn default_socket_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WINX_GUARDIAN_SOCKET").filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(x);
+        if p.is_absolute() {
+            return p.join("winx").join("guardian.sock");
+        }
+    }
+    PathBuf::from(format!("/tmp/winx-{}/guardian.sock", rustix::process::getuid().as_raw()))
+}

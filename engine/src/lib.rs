@@ -23,6 +23,7 @@ pub mod owner;
 pub mod path_rules;
 pub mod quarantine;
 pub mod quota;
+pub mod recovery;
 pub mod release;
 pub mod resolve;
 pub mod scan;

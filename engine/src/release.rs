@@ -307,13 +307,14 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     if !owner.supports_temporary_release() {
         return ReleaseReport::denied(&paths, Reason::OwnerUnsupported, &[], "runtime owner lacks temporary_release");
     }
-    let running = owner.running_executions(req.thread_id);
-    if running > 0 {
-        return ReleaseReport::denied(&paths, Reason::ExecutionActive, &[], format!("{running} execution(s) running"));
-    }
+    // Pending actions first: a queued command is about to run.
     let pending = owner.pending_actions(req.thread_id);
     if pending > 0 {
         return ReleaseReport::denied(&paths, Reason::PendingActions, &[], format!("{pending} action(s) pending"));
+    }
+    let running = owner.running_executions(req.thread_id);
+    if running > 0 {
+        return ReleaseReport::denied(&paths, Reason::ExecutionActive, &[], format!("{running} execution(s) running"));
     }
 
     // Check every target.

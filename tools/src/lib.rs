@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit_cmd;
+pub mod guardian;
+mod recover_cmd;
 mod scan_cmd;
 mod stress_cmd;
 
@@ -31,6 +33,10 @@ enum Command {
     Scan(scan_cmd::ScanArgs),
     /// Report helper usage per session; deletes nothing (section 6).
     Audit(audit_cmd::AuditArgs),
+    /// Run the durable guardian in the foreground.
+    Guardian(guardian::GuardianArgs),
+    /// Run crash recovery without starting a guardian.
+    Recover(recover_cmd::RecoverArgs),
     /// Run the stress workload and check every invariant (section 9).
     Stress(stress_cmd::StressArgs),
 }
@@ -43,6 +49,8 @@ pub fn main() -> ExitCode {
         Command::Scan(a) => scan_cmd::run(&a),
         Command::Audit(a) => audit_cmd::run(&a),
         Command::Stress(a) => stress_cmd::run(&a),
+        Command::Guardian(a) => guardian::run(&a),
+        Command::Recover(a) => recover_cmd::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,40 @@
+//! `winx-release recover`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::{print_json, EXIT_OK};
+
+/// Arguments of `winx-release recover`.
+#[derive(Args, Debug)]
+pub struct RecoverArgs {
+    /// A workspace whose journals and orphan quarantines to recover (all
+    /// journals when none is given).
+    #[arg(long = "workspace")]
+    workspaces: Vec<PathBuf>,
+}
+
+/// Runs crash recovery and prints its report.
+pub fn run(args: &RecoverArgs) -> anyhow::Result<u8> {
+    let mut ws = Vec::new();
+    for w in &args.workspaces {
+        ws.push(std::fs::canonicalize(w).with_context(|| format!("workspace {}", w.display()))?);
+    }
+    let data_dir = winx_release_engine::layout::default_data_dir();
+    let report = winx_release_engine::recovery::recover(&data_dir, &ws).context("recovery")?;
+    print_json(&report)?;
+    Ok(EXIT_OK)
+}
+
+/// Runs recovery over every journal when a guardian starts; logs the result.
+pub fn recover_at_start(data_dir: &std::path::Path) {
+    match winx_release_engine::recovery::recover(data_dir, &[]) {
+        Ok(r) if r.journals > 0 || !r.corrupt_journals.is_empty() => {
+            tracing::warn!(report = %serde_json::to_string(&r).unwrap_or_default(), "recovered interrupted releases")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "recovery failed"),
+    }
+}
