@@ -1,0 +1,190 @@
+//! Crash safety: a release in a child process is killed with SIGKILL at each
+//! fault point and at random instants; recovery must then account for every
+//! helper byte for byte (invariant 4), and a second recovery must restore
+//! nothing.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{target, Fixture};
+use winx_release_engine::fault::FaultPoint;
+use winx_release_engine::layout::Layout;
+use winx_release_engine::owner::IdleOwner;
+use winx_release_engine::recovery::recover;
+use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest, Target};
+
+const SPEC_ENV: &str = "WINX_RELEASE_CRASH_SPEC";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Spec {
+    workspace: PathBuf,
+    data_dir: PathBuf,
+    thread: String,
+    targets: Vec<Target>,
+    /// Fault point name and index to die at; `None`: run to the end (the
+    /// parent kills at a random instant).
+    die_at: Option<(String, Option<usize>)>,
+}
+
+/// The child side: runs the release described by the spec and dies at the
+/// requested point. Without the environment variable it does nothing.
+#[test]
+fn crash_child() {
+    let Ok(spec_path) = std::env::var(SPEC_ENV) else { return };
+    let spec: Spec = serde_json::from_slice(&fs::read(spec_path).unwrap()).unwrap();
+    let layout = Layout::new(&spec.workspace, &spec.data_dir).unwrap();
+    let die_at = spec.die_at.clone();
+    let ledger = spec.data_dir.join("crash-ledger");
+    let hook = move |p: &FaultPoint<'_>| {
+        // The test's own ledger of verified removals, written after each
+        // unlink (the journal's `verified` mark covers the instant before).
+        if let FaultPoint::AfterUnlink { index } = p {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new().create(true).append(true).open(&ledger).unwrap();
+            writeln!(f, "{index}").unwrap();
+        }
+        if let Some((name, index)) = &die_at {
+            if p.name() == name && (index.is_none() || p.index() == *index) {
+                rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL).unwrap();
+                std::thread::sleep(Duration::from_secs(10));
+            }
+        }
+        Ok(())
+    };
+    let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
+    let req = ReleaseRequest { layout: &layout, thread_id: &spec.thread, targets: &spec.targets };
+    let _ = release(&req, &IdleOwner, &opts);
+}
+
+struct Case {
+    fx: Fixture,
+    contents: HashMap<PathBuf, Vec<u8>>,
+    targets: Vec<Target>,
+}
+
+fn case(n: usize, size: usize) -> Case {
+    let fx = Fixture::new();
+    let mut contents = HashMap::new();
+    let mut targets = Vec::new();
+    for i in 0..n {
+        let body: Vec<u8> = (0..size).map(|j| (i * 31 + j) as u8).collect();
+        let p = fx.helper(&format!("sub{}/h{i}.bin", i % 2), &body);
+        targets.push(target(&p));
+        contents.insert(p, body);
+    }
+    Case { fx, contents, targets }
+}
+
+fn spawn_child(c: &Case, die_at: Option<(String, Option<usize>)>) -> std::process::Child {
+    let spec = Spec {
+        workspace: c.fx.layout.workspace().to_path_buf(),
+        data_dir: c.fx.layout.data_dir().to_path_buf(),
+        thread: c.fx.thread.clone(),
+        targets: c.targets.clone(),
+        die_at,
+    };
+    let spec_path = c.fx.layout.data_dir().join("crash-spec.json");
+    fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env(SPEC_ENV, &spec_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs recovery and asserts every helper is accounted for byte for byte.
+/// Returns (restored, removed_before_crash) counts.
+fn account(c: &Case) -> (usize, usize, u64) {
+    let ws = c.fx.layout.workspace().to_path_buf();
+    let report = recover(c.fx.layout.data_dir(), std::slice::from_ref(&ws)).unwrap();
+    let ledger: Vec<PathBuf> = fs::read_to_string(c.fx.layout.data_dir().join("crash-ledger"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| PathBuf::from(&c.targets[l.parse::<usize>().unwrap()].path))
+        .collect();
+    assert!(report.corrupt_journals.is_empty());
+    assert!(report.unaccounted.is_empty(), "unaccounted: {report:?}");
+    for (path, body) in &c.contents {
+        let at_path = fs::read(path).ok();
+        let removed = report.removed_before_crash.iter().any(|r| &r.file_path == path) || ledger.contains(path);
+        let preserved = report.preserved.iter().find(|p| p.file_path.as_deref() == Some(path.as_path()));
+        match (at_path, removed, preserved) {
+            (Some(bytes), false, None) => assert_eq!(&bytes, body, "{} changed", path.display()),
+            (None, true, None) => {}
+            (None, false, Some(p)) => assert_eq!(&fs::read(&p.quarantine_path).unwrap(), body),
+            other => panic!("{} not accounted for: {other:?}\n{report:?}", path.display()),
+        }
+    }
+    // No quarantine directory is left behind, and the journal is retired.
+    assert!(no_quarantine_left(&c.fx.session), "quarantine left in {}", c.fx.session.display());
+    let journals = fs::read_dir(c.fx.layout.journal_dir()).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(journals, 0);
+    // Idempotent: a second run restores nothing.
+    let again = recover(c.fx.layout.data_dir(), &[ws]).unwrap();
+    assert!(again.restored.is_empty() && again.preserved.is_empty(), "{again:?}");
+    (report.restored.len(), report.removed_before_crash.len().max(ledger.len()), report.journals)
+}
+
+fn no_quarantine_left(session: &Path) -> bool {
+    fs::read_dir(session).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().starts_with(".winx-release-"))
+}
+
+#[test]
+fn sigkill_at_every_fault_point_is_recoverable() {
+    let n = 3;
+    let mut points: Vec<(String, Option<usize>)> =
+        ["before_scan", "after_checks", "after_journal"].iter().map(|p| (p.to_string(), None)).collect();
+    for i in 0..n {
+        for p in ["before_rename", "after_rename", "after_recheck", "after_unlink"] {
+            points.push((p.to_string(), Some(i)));
+        }
+    }
+    let mut restored_total = 0;
+    let mut removed_total = 0;
+    for point in points {
+        let c = case(n, 4096 + 7);
+        let status = spawn_child(&c, Some(point.clone())).wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "child did not die at {point:?}: {status:?}");
+        let (r, d, _) = account(&c);
+        // Dying right after rename k or recheck k leaves k in quarantine.
+        if point.0 == "after_rename" || point.0 == "after_recheck" {
+            assert_eq!(r, 1, "{point:?}");
+        }
+        if let ("after_unlink", Some(k)) = (point.0.as_str(), point.1) {
+            assert_eq!(d, k + 1, "{point:?}");
+        }
+        restored_total += r;
+        removed_total += d;
+    }
+    assert!(restored_total > 0 && removed_total > 0);
+}
+
+#[test]
+fn sigkill_at_random_instants_is_recoverable() {
+    let tries: u64 = std::env::var("WINX_CRASH_TRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut interrupted = 0;
+    for t in 0..tries {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let c = case(24, 64 * 1024);
+        let mut child = spawn_child(&c, None);
+        std::thread::sleep(Duration::from_micros(2_000 + seed % 40_000));
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = t;
+        let (_, _, journals) = account(&c);
+        interrupted += journals;
+    }
+    // The random instants must really hit releases in flight.
+    assert!(interrupted * 4 >= tries, "only {interrupted} of {tries} tries interrupted a release");
+}
