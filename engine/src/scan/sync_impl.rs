@@ -282,7 +282,8 @@ impl<'a> Scan<'a> {
             if self.entries > self.limits.max_entries {
                 return fail(Reason::BackingScanLimit);
             }
-            self.max_depth = self.max_depth.max(child_depth);
+            let deepest = self.max_depth;
+            self.max_depth = deepest.max(child_depth);
             if child_depth > self.limits.max_depth {
                 return fail(Reason::BackingScanLimit);
             }
@@ -291,6 +292,7 @@ impl<'a> Scan<'a> {
                 Err(Errno::NOENT) => {
                     // Removed since getdents: not an entry any more.
                     self.entries -= 1;
+                    self.max_depth = deepest;
                     continue;
                 }
                 Err(_) => return fail(Reason::BackingInaccessible),
