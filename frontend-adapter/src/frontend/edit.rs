@@ -1,0 +1,306 @@
+//! `EditFiles` releases.
+//!
+//! Order of a release:
+//!
+//! 1. the request's shape is parsed ([`parse_edit_files`]); then the receipt
+//!    of exactly this request is looked up by its fingerprint and replayed,
+//!    touching nothing, before anything else (so a replay works after a
+//!    frontend restart, also for a thread this process does not know);
+//!    identical requests in flight in this process are serialised so that
+//!    the second one replays the first one's receipt;
+//! 2. path rules: `file_count`, `duplicate_path`, `path_not_exact`,
+//!    `glob_not_allowed`;
+//! 3. the thread (`thread_mismatch`) and the exact workspace string
+//!    (`workspace_mismatch`);
+//! 4. policy (`policy_denied`);
+//! 5. placement (`reserved_namespace`, `other_session`, `not_session_helper`),
+//!    then every target opened through no-follow handles (`symlink`,
+//!    `hardlink`, `not_regular_file`, `not_found`), identity and bytes from
+//!    the opened descriptor, the token (`read_required`), the revision
+//!    (`revision_mismatch`);
+//! 6. the owner: `embedded_runtime`, `unsupported_platform`,
+//!    `owner_unavailable` (no guardian), `owner_unsupported` (no
+//!    `temporary_release` in its hello: the release is never sent),
+//!    `owner_unavailable` (not the guardian instance the session was
+//!    initialised with; checked after the capability so that an older
+//!    guardian is always `owner_unsupported`); then the guardian runs the
+//!    release with the pins (`unknown_op` is `owner_unsupported`);
+//! 7. when the guardian reports that the run touched the filesystem, the
+//!    receipt is written durably, then the result is returned.
+//!
+//! A transport failure after the release was sent is a `failed` result with
+//! `errorCode: "owner_unavailable"`, `outcome_unknown: true` and every file
+//! `failed`; the release is never re-sent automatically.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use winx_release_engine::hash::parse_revision;
+use winx_release_engine::path_rules::place_helper;
+use winx_release_engine::release::open_session_dir;
+use winx_release_engine::{Reason, ReleaseReport, Status, Target};
+
+use super::read::read_helper;
+use super::{Frontend, Session};
+use crate::client::ClientError;
+use crate::error::{Code, FrontendError};
+use crate::receipt::Fingerprint;
+use crate::token::TokenSubject;
+use crate::util::lock;
+use crate::wire::{check_paths, parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
+
+/// A release refused before anything was touched: every file `denied`, with
+/// its own reason where it has one, else the request's code.
+pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> Value {
+    let files: Vec<Value> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let reason = own.get(i).copied().flatten().unwrap_or(e.code);
+            json!({"file_path": p, "outcome": "denied", "reason": reason.as_str(), "bytes_reclaimed": 0})
+        })
+        .collect();
+    json!({
+        "status": e.status(),
+        "operation": RELEASE_MODE,
+        "errorCode": e.code.as_str(),
+        "replayed": false,
+        "bytes_reclaimed": 0,
+        "files": files,
+        "message": e.message,
+    })
+}
+
+fn status_str(s: Status) -> &'static str {
+    match s {
+        Status::Completed => "completed",
+        Status::Partial => "partial",
+        Status::Denied => "denied",
+        Status::InvalidInput => "invalid_input",
+        Status::Failed => "failed",
+    }
+}
+
+/// The contract's release result for a guardian report.
+pub(crate) fn release_result(report: &ReleaseReport, receipt_id: Option<&str>) -> Value {
+    let mut v = json!({
+        "status": status_str(report.status),
+        "operation": RELEASE_MODE,
+        "replayed": false,
+        "bytes_reclaimed": report.bytes_reclaimed,
+        "files": serde_json::to_value(&report.files).unwrap_or(Value::Array(Vec::new())),
+    });
+    if matches!(report.status, Status::Denied | Status::InvalidInput) {
+        let code = report.error_code.unwrap_or(Reason::InvalidInput);
+        v["errorCode"] = json!(code.code());
+    }
+    if let Some(id) = receipt_id {
+        v["receipt_id"] = json!(id);
+    }
+    if let Some(d) = &report.detail {
+        v["message"] = json!(d);
+    }
+    v
+}
+
+fn lost_reply(paths: &[String], e: &ClientError) -> Value {
+    let files: Vec<Value> = paths
+        .iter()
+        .map(|p| json!({"file_path": p, "outcome": "failed", "reason": "owner_unavailable", "bytes_reclaimed": 0}))
+        .collect();
+    json!({
+        "status": "failed",
+        "operation": RELEASE_MODE,
+        "errorCode": Reason::OwnerUnavailable.code(),
+        "replayed": false,
+        "bytes_reclaimed": 0,
+        "outcome_unknown": true,
+        "files": files,
+        "message": format!(
+            "{e}. The release was sent but its reply was lost; it is not re-sent automatically. Inspect the exact \
+             targets (ReadFiles): missing or changed generations fail closed on a later explicit retry."
+        ),
+    })
+}
+
+impl Frontend {
+    pub(super) fn edit(&self, args: &Value) -> Value {
+        match parse_edit_files(args) {
+            Err(e) if e.release => release_denial(&e.paths, &e.error, &[]),
+            Err(e) => super::write::write_denial(&e.paths, &e.error, &[]),
+            Ok(EditRequest::Release(r)) => self.release(&r),
+            Ok(EditRequest::Write(w)) => self.write(&w),
+        }
+    }
+
+    fn inflight(&self, fp: &Fingerprint) -> Arc<std::sync::Mutex<()>> {
+        lock(&self.inflight).entry(fp.0).or_default().clone()
+    }
+
+    fn inflight_done(&self, fp: &Fingerprint, slot: Arc<std::sync::Mutex<()>>) {
+        let mut map = lock(&self.inflight);
+        // The map's reference and ours: nobody else waits on it.
+        if Arc::strong_count(&slot) == 2 {
+            map.remove(&fp.0);
+        }
+    }
+
+    /// Runs a parsed release request (steps 1–7 of the module docs).
+    pub(crate) fn release(&self, r: &ReleaseArgs) -> Value {
+        let fp = Fingerprint::of(r);
+        let slot = self.inflight(&fp);
+        let result = {
+            let _serial = lock(&slot);
+            self.release_serialised(r, &fp)
+        };
+        self.inflight_done(&fp, slot);
+        result
+    }
+
+    fn release_serialised(&self, r: &ReleaseArgs, fp: &Fingerprint) -> Value {
+        let paths = r.paths();
+        // 1. Replay.
+        match self.receipts.lookup(r) {
+            Ok(Some(v)) => return v,
+            Ok(None) => {}
+            Err(e) => {
+                let mut v = release_denial(&paths, &FrontendError::new(Code::IoError, format!("receipt: {e}")), &[]);
+                v["status"] = json!("failed");
+                return v;
+            }
+        }
+        // 2. Path rules.
+        if let Err((code, own)) = check_paths(&paths) {
+            let own: Vec<Option<Code>> = own.into_iter().map(|o| o.map(Code::from)).collect();
+            return release_denial(&paths, &FrontendError::new(code, "a path was refused"), &own);
+        }
+        // 3–5.
+        let (session, targets) = match self.check_release(r) {
+            Ok(t) => t,
+            Err((e, own)) => return release_denial(&paths, &e, &own),
+        };
+        // 6. Owner.
+        if self.config.embedded {
+            let e =
+                FrontendError::new(Reason::EmbeddedRuntime, "the frontend runs embedded: no guardian owns the session");
+            return release_denial(&paths, &e, &[]);
+        }
+        if !cfg!(target_os = "linux") {
+            return release_denial(&paths, &FrontendError::new(Reason::UnsupportedPlatform, "Linux only"), &[]);
+        }
+        let (mut client, hello) = match self.guardian(false) {
+            Ok(c) => c,
+            Err(e) => {
+                let reason = e.reason().unwrap_or(Reason::OwnerUnavailable);
+                return release_denial(&paths, &FrontendError::new(reason, e.to_string()), &[]);
+            }
+        };
+        if !hello.supports_temporary_release() {
+            let e = FrontendError::new(Reason::OwnerUnsupported, "the guardian does not advertise temporary_release");
+            return release_denial(&paths, &e, &[]);
+        }
+        if hello.instance.is_none() || hello.instance != session.guardian_instance {
+            let e = FrontendError::new(
+                Reason::OwnerUnavailable,
+                "the guardian that owned this session at Initialize is gone; Initialize the thread again to re-attach",
+            );
+            return release_denial(&paths, &e, &[]);
+        }
+        let report = match client.release(&session.workspace, &session.thread_id, &targets) {
+            Ok(report) => report,
+            Err(e) if e.outcome_unknown() => return lost_reply(&paths, &e),
+            Err(e) => {
+                let msg = e.to_string();
+                return match e.reason() {
+                    Some(reason) => release_denial(&paths, &FrontendError::new(reason, msg), &[]),
+                    None => {
+                        let mut v = release_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]);
+                        v["status"] = json!("failed");
+                        v
+                    }
+                };
+            }
+        };
+        // 7. Receipt, then the answer.
+        if !report.touched {
+            return release_result(&report, None);
+        }
+        let id = fp.to_hex();
+        let mut result = release_result(&report, Some(&id));
+        if let Err(e) = self.receipts.record(r, &result) {
+            result["receipt_error"] = json!(format!("the receipt could not be persisted, a replay is impossible: {e}"));
+        }
+        result
+    }
+
+    /// Steps 3–5: thread, workspace, policy, placement, targets. Returns
+    /// the session and the pinned targets.
+    #[allow(clippy::type_complexity)]
+    fn check_release(&self, r: &ReleaseArgs) -> Result<(Session, Vec<Target>), (FrontendError, Vec<Option<Code>>)> {
+        let n = r.entries.len();
+        let whole = |e: FrontendError| (e, vec![None; n]);
+        let session = self.session(&r.thread_id).map_err(whole)?;
+        if r.workspace_root != session.workspace {
+            let msg = format!("workspace_root is not the initialised workspace {:?}", session.workspace);
+            return Err(whole(FrontendError::new(Reason::WorkspaceMismatch, msg)));
+        }
+        let ws = Path::new(&session.workspace);
+        let own: Vec<Option<Code>> = r
+            .entries
+            .iter()
+            .map(|e| {
+                (!session.policy.mutation_allowed(ws, Path::new(&e.file_path))).then_some(Reason::PolicyDenied.into())
+            })
+            .collect();
+        if own.iter().any(Option::is_some) {
+            let msg = format!("mode {} does not allow releasing these paths", session.mode().as_str());
+            return Err((FrontendError::new(Reason::PolicyDenied, msg), own));
+        }
+        let mut own: Vec<Option<Code>> = vec![None; n];
+        let mut helpers = Vec::with_capacity(n);
+        for (i, e) in r.entries.iter().enumerate() {
+            match place_helper(&session.layout, &session.thread_id, &e.file_path) {
+                Ok(h) => helpers.push(Some(h)),
+                Err(reason) => {
+                    own[i] = Some(reason.into());
+                    helpers.push(None);
+                }
+            }
+        }
+        if let Some(first) = own.iter().flatten().next().copied() {
+            return Err((FrontendError::new(first, "a path is not a helper of this thread's session"), own));
+        }
+        let dir = open_session_dir(&session.layout, &session.thread_id)
+            .map_err(|reason| whole(FrontendError::new(reason, "the session directory cannot be opened")))?;
+        let mut targets = Vec::with_capacity(n);
+        for (i, (e, h)) in r.entries.iter().zip(helpers.iter().flatten()).enumerate() {
+            let read = match read_helper(&dir, h, 0) {
+                Ok(read) => read,
+                Err(reason) => {
+                    own[i] = Some(reason.into());
+                    continue;
+                }
+            };
+            let subject = TokenSubject {
+                thread_id: &session.thread_id,
+                workspace_root: &session.workspace,
+                path: &e.file_path,
+                pin: read.pin,
+            };
+            if let Err(reason) = self.key.verify(e.artifact_generation.as_deref(), &subject) {
+                own[i] = Some(reason.into());
+                continue;
+            }
+            if parse_revision(&e.expected_revision) != Some(read.pin.sha256) {
+                own[i] = Some(Reason::RevisionMismatch.into());
+                continue;
+            }
+            targets.push(Target { path: e.file_path.clone(), pin: read.pin });
+        }
+        if let Some(first) = own.iter().flatten().next().copied() {
+            return Err((FrontendError::new(first, "a target failed its check"), own));
+        }
+        Ok((session, targets))
+    }
+}

@@ -1,0 +1,453 @@
+//! The frontend: everything the MCP server does, without the transport.
+//!
+//! [`Frontend`] holds the process secret of generation tokens, the thread
+//! registry, the receipt store and (embedded) the in-process execution
+//! table. Each tool method takes the tool's arguments as a JSON value and
+//! returns the contract's `structuredContent` object; [`is_error`] and
+//! [`summary`] give the MCP `isError` flag and the short text.
+//!
+//! Refusals use the result shape of their tool: `status` (`denied` or
+//! `invalid_input`), `errorCode`, and a human-readable `message`.
+
+mod bash;
+mod edit;
+mod read;
+mod write;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use winx_release_engine::audit::{audit, DELETION_DEFERRED};
+use winx_release_engine::layout::{self, default_data_dir, Layout};
+use winx_release_engine::quota;
+use winx_release_engine::release::open_session_dir;
+use winx_release_engine::resolve::open_dir_abs;
+use winx_release_engine::Reason;
+
+use crate::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
+use crate::embedded::ExecTable;
+use crate::error::{Code, FrontendError};
+use crate::policy::Policy;
+use crate::receipt::ReceiptStore;
+use crate::token::TokenKey;
+use crate::util::{lock, mkdir_beneath, random_hex, walk_io};
+use crate::wire::{InitializeArgs, ModeName};
+
+/// Starts a guardian listening at the given socket; used only by
+/// `Initialize` when no guardian answers, never during a release.
+pub type GuardianLauncher = Box<dyn Fn(&Path) -> io::Result<()> + Send + Sync>;
+
+/// How a [`Frontend`] runs.
+pub struct FrontendConfig {
+    /// The guardian socket (see [`crate::client::resolve_socket_path`]).
+    pub socket_path: PathBuf,
+    /// Run commands in-process, with no guardian (releases are then denied
+    /// with `embedded_runtime`).
+    pub embedded: bool,
+    /// The data directory `D` (absolute).
+    pub data_dir: PathBuf,
+    /// Starts a guardian at `socket_path` when none answers at `Initialize`.
+    pub launcher: Option<GuardianLauncher>,
+    /// Guardian connection timeouts.
+    pub timeouts: Timeouts,
+    /// How long `Initialize` waits for a launched guardian to answer.
+    pub launch_wait: Duration,
+}
+
+impl FrontendConfig {
+    /// A configuration with the given socket, data directory and mode, no
+    /// launcher and default timeouts.
+    pub fn new(socket_path: impl Into<PathBuf>, data_dir: impl Into<PathBuf>, embedded: bool) -> FrontendConfig {
+        FrontendConfig {
+            socket_path: socket_path.into(),
+            embedded,
+            data_dir: data_dir.into(),
+            launcher: None,
+            timeouts: Timeouts::default(),
+            launch_wait: Duration::from_secs(10),
+        }
+    }
+
+    /// The socket from `--socket` or the environment, the data directory
+    /// from the environment (contract section 1).
+    pub fn from_env(socket: Option<&Path>, embedded: bool) -> FrontendConfig {
+        FrontendConfig::new(crate::client::resolve_socket_path(socket), default_data_dir(), embedded)
+    }
+
+    /// Sets the guardian launcher.
+    pub fn with_launcher(mut self, launcher: GuardianLauncher) -> FrontendConfig {
+        self.launcher = Some(launcher);
+        self
+    }
+}
+
+impl Default for FrontendConfig {
+    fn default() -> FrontendConfig {
+        FrontendConfig::new(default_socket_path(), default_data_dir(), false)
+    }
+}
+
+impl fmt::Debug for FrontendConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrontendConfig")
+            .field("socket_path", &self.socket_path)
+            .field("embedded", &self.embedded)
+            .field("data_dir", &self.data_dir)
+            .field("launcher", &self.launcher.as_ref().map(|_| "<fn>"))
+            .field("timeouts", &self.timeouts)
+            .field("launch_wait", &self.launch_wait)
+            .finish()
+    }
+}
+
+/// Whether releases can run for a session, and why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Availability {
+    pub(crate) available: bool,
+    pub(crate) reason: Option<Reason>,
+}
+
+impl Availability {
+    fn yes() -> Availability {
+        Availability { available: true, reason: None }
+    }
+
+    fn no(reason: Reason) -> Availability {
+        Availability { available: false, reason: Some(reason) }
+    }
+}
+
+/// One initialised thread.
+#[derive(Clone, Debug)]
+pub(crate) struct Session {
+    pub(crate) thread_id: String,
+    /// The canonical workspace, exactly as `Initialize` returned it.
+    pub(crate) workspace: String,
+    pub(crate) layout: Layout,
+    pub(crate) session_dir: PathBuf,
+    pub(crate) policy: Arc<Policy>,
+    /// The guardian instance seen at `Initialize` (`None`: no guardian).
+    pub(crate) guardian_instance: Option<String>,
+}
+
+/// The MCP frontend, transport aside. `Send + Sync`: tools may be called
+/// from several threads at once.
+pub struct Frontend {
+    config: FrontendConfig,
+    key: TokenKey,
+    receipts: ReceiptStore,
+    threads: Mutex<HashMap<String, Session>>,
+    inflight: Mutex<HashMap<[u8; 32], Arc<Mutex<()>>>>,
+    exec: ExecTable,
+}
+
+impl fmt::Debug for Frontend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Frontend").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// The refusal object of a tool: `status`, `errorCode`, `message`.
+pub(crate) fn refusal(e: &FrontendError) -> Value {
+    json!({"status": e.status(), "errorCode": e.code.as_str(), "message": e.message})
+}
+
+impl Frontend {
+    /// A frontend with a fresh token secret. Fails only when the OS gives no
+    /// random bytes.
+    pub fn new(config: FrontendConfig) -> io::Result<Frontend> {
+        Ok(Frontend {
+            receipts: ReceiptStore::new(&config.data_dir),
+            key: TokenKey::generate()?,
+            config,
+            threads: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            exec: ExecTable::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FrontendConfig {
+        &self.config
+    }
+
+    /// Calls tool `name` (`Initialize`, `ReadFiles`, `EditFiles`,
+    /// `BashCommand`); `None` for an unknown tool.
+    pub fn call(&self, name: &str, args: Value) -> Option<Value> {
+        Some(match name {
+            "Initialize" => self.initialize(args),
+            "ReadFiles" => self.read_files(args),
+            "EditFiles" => self.edit_files(args),
+            "BashCommand" => self.bash_command(args),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn session(&self, thread_id: &str) -> Result<Session, FrontendError> {
+        lock(&self.threads).get(thread_id).cloned().ok_or_else(|| {
+            FrontendError::new(
+                Reason::ThreadMismatch,
+                format!("thread {thread_id:?} is not initialised; call Initialize"),
+            )
+        })
+    }
+
+    /// Connects to the guardian and says hello; at `Initialize`
+    /// (`may_launch`), starts one through the launcher when none answers.
+    pub(crate) fn guardian(&self, may_launch: bool) -> Result<(GuardianClient, Hello), ClientError> {
+        let socket = &self.config.socket_path;
+        match GuardianClient::connect_hello(socket, self.config.timeouts) {
+            Err(ClientError::Unavailable(first)) if may_launch => {
+                let Some(launch) = &self.config.launcher else { return Err(ClientError::Unavailable(first)) };
+                launch(socket)
+                    .map_err(|e| ClientError::Unavailable(io::Error::new(e.kind(), format!("launch: {e}"))))?;
+                let deadline = Instant::now() + self.config.launch_wait;
+                loop {
+                    match GuardianClient::connect_hello(socket, self.config.timeouts) {
+                        Err(ClientError::Unavailable(e)) if Instant::now() < deadline => {
+                            let _ = e;
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        other => return other,
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// `Initialize`: see the contract's section 3. Returns the session's
+    /// keys, `temporary_release`, the quotas, and the stale-prune audit
+    /// (`stale_audit`, which deletes nothing).
+    pub fn initialize(&self, args: Value) -> Value {
+        match self.try_initialize(&args) {
+            Ok(v) => v,
+            Err(e) => refusal(&e),
+        }
+    }
+
+    fn try_initialize(&self, args: &Value) -> Result<Value, FrontendError> {
+        let a = InitializeArgs::parse(args)?;
+        let workspace = canonical_workspace(&a.any_workspace_path)?;
+        let layout =
+            Layout::new(&workspace, &self.config.data_dir).map_err(|d| FrontendError::new(d.reason, d.to_string()))?;
+        let thread_id = match a.thread_id.as_deref().filter(|t| !t.is_empty()) {
+            Some(t) => t.to_owned(),
+            None => random_hex(16).map_err(|e| FrontendError::new(Code::IoError, e.to_string()))?,
+        };
+        let mode = a.mode_name.unwrap_or_default();
+        let policy = Arc::new(Policy::new(mode, a.code_writer_config.as_ref())?);
+
+        let mut guardian_info = Value::Null;
+        let mut instance = None;
+        let mut notes: Vec<String> = Vec::new();
+        let availability = if self.config.embedded {
+            Availability::no(Reason::EmbeddedRuntime)
+        } else if !cfg!(target_os = "linux") {
+            Availability::no(Reason::UnsupportedPlatform)
+        } else {
+            match self.guardian(true) {
+                Ok((mut client, hello)) => {
+                    instance = hello.instance.clone();
+                    guardian_info = json!({"socket": self.config.socket_path, "guardian": hello.guardian,
+                        "instance": hello.instance, "capabilities": hello.capabilities});
+                    if let Err(e) = client.session_open(&workspace, &thread_id) {
+                        notes.push(format!("session_open: {e}; session directory created by the frontend"));
+                    }
+                    if hello.supports_temporary_release() {
+                        Availability::yes()
+                    } else {
+                        Availability::no(Reason::OwnerUnsupported)
+                    }
+                }
+                Err(e) => {
+                    notes.push(e.to_string());
+                    Availability::no(e.reason().unwrap_or(Reason::OwnerUnavailable))
+                }
+            }
+        };
+        let session_dir = ensure_session_dir(&layout, &thread_id)?;
+        let stale_audit = match audit(Path::new(&workspace)) {
+            Ok(r) => serde_json::to_value(&r).unwrap_or(Value::Null),
+            Err(e) => json!({"error": e.to_string(), "deletion_deferred": DELETION_DEFERRED}),
+        };
+        let session = Session {
+            thread_id: thread_id.clone(),
+            workspace: workspace.clone(),
+            layout,
+            session_dir: session_dir.clone(),
+            policy,
+            guardian_instance: instance,
+        };
+        let reattached = lock(&self.threads).insert(thread_id.clone(), session).is_some();
+        let mut v = json!({
+            "status": "completed",
+            "thread_id": thread_id,
+            "workspace_root": workspace,
+            "mode_name": mode.as_str(),
+            "temporary_artifact_dir": session_dir,
+            "temporary_release": {
+                "available": availability.available,
+                "reason": availability.reason.map(Reason::code),
+            },
+            "temporary_artifact_max_files": quota::MAX_SESSION_FILES,
+            "temporary_artifact_max_session_bytes": quota::MAX_SESSION_BYTES,
+            "temporary_artifact_max_file_bytes": quota::MAX_FILE_BYTES,
+            "temporary_artifact_max_bytes": quota::MAX_WORKSPACE_BYTES,
+            "temporary_artifact_stale_pruned_files": 0,
+            "deletion_deferred": DELETION_DEFERRED,
+            "stale_audit": stale_audit,
+            "reattached": reattached,
+            "guardian": guardian_info,
+        });
+        if let Some(t) = a.init_type {
+            v["type"] = json!(t);
+        }
+        if !notes.is_empty() {
+            v["message"] = json!(notes.join("; "));
+        }
+        Ok(v)
+    }
+
+    /// `ReadFiles`: see the contract's section 3.
+    pub fn read_files(&self, args: Value) -> Value {
+        match self.try_read_files(&args) {
+            Ok(v) => v,
+            Err(e) => {
+                let mut v = refusal(&e);
+                v["files"] = json!([]);
+                v["failed_files"] = json!([]);
+                v
+            }
+        }
+    }
+
+    /// `EditFiles`: a release (`operation: "release_temporary"` or release
+    /// entries) or whole-file writes (`mode: "replace"`).
+    pub fn edit_files(&self, args: Value) -> Value {
+        self.edit(&args)
+    }
+
+    /// `BashCommand`: run a command or check on one.
+    pub fn bash_command(&self, args: Value) -> Value {
+        match self.try_bash(&args) {
+            Ok(v) => v,
+            Err(e) => refusal(&e),
+        }
+    }
+}
+
+/// The canonical workspace of `any_workspace_path`: absolute
+/// (`path_not_exact` otherwise), existing (`not_found`), a directory
+/// (`invalid_input`), UTF-8.
+fn canonical_workspace(p: &str) -> Result<String, FrontendError> {
+    let path = Path::new(p);
+    if !path.is_absolute() {
+        return Err(FrontendError::new(Reason::PathNotExact, format!("{p:?} is not an absolute path")));
+    }
+    let canon = path.canonicalize().map_err(|e| {
+        let code = if e.kind() == io::ErrorKind::NotFound { Code::Reason(Reason::NotFound) } else { Code::IoError };
+        FrontendError::new(code, format!("{p}: {e}"))
+    })?;
+    if !canon.is_dir() {
+        return Err(FrontendError::invalid(format!("{} is not a directory", canon.display())));
+    }
+    canon.into_os_string().into_string().map_err(|_| FrontendError::invalid("the workspace path is not UTF-8"))
+}
+
+/// Creates `W/.winx/tmp/session-<..>` (0700) through no-follow directory
+/// handles when missing, and checks that it opens as a directory.
+fn ensure_session_dir(layout: &Layout, thread_id: &str) -> Result<PathBuf, FrontendError> {
+    let fail = |e: io::Error| FrontendError::new(Code::IoError, format!("session directory: {e}"));
+    let ws = open_dir_abs(layout.workspace()).map_err(|e| fail(walk_io(e)))?;
+    let winx = mkdir_beneath(ws.as_fd(), layout::WINX_DIR, 0o700).map_err(fail)?;
+    let tmp = mkdir_beneath(winx.as_fd(), layout::TMP_DIR, 0o700).map_err(fail)?;
+    mkdir_beneath(tmp.as_fd(), &layout::session_name(thread_id), 0o700).map_err(fail)?;
+    open_session_dir(layout, thread_id)
+        .map_err(|r| FrontendError::new(r, "the session directory cannot be opened without following links"))?;
+    Ok(layout.session_dir(thread_id))
+}
+
+/// Whether a tool result is an error for MCP (`isError`): `status` is
+/// `denied`, `invalid_input` or `failed`.
+pub fn is_error(result: &Value) -> bool {
+    matches!(result.get("status").and_then(Value::as_str), Some("denied" | "invalid_input" | "failed"))
+}
+
+/// A one-line text summary of a tool result, for the MCP text content.
+pub fn summary(tool: &str, result: &Value) -> String {
+    let s = |k: &str| result.get(k).and_then(Value::as_str).unwrap_or("");
+    let status = s("status");
+    let mut out = if is_error(result) && !s("errorCode").is_empty() {
+        format!("{tool}: {status} ({})", s("errorCode"))
+    } else {
+        format!("{tool}: {status}")
+    };
+    let count = |k: &str| result.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    match tool {
+        "Initialize" if !is_error(result) => {
+            let tr = &result["temporary_release"];
+            out.push_str(&format!(
+                "; thread {} in {}; helpers in {}; temporary release {}",
+                s("thread_id"),
+                s("workspace_root"),
+                s("temporary_artifact_dir"),
+                if tr["available"] == json!(true) {
+                    "available".to_owned()
+                } else {
+                    format!("unavailable ({})", tr["reason"].as_str().unwrap_or("unknown"))
+                }
+            ));
+        }
+        "ReadFiles" => out.push_str(&format!("; {} read, {} failed", count("files"), count("failed_files"))),
+        "EditFiles" => {
+            let files = result.get("files").and_then(Value::as_array).cloned().unwrap_or_default();
+            let mut tally: Vec<(String, usize)> = Vec::new();
+            for f in &files {
+                let o = f.get("outcome").and_then(Value::as_str).unwrap_or("?").to_owned();
+                match tally.iter_mut().find(|(k, _)| *k == o) {
+                    Some((_, n)) => *n += 1,
+                    None => tally.push((o, 1)),
+                }
+            }
+            let parts: Vec<String> = tally.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            out.push_str(&format!("; {}", parts.join(", ")));
+            if s("operation") == crate::wire::RELEASE_MODE {
+                out.push_str(&format!("; {} bytes reclaimed", result["bytes_reclaimed"].as_u64().unwrap_or(0)));
+                if !s("receipt_id").is_empty() {
+                    out.push_str(&format!("; receipt {}", s("receipt_id")));
+                }
+                if result["replayed"] == json!(true) {
+                    out.push_str(" (replayed: nothing touched)");
+                }
+            }
+        }
+        "BashCommand" if !is_error(result) => {
+            out.push_str(&format!("; command {}", s("command_id")));
+            if let Some(c) = result.get("exit_code").and_then(Value::as_i64) {
+                out.push_str(&format!(", exit code {c}"));
+            }
+        }
+        _ => {}
+    }
+    if !s("message").is_empty() {
+        out.push_str(&format!(" — {}", s("message")));
+    }
+    out
+}
+
+impl Session {
+    /// The session's shell mode.
+    pub(crate) fn mode(&self) -> ModeName {
+        self.policy.mode()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

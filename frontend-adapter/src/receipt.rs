@@ -1,0 +1,276 @@
+//! Durable receipts of releases that touched the filesystem.
+//!
+//! A receipt lives at `D/receipts/<fingerprint>.json` (the directory is
+//! created 0700, the file 0600, written with a temporary file, fsync, rename
+//! and a directory fsync). The fingerprint is the SHA-256 of a length-framed
+//! ([`frame`]) canonical encoding of the whole release request: the domain tag
+//! `winx-release/release-request/v1`, the thread id, the workspace root, the
+//! number of entries, then per entry in order its path, mode, expected
+//! revision and generation token (a presence byte first, since a token may be
+//! absent).
+//!
+//! A receipt stores the request's thread, workspace and entries besides the
+//! result; a lookup returns a receipt only when all of them equal the
+//! request's, so a request of another thread or workspace can never fetch it.
+//! Only runs that touched the filesystem are recorded; pure denials are not.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use winx_release_engine::durable::{create_private_dir_all, fsync_dir, write_durable};
+
+use crate::token::frame;
+use crate::wire::{ReleaseArgs, ReleaseEntry};
+
+/// The domain tag, the first framed field of every request fingerprint.
+pub const FINGERPRINT_DOMAIN: &str = "winx-release/release-request/v1";
+/// Format version of a stored receipt.
+pub const RECEIPT_VERSION: u32 = 1;
+/// Largest receipt file read back (bigger ones are refused as corrupt).
+pub const MAX_RECEIPT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The fingerprint of a release request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub [u8; 32]);
+
+impl Fingerprint {
+    /// The fingerprint of `req` (see the module docs for the encoding).
+    pub fn of(req: &ReleaseArgs) -> Fingerprint {
+        let mut m = Vec::with_capacity(512);
+        frame(&mut m, FINGERPRINT_DOMAIN.as_bytes());
+        frame(&mut m, req.thread_id.as_bytes());
+        frame(&mut m, req.workspace_root.as_bytes());
+        frame(&mut m, &(req.entries.len() as u64).to_be_bytes());
+        for e in &req.entries {
+            frame(&mut m, e.file_path.as_bytes());
+            frame(&mut m, e.mode.as_bytes());
+            frame(&mut m, e.expected_revision.as_bytes());
+            match &e.artifact_generation {
+                Some(t) => {
+                    frame(&mut m, &[1]);
+                    frame(&mut m, t.as_bytes());
+                }
+                None => frame(&mut m, &[0]),
+            }
+        }
+        Fingerprint(Sha256::digest(&m).into())
+    }
+
+    /// 64 lowercase hex digits: the receipt id and file stem.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+/// A stored receipt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// [`RECEIPT_VERSION`].
+    pub version: u32,
+    /// The fingerprint, hex.
+    pub receipt_id: String,
+    /// The request's thread.
+    pub thread_id: String,
+    /// The request's workspace root.
+    pub workspace_root: String,
+    /// The request's entries, in order.
+    pub entries: Vec<ReleaseEntry>,
+    /// When it was recorded (seconds since the epoch).
+    pub recorded_at_unix: u64,
+    /// The full `EditFiles` release result as first returned.
+    pub result: Value,
+}
+
+/// The receipts directory `D/receipts`.
+#[derive(Clone, Debug)]
+pub struct ReceiptStore {
+    dir: PathBuf,
+}
+
+impl ReceiptStore {
+    /// The store of data directory `data_dir` (`data_dir/receipts`).
+    pub fn new(data_dir: &Path) -> ReceiptStore {
+        ReceiptStore { dir: data_dir.join("receipts") }
+    }
+
+    /// The receipts directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the receipt of `fp` lives.
+    pub fn path_of(&self, fp: &Fingerprint) -> PathBuf {
+        self.dir.join(format!("{}.json", fp.to_hex()))
+    }
+
+    /// The recorded result of `req`, marked `"replayed": true`, if a receipt
+    /// of exactly this request exists. Touches nothing.
+    ///
+    /// A receipt file that cannot be read or parsed is an error (the caller
+    /// fails closed); one recorded for other parameters is ignored.
+    pub fn lookup(&self, req: &ReleaseArgs) -> io::Result<Option<Value>> {
+        let fp = Fingerprint::of(req);
+        let path = self.path_of(&fp);
+        let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32;
+        let file = match OpenOptions::new().read(true).custom_flags(flags).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io::Error::new(e.kind(), format!("receipt {}: {e}", path.display()))),
+        };
+        let receipt = read_receipt(file).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let same = receipt.version == RECEIPT_VERSION
+            && receipt.receipt_id == fp.to_hex()
+            && receipt.thread_id == req.thread_id
+            && receipt.workspace_root == req.workspace_root
+            && receipt.entries == req.entries;
+        if !same {
+            return Ok(None);
+        }
+        let mut result = receipt.result;
+        match result.as_object_mut() {
+            Some(obj) => {
+                obj.insert("replayed".to_owned(), Value::Bool(true));
+            }
+            None => return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt result is not an object")),
+        }
+        Ok(Some(result))
+    }
+
+    /// Records `result` (the release result, `replayed: false`) as the
+    /// receipt of `req`, durably, before the caller answers.
+    pub fn record(&self, req: &ReleaseArgs, result: &Value) -> io::Result<Fingerprint> {
+        let fp = Fingerprint::of(req);
+        if !self.dir.is_dir() {
+            create_private_dir_all(&self.dir)?;
+            if let Some(parent) = self.dir.parent() {
+                fsync_dir(parent)?;
+            }
+        }
+        let receipt = Receipt {
+            version: RECEIPT_VERSION,
+            receipt_id: fp.to_hex(),
+            thread_id: req.thread_id.clone(),
+            workspace_root: req.workspace_root.clone(),
+            entries: req.entries.clone(),
+            recorded_at_unix: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            result: result.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&receipt).map_err(io::Error::other)?;
+        write_durable(&self.path_of(&fp), &bytes)?;
+        Ok(fp)
+    }
+}
+
+fn read_receipt(file: File) -> io::Result<Receipt> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt is not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_RECEIPT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_RECEIPT_BYTES {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt too large"));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn req(thread: &str, ws: &str) -> ReleaseArgs {
+        ReleaseArgs {
+            thread_id: thread.into(),
+            workspace_root: ws.into(),
+            entries: vec![ReleaseEntry {
+                file_path: format!("{ws}/.winx/tmp/session-0/h.py"),
+                mode: "release_temporary".into(),
+                expected_revision: format!("sha256:{}", "0".repeat(64)),
+                artifact_generation: Some(format!("g1.{}", "a".repeat(64))),
+            }],
+        }
+    }
+
+    fn result() -> Value {
+        json!({"status": "completed", "operation": "release_temporary", "replayed": false, "bytes_reclaimed": 4096,
+            "files": [{"file_path": "/x", "outcome": "released", "reason": null, "bytes_reclaimed": 4096}]})
+    }
+
+    #[test]
+    fn record_then_replay() {
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        assert_eq!(store.lookup(&r).unwrap(), None);
+        let fp = store.record(&r, &result()).unwrap();
+        assert_eq!(fp, Fingerprint::of(&r));
+        let mode = std::fs::metadata(store.dir()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let got = store.lookup(&r).unwrap().unwrap();
+        assert_eq!(got["replayed"], json!(true));
+        assert_eq!(got["files"], result()["files"]);
+        // Nothing but the receipt in the directory (no temporary left over).
+        let names: Vec<_> = std::fs::read_dir(store.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn other_thread_or_parameters_cannot_fetch() {
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        store.record(&r, &result()).unwrap();
+        assert_eq!(store.lookup(&req("t2", "/ws")).unwrap(), None);
+        let mut other_ws = r.clone();
+        other_ws.workspace_root = "/ws2".into();
+        assert_eq!(store.lookup(&other_ws).unwrap(), None);
+        let mut other_token = r.clone();
+        other_token.entries[0].artifact_generation = None;
+        assert_eq!(store.lookup(&other_token).unwrap(), None);
+        // A receipt file planted under B's fingerprint holding A's request is
+        // not B's: the stored thread is compared too.
+        let b = req("t2", "/ws");
+        std::fs::copy(store.path_of(&Fingerprint::of(&r)), store.path_of(&Fingerprint::of(&b))).unwrap();
+        assert_eq!(store.lookup(&b).unwrap(), None);
+    }
+
+    #[test]
+    fn fingerprint_framing() {
+        let a = req("ab", "c");
+        let mut b = a.clone();
+        b.thread_id = "a".into();
+        b.workspace_root = "bc".into();
+        b.entries = a.entries.clone();
+        assert_ne!(Fingerprint::of(&a), Fingerprint::of(&b));
+        let mut empty_token = a.clone();
+        empty_token.entries[0].artifact_generation = Some(String::new());
+        let mut no_token = a.clone();
+        no_token.entries[0].artifact_generation = None;
+        assert_ne!(Fingerprint::of(&empty_token), Fingerprint::of(&no_token));
+        assert_eq!(Fingerprint::of(&a).to_hex().len(), 64);
+    }
+
+    #[test]
+    fn corrupt_receipt_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        std::fs::create_dir_all(store.dir()).unwrap();
+        std::fs::write(store.path_of(&Fingerprint::of(&r)), b"{not json").unwrap();
+        assert!(store.lookup(&r).is_err());
+        // A symlink is not followed.
+        std::fs::remove_file(store.path_of(&Fingerprint::of(&r))).unwrap();
+        let elsewhere = d.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, b"{}").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, store.path_of(&Fingerprint::of(&r))).unwrap();
+        assert!(store.lookup(&r).is_err());
+    }
+}

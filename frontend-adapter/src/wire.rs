@@ -1,0 +1,621 @@
+//! Tool arguments as they arrive on the wire, and their shape validation.
+//!
+//! Every argument object is parsed from a [`serde_json::Value`] with unknown
+//! fields refused, so that a malformed shape is an `invalid_input` refusal and
+//! never a panic.
+//!
+//! `EditFiles` is classified by [`parse_edit_files`] into a release or a
+//! whole-file write:
+//!
+//! - a request is a **release** when `operation` is `"release_temporary"` or
+//!   when any entry has `mode: "release_temporary"` (an `operation` may be
+//!   omitted: entries alone make a release);
+//! - in a release, an `operation` other than `"release_temporary"` or an
+//!   entry of another mode is `mixed_modes`, and a `verify_command` is
+//!   `verification_not_allowed`;
+//! - otherwise `operation` is absent or `"edit"`, and every entry must be
+//!   `mode: "replace"` with `content`; any other mode is `invalid_input`.
+//!
+//! The order of checks is: the top-level shape (`invalid_input`), then
+//! `mixed_modes`, then `verification_not_allowed`, then each entry's shape
+//! (`invalid_input`, a malformed `expected_revision` included). The path rules
+//! (`file_count`, `duplicate_path`, `path_not_exact`, `glob_not_allowed`) are
+//! checked by [`check_paths`], which the frontend runs after its receipt
+//! lookup.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use winx_release_engine::hash::parse_revision;
+use winx_release_engine::path_rules::check_exact;
+use winx_release_engine::release::MAX_TARGETS;
+use winx_release_engine::Reason;
+
+use crate::error::FrontendError;
+
+/// The `mode` and `operation` value of a release.
+pub const RELEASE_MODE: &str = "release_temporary";
+/// The `mode` of a whole-file write.
+pub const REPLACE_MODE: &str = "replace";
+/// The explicit `operation` of a non-release `EditFiles` request.
+pub const EDIT_OPERATION: &str = "edit";
+
+fn from_value<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> Result<T, FrontendError> {
+    T::deserialize(v).map_err(|e| FrontendError::invalid(format!("{what}: {e}")))
+}
+
+/// The shell mode of a session (`mode_name`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeName {
+    /// Everything allowed (the default).
+    #[default]
+    Wcgw,
+    /// Read-only: every file mutation and every new command is `policy_denied`.
+    Architect,
+    /// Mutations only on `allowed_globs`, commands only from `allowed_commands`.
+    CodeWriter,
+}
+
+impl ModeName {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModeName::Wcgw => "wcgw",
+            ModeName::Architect => "architect",
+            ModeName::CodeWriter => "code_writer",
+        }
+    }
+}
+
+/// `"all"` or an explicit list, as in winx's `code_writer_config`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawAllOrList", into = "RawAllOrList")]
+pub enum AllOrList {
+    /// The string `"all"`: no restriction.
+    All,
+    /// Only these entries.
+    List(Vec<String>),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawAllOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TryFrom<RawAllOrList> for AllOrList {
+    type Error = String;
+
+    fn try_from(raw: RawAllOrList) -> Result<AllOrList, String> {
+        match raw {
+            RawAllOrList::One(s) if s == "all" => Ok(AllOrList::All),
+            RawAllOrList::One(s) => Err(format!("expected \"all\" or a list of strings, got {s:?}")),
+            RawAllOrList::Many(v) => Ok(AllOrList::List(v)),
+        }
+    }
+}
+
+impl From<AllOrList> for RawAllOrList {
+    fn from(v: AllOrList) -> RawAllOrList {
+        match v {
+            AllOrList::All => RawAllOrList::One("all".to_owned()),
+            AllOrList::List(l) => RawAllOrList::Many(l),
+        }
+    }
+}
+
+/// The restrictions of `code_writer` mode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeWriterConfig {
+    /// Glob patterns that a mutated path must match.
+    pub allowed_globs: AllOrList,
+    /// Commands that may run (exact text).
+    pub allowed_commands: AllOrList,
+}
+
+/// Arguments of `Initialize`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitializeArgs {
+    /// An absolute path of an existing directory: the workspace.
+    pub any_workspace_path: String,
+    /// The thread to (re-)attach to; absent or empty: a new one.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// The shell mode, `wcgw` when absent.
+    #[serde(default)]
+    pub mode_name: Option<ModeName>,
+    /// The restrictions of `code_writer` mode (only with it).
+    #[serde(default)]
+    pub code_writer_config: Option<CodeWriterConfig>,
+    /// winx's call type (`first_call`, `user_asked_mode_change`, ...); echoed.
+    #[serde(default, rename = "type")]
+    pub init_type: Option<String>,
+}
+
+impl InitializeArgs {
+    /// Parses `Initialize` arguments.
+    pub fn parse(v: &Value) -> Result<InitializeArgs, FrontendError> {
+        let a: InitializeArgs = from_value("Initialize arguments", v)?;
+        let mode = a.mode_name.unwrap_or_default();
+        if a.code_writer_config.is_some() && mode != ModeName::CodeWriter {
+            return Err(FrontendError::invalid("code_writer_config is only accepted with mode_name \"code_writer\""));
+        }
+        if let Some(t) = a.thread_id.as_deref() {
+            check_thread_id(t)?;
+        }
+        Ok(a)
+    }
+}
+
+/// Longest accepted thread id, in bytes.
+pub const MAX_THREAD_ID_BYTES: usize = 256;
+
+/// A thread id is at most 256 bytes without control characters (empty means
+/// "none" at `Initialize`).
+pub fn check_thread_id(t: &str) -> Result<(), FrontendError> {
+    if t.len() > MAX_THREAD_ID_BYTES || t.chars().any(char::is_control) {
+        return Err(FrontendError::invalid("thread_id must be at most 256 bytes without control characters"));
+    }
+    Ok(())
+}
+
+/// Arguments of `ReadFiles`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFilesArgs {
+    /// The thread, from `Initialize`.
+    pub thread_id: String,
+    /// Absolute paths to read.
+    pub file_paths: Vec<String>,
+}
+
+impl ReadFilesArgs {
+    /// Parses `ReadFiles` arguments.
+    pub fn parse(v: &Value) -> Result<ReadFilesArgs, FrontendError> {
+        from_value("ReadFiles arguments", v)
+    }
+}
+
+/// One release entry of `EditFiles`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseEntry {
+    /// The exact path of the helper.
+    pub file_path: String,
+    /// Always `"release_temporary"`.
+    pub mode: String,
+    /// `sha256:<hex>` as `ReadFiles` returned it.
+    pub expected_revision: String,
+    /// The token `ReadFiles` returned; absent or `null` fails with
+    /// `read_required`.
+    #[serde(default)]
+    pub artifact_generation: Option<String>,
+}
+
+/// One whole-file write entry of `EditFiles`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaceEntry {
+    /// The exact path to write.
+    pub file_path: String,
+    /// Always `"replace"`.
+    pub mode: String,
+    /// The new content.
+    pub content: String,
+}
+
+/// The top-level object of `EditFiles`, entries still unparsed.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditFilesArgs {
+    /// The thread, from `Initialize`.
+    pub thread_id: String,
+    /// The exact workspace root `Initialize` returned.
+    pub workspace_root: String,
+    /// `"release_temporary"`, `"edit"`, or absent.
+    #[serde(default)]
+    pub operation: Option<String>,
+    /// The entries, in order.
+    pub files: Vec<Value>,
+    /// A command to run after a write (not with a release).
+    #[serde(default)]
+    pub verify_command: Option<String>,
+}
+
+/// A release request, parsed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseArgs {
+    /// The thread.
+    pub thread_id: String,
+    /// The workspace root as given.
+    pub workspace_root: String,
+    /// The entries, in order.
+    pub entries: Vec<ReleaseEntry>,
+}
+
+impl ReleaseArgs {
+    /// The requested paths, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.file_path.clone()).collect()
+    }
+}
+
+/// A whole-file write request, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteArgs {
+    /// The thread.
+    pub thread_id: String,
+    /// The workspace root as given.
+    pub workspace_root: String,
+    /// The entries, in order.
+    pub entries: Vec<ReplaceEntry>,
+    /// A command to run after the writes.
+    pub verify_command: Option<String>,
+}
+
+impl WriteArgs {
+    /// The requested paths, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.file_path.clone()).collect()
+    }
+}
+
+/// An `EditFiles` request, classified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EditRequest {
+    /// A release of helpers.
+    Release(ReleaseArgs),
+    /// Whole-file writes.
+    Write(WriteArgs),
+}
+
+/// An `EditFiles` refusal at parse time, with what could be learnt of the
+/// request: whether it looks like a release (its `operation` or any entry's
+/// `mode` is `"release_temporary"`), and the entries' paths (empty strings
+/// where an entry had none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EditParseError {
+    /// The refusal.
+    pub error: FrontendError,
+    /// Whether the request was recognised as a release.
+    pub release: bool,
+    /// Each entry's `file_path`, best effort.
+    pub paths: Vec<String>,
+}
+
+fn best_effort_paths(v: &Value) -> Vec<String> {
+    match v.get("files") {
+        Some(Value::Array(a)) => {
+            a.iter().map(|e| e.get("file_path").and_then(Value::as_str).unwrap_or_default().to_owned()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Parses and classifies `EditFiles` arguments (see the module docs for the
+/// rules and their order). Path rules are left to [`check_paths`].
+pub fn parse_edit_files(v: &Value) -> Result<EditRequest, EditParseError> {
+    let paths = best_effort_paths(v);
+    let fail = |error: FrontendError, release: bool| EditParseError { error, release, paths: paths.clone() };
+    let looks_like_release = v.get("operation").and_then(Value::as_str) == Some(RELEASE_MODE)
+        || v.get("files")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|e| e.get("mode").and_then(Value::as_str) == Some(RELEASE_MODE)));
+    let args: EditFilesArgs = from_value("EditFiles arguments", v).map_err(|e| fail(e, looks_like_release))?;
+    let mut modes = Vec::with_capacity(args.files.len());
+    for (i, f) in args.files.iter().enumerate() {
+        match f.get("mode").and_then(Value::as_str) {
+            Some(m) if f.is_object() => modes.push(m),
+            _ => {
+                let msg = format!("files[{i}] lacks a string \"mode\"");
+                return Err(fail(FrontendError::invalid(msg), looks_like_release));
+            }
+        }
+    }
+    let release = args.operation.as_deref() == Some(RELEASE_MODE) || modes.contains(&RELEASE_MODE);
+    if release {
+        if let Some(op) = args.operation.as_deref().filter(|op| *op != RELEASE_MODE) {
+            let msg = format!("a release cannot be mixed into operation {op:?}");
+            return Err(fail(FrontendError::new(Reason::MixedModes, msg), true));
+        }
+        if let Some(i) = modes.iter().position(|m| *m != RELEASE_MODE) {
+            let msg = format!("files[{i}] has mode {:?}: every entry of a release is \"release_temporary\"", modes[i]);
+            return Err(fail(FrontendError::new(Reason::MixedModes, msg), true));
+        }
+        if args.verify_command.is_some() {
+            let msg = "verify_command is not accepted with a release";
+            return Err(fail(FrontendError::new(Reason::VerificationNotAllowed, msg), true));
+        }
+        let mut entries = Vec::with_capacity(args.files.len());
+        for (i, f) in args.files.iter().enumerate() {
+            let e: ReleaseEntry = from_value(&format!("files[{i}]"), f).map_err(|e| fail(e, true))?;
+            if parse_revision(&e.expected_revision).is_none() {
+                let msg = format!("files[{i}].expected_revision is not \"sha256:<64 lowercase hex>\"");
+                return Err(fail(FrontendError::invalid(msg), true));
+            }
+            entries.push(e);
+        }
+        return Ok(EditRequest::Release(ReleaseArgs {
+            thread_id: args.thread_id,
+            workspace_root: args.workspace_root,
+            entries,
+        }));
+    }
+    if let Some(op) = args.operation.as_deref().filter(|op| *op != EDIT_OPERATION) {
+        return Err(fail(FrontendError::invalid(format!("unknown operation {op:?}")), false));
+    }
+    let mut entries = Vec::with_capacity(args.files.len());
+    for (i, f) in args.files.iter().enumerate() {
+        if modes[i] != REPLACE_MODE {
+            let msg = format!("files[{i}] has unsupported mode {:?} (\"replace\" or \"release_temporary\")", modes[i]);
+            return Err(fail(FrontendError::invalid(msg), false));
+        }
+        entries.push(from_value::<ReplaceEntry>(&format!("files[{i}]"), f).map_err(|e| fail(e, false))?);
+    }
+    Ok(EditRequest::Write(WriteArgs {
+        thread_id: args.thread_id,
+        workspace_root: args.workspace_root,
+        entries,
+        verify_command: args.verify_command,
+    }))
+}
+
+/// Path rules of a request, as the engine applies them: 1–100 entries
+/// (`file_count`), each path once (`duplicate_path`), each exact
+/// (`path_not_exact`, `glob_not_allowed`).
+///
+/// Returns the request-level reason (the first entry's own reason, in
+/// request order; `file_count` for the whole request) and each entry's own.
+pub fn check_paths(paths: &[String]) -> Result<(), (Reason, Vec<Option<Reason>>)> {
+    if paths.is_empty() || paths.len() > MAX_TARGETS {
+        return Err((Reason::FileCount, vec![None; paths.len()]));
+    }
+    let mut seen = HashSet::new();
+    let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
+    for (i, p) in paths.iter().enumerate() {
+        if !seen.insert(p.as_str()) {
+            own[i] = Some(Reason::DuplicatePath);
+        } else if let Err(r) = check_exact(p) {
+            own[i] = Some(r);
+        }
+    }
+    match own.iter().flatten().next().copied() {
+        Some(first) => Err((first, own)),
+        None => Ok(()),
+    }
+}
+
+/// Default `wait_for_seconds` of `BashCommand`.
+pub const DEFAULT_WAIT_SECONDS: f64 = 5.0;
+/// Longest accepted `wait_for_seconds`; longer waits are cut to it.
+pub const MAX_WAIT_SECONDS: f64 = 600.0;
+
+/// Arguments of `BashCommand`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashCommandArgs {
+    /// The thread, from `Initialize`.
+    pub thread_id: String,
+    /// The command to run with `bash -c`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// How long to wait for it to end (default 5 s).
+    #[serde(default)]
+    pub wait_for_seconds: Option<f64>,
+    /// Start it in the background (default false).
+    #[serde(default)]
+    pub is_background: Option<bool>,
+    /// Ask about `command_id` instead of running a command.
+    #[serde(default)]
+    pub status_check: Option<bool>,
+    /// The command a status check is about.
+    #[serde(default)]
+    pub command_id: Option<String>,
+}
+
+/// What a `BashCommand` asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BashAction {
+    /// Run a command.
+    Run {
+        /// The command text.
+        command: String,
+        /// Seconds to wait for it.
+        wait_for_seconds: f64,
+        /// Whether it runs in the background.
+        is_background: bool,
+    },
+    /// Report on a command.
+    Status {
+        /// The command.
+        command_id: String,
+        /// Seconds to wait for it to end.
+        wait_for_seconds: f64,
+    },
+}
+
+impl BashCommandArgs {
+    /// Parses `BashCommand` arguments.
+    pub fn parse(v: &Value) -> Result<BashCommandArgs, FrontendError> {
+        from_value("BashCommand arguments", v)
+    }
+
+    /// What the arguments ask for: `command` (with optional wait and
+    /// background), or `status_check: true` with `command_id`.
+    pub fn action(&self) -> Result<BashAction, FrontendError> {
+        let wait = match self.wait_for_seconds {
+            None => DEFAULT_WAIT_SECONDS,
+            Some(w) if w.is_finite() && w >= 0.0 => w.min(MAX_WAIT_SECONDS),
+            Some(_) => return Err(FrontendError::invalid("wait_for_seconds must be a number >= 0")),
+        };
+        match (self.status_check.unwrap_or(false), &self.command, &self.command_id) {
+            (true, None, Some(id)) if self.is_background.is_none() => {
+                Ok(BashAction::Status { command_id: id.clone(), wait_for_seconds: wait })
+            }
+            (true, _, _) => Err(FrontendError::invalid("status_check takes command_id (and wait_for_seconds) only")),
+            (false, Some(c), None) => Ok(BashAction::Run {
+                command: c.clone(),
+                wait_for_seconds: wait,
+                is_background: self.is_background.unwrap_or(false),
+            }),
+            (false, _, _) => Err(FrontendError::invalid("give either command, or status_check: true with command_id")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const REV: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+    fn rel(path: &str) -> Value {
+        json!({"file_path": path, "mode": "release_temporary", "expected_revision": REV, "artifact_generation": "g1.x"})
+    }
+
+    fn code(r: Result<EditRequest, EditParseError>) -> &'static str {
+        r.unwrap_err().error.code.as_str()
+    }
+
+    #[test]
+    fn release_classification() {
+        let base =
+            json!({"thread_id": "t", "workspace_root": "/w", "operation": "release_temporary", "files": [rel("/a")]});
+        assert!(matches!(parse_edit_files(&base), Ok(EditRequest::Release(_))));
+        // Entries alone make a release.
+        let no_op = json!({"thread_id": "t", "workspace_root": "/w", "files": [rel("/a")]});
+        assert!(matches!(parse_edit_files(&no_op), Ok(EditRequest::Release(_))));
+        // A release with a replace entry.
+        let mixed = json!({"thread_id": "t", "workspace_root": "/w", "files": [rel("/a"),
+            {"file_path": "/b", "mode": "replace", "content": "x"}]});
+        assert_eq!(code(parse_edit_files(&mixed)), "mixed_modes");
+        // operation release with a non-release entry.
+        let op_mixed = json!({"thread_id": "t", "workspace_root": "/w", "operation": "release_temporary",
+            "files": [{"file_path": "/b", "mode": "replace", "content": "x"}]});
+        assert_eq!(code(parse_edit_files(&op_mixed)), "mixed_modes");
+        // A release entry under another operation.
+        let other_op = json!({"thread_id": "t", "workspace_root": "/w", "operation": "edit", "files": [rel("/a")]});
+        assert_eq!(code(parse_edit_files(&other_op)), "mixed_modes");
+        let verify = json!({"thread_id": "t", "workspace_root": "/w", "files": [rel("/a")], "verify_command": "true"});
+        assert_eq!(code(parse_edit_files(&verify)), "verification_not_allowed");
+        // Mixed modes is checked before verification.
+        let both = json!({"thread_id": "t", "workspace_root": "/w", "files": [rel("/a"),
+            {"file_path": "/b", "mode": "replace", "content": "x"}], "verify_command": "true"});
+        assert_eq!(code(parse_edit_files(&both)), "mixed_modes");
+    }
+
+    #[test]
+    fn malformed_shapes_are_invalid_input() {
+        for v in [
+            json!(null),
+            json!([]),
+            json!({"thread_id": 1, "workspace_root": "/w", "files": []}),
+            json!({"thread_id": "t", "workspace_root": "/w"}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [], "extra": 1}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a"}]}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": ["x"]}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a", "mode": "edit"}]}),
+            json!({"thread_id": "t", "workspace_root": "/w", "operation": "zap", "files": []}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a", "mode": "replace"}]}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a", "mode": "release_temporary",
+                "expected_revision": REV, "artifact_generation": "g", "extra": true}]}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a", "mode": "release_temporary",
+                "artifact_generation": "g"}]}),
+            json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a", "mode": "release_temporary",
+                "expected_revision": "sha256:ABC", "artifact_generation": "g"}]}),
+        ] {
+            let e = parse_edit_files(&v).unwrap_err();
+            assert_eq!(e.error.code.as_str(), "invalid_input", "{v}");
+        }
+    }
+
+    #[test]
+    fn missing_token_parses() {
+        let v = json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a",
+            "mode": "release_temporary", "expected_revision": REV}]});
+        match parse_edit_files(&v) {
+            Ok(EditRequest::Release(r)) => assert_eq!(r.entries[0].artifact_generation, None),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn write_classification() {
+        let v = json!({"thread_id": "t", "workspace_root": "/w", "files": [
+            {"file_path": "/a", "mode": "replace", "content": "x"}], "verify_command": "make"});
+        match parse_edit_files(&v) {
+            Ok(EditRequest::Write(w)) => {
+                assert_eq!(w.paths(), vec!["/a".to_owned()]);
+                assert_eq!(w.verify_command.as_deref(), Some("make"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn path_rules() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(check_paths(&[]).unwrap_err().0, Reason::FileCount);
+        let many: Vec<String> = (0..101).map(|i| format!("/a{i}")).collect();
+        assert_eq!(check_paths(&many).unwrap_err().0, Reason::FileCount);
+        assert!(check_paths(&many[..100]).is_ok());
+        let (r, own) = check_paths(&p(&["/a", "/b", "/a"])).unwrap_err();
+        assert_eq!((r, own), (Reason::DuplicatePath, vec![None, None, Some(Reason::DuplicatePath)]));
+        assert_eq!(check_paths(&p(&["/a/../b"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(check_paths(&p(&["a"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(check_paths(&p(&["/a/"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(check_paths(&p(&["/a/*.py"])).unwrap_err().0, Reason::GlobNotAllowed);
+        // The first entry's own reason is the request's.
+        let (r, _) = check_paths(&p(&["/x", "/a[1]", "/x"])).unwrap_err();
+        assert_eq!(r, Reason::GlobNotAllowed);
+    }
+
+    #[test]
+    fn initialize_args() {
+        let a = InitializeArgs::parse(&json!({"any_workspace_path": "/w", "mode_name": "code_writer",
+            "code_writer_config": {"allowed_globs": ["src/**"], "allowed_commands": "all"}, "type": "first_call"}))
+        .unwrap();
+        assert_eq!(a.mode_name, Some(ModeName::CodeWriter));
+        let c = a.code_writer_config.unwrap();
+        assert_eq!(c.allowed_globs, AllOrList::List(vec!["src/**".into()]));
+        assert_eq!(c.allowed_commands, AllOrList::All);
+        for bad in [
+            json!({}),
+            json!({"any_workspace_path": "/w", "mode_name": "root"}),
+            json!({"any_workspace_path": "/w", "bogus": 1}),
+            json!({"any_workspace_path": "/w", "code_writer_config": {"allowed_globs": "all", "allowed_commands": "all"}}),
+            json!({"any_workspace_path": "/w", "mode_name": "code_writer",
+                "code_writer_config": {"allowed_globs": "some", "allowed_commands": "all"}}),
+            json!({"any_workspace_path": "/w", "thread_id": "a\nb"}),
+        ] {
+            assert!(InitializeArgs::parse(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bash_args() {
+        let a = BashCommandArgs::parse(&json!({"thread_id": "t", "command": "ls"})).unwrap();
+        assert_eq!(
+            a.action().unwrap(),
+            BashAction::Run { command: "ls".into(), wait_for_seconds: 5.0, is_background: false }
+        );
+        let s = BashCommandArgs::parse(&json!({"thread_id": "t", "status_check": true, "command_id": "c"})).unwrap();
+        assert_eq!(s.action().unwrap(), BashAction::Status { command_id: "c".into(), wait_for_seconds: 5.0 });
+        for bad in [
+            json!({"thread_id": "t"}),
+            json!({"thread_id": "t", "command": "ls", "status_check": true}),
+            json!({"thread_id": "t", "command": "ls", "wait_for_seconds": -1}),
+            json!({"thread_id": "t", "status_check": true}),
+        ] {
+            let parsed = BashCommandArgs::parse(&bad).and_then(|a| a.action());
+            assert!(parsed.is_err(), "{bad}");
+        }
+        assert!(BashCommandArgs::parse(&json!({"thread_id": "t", "command": "ls", "x": 1})).is_err());
+    }
+}
