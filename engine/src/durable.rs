@@ -21,14 +21,32 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// A random lowercase-hex string of `2 * bytes` characters.
+///
+/// Uses `getrandom(2)`; should the kernel refuse (it does not on any
+/// supported Linux), falls back to a SHA-256 of the time, the pid and a
+/// process-wide counter, which is unique though not secret. Names made here
+/// are never secrets; the frontend's token secret has its own fallible path.
 pub fn random_hex(bytes: usize) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut buf = vec![0u8; bytes];
     let mut filled = 0;
     while filled < bytes {
         match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
             Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
-            Err(e) => panic!("getrandom failed: {e}"),
+            Err(_) => {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                let seed = format!("{:?}/{}/{}", now, std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+                let mut out = String::new();
+                let mut block = crate::hash::sha256_bytes(seed.as_bytes());
+                while out.len() < 2 * bytes {
+                    out.push_str(&hex::encode(block));
+                    block = crate::hash::sha256_bytes(&block);
+                }
+                out.truncate(2 * bytes);
+                return out;
+            }
         }
     }
     hex::encode(buf)

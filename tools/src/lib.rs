@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 pub mod guardian;
+mod mcp;
 mod recover_cmd;
 mod scan_cmd;
 mod stress_cmd;
@@ -39,6 +40,8 @@ enum Command {
     Recover(recover_cmd::RecoverArgs),
     /// Run the stress workload and check every invariant (section 9).
     Stress(stress_cmd::StressArgs),
+    /// Run the frontend: an MCP server on stdio with the tools of section 3.
+    Mcp(mcp::McpArgs),
 }
 
 /// Runs the command line and returns the process exit status.
@@ -51,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Stress(a) => stress_cmd::run(&a),
         Command::Guardian(a) => guardian::run(&a),
         Command::Recover(a) => recover_cmd::run(&a),
+        Command::Mcp(a) => mcp::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -64,7 +68,9 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
 /// Prints `value` as one JSON line on stdout.

@@ -1,0 +1,416 @@
+//! Support for the end-to-end tests: real guardian and MCP frontend
+//! processes in a private temporary directory, an MCP client driving them,
+//! filesystem snapshots, and a guard that ends every process a test started.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_winx-release");
+
+/// How long a guardian may take to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One test's private world: workspace `W`, data home, home, socket path,
+/// and the processes started in it.
+pub struct Env {
+    _tmp: tempfile::TempDir,
+    /// The canonical temporary directory.
+    pub root: PathBuf,
+    /// The canonical workspace `W`.
+    pub ws: PathBuf,
+    /// `XDG_DATA_HOME`.
+    pub data_home: PathBuf,
+    /// The data directory `D` = `$XDG_DATA_HOME/winx`.
+    pub data: PathBuf,
+    /// `HOME`.
+    pub home: PathBuf,
+    /// The guardian socket.
+    pub sock: PathBuf,
+    guardian: Option<Child>,
+    logs: AtomicUsize,
+}
+
+impl Env {
+    /// A fresh world (nothing started).
+    pub fn new() -> Env {
+        let tmp = tempfile::Builder::new().prefix("winx-e2e-").tempdir().expect("tempdir");
+        let root = tmp.path().canonicalize().expect("canonical tempdir");
+        let ws = root.join("ws");
+        let data_home = root.join("data");
+        let home = root.join("home");
+        for d in [&ws, &data_home, &home, &root.join("run")] {
+            fs::create_dir_all(d).expect("mkdir");
+        }
+        let ws = ws.canonicalize().expect("canonical workspace");
+        Env {
+            sock: root.join("run").join("g.sock"),
+            data: data_home.join("winx"),
+            _tmp: tmp,
+            root,
+            ws,
+            data_home,
+            home,
+            guardian: None,
+            logs: AtomicUsize::new(0),
+        }
+    }
+
+    /// The environment every process of this world gets.
+    pub fn vars(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("XDG_DATA_HOME".into(), self.data_home.clone().into()),
+            ("HOME".into(), self.home.clone().into()),
+            ("RUST_LOG".into(), "info".into()),
+        ]
+    }
+
+    /// Variables removed so that nothing outside this world is found.
+    pub const REMOVED: [&'static str; 2] = ["WINX_GUARDIAN_SOCKET", "XDG_RUNTIME_DIR"];
+
+    /// A new log file for a child's stderr.
+    pub fn log_file(&self, what: &str) -> (PathBuf, fs::File) {
+        let n = self.logs.fetch_add(1, Ordering::SeqCst);
+        let path = self.root.join(format!("{what}-{n}.log"));
+        let f = fs::File::create(&path).expect("log file");
+        (path, f)
+    }
+
+    /// A `std` command of the binary in this world.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args).envs(self.vars());
+        for v in Env::REMOVED {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    /// Starts `winx-release guardian --socket <sock>` and waits for its
+    /// ready line. Returns its pid.
+    pub fn start_guardian(&mut self) -> u32 {
+        self.start_guardian_with(&[])
+    }
+
+    /// Like [`Env::start_guardian`], run through `wrapper` (a command that
+    /// execs its arguments, such as `unshare -m --`).
+    pub fn start_guardian_with(&mut self, wrapper: &[&str]) -> u32 {
+        assert!(self.guardian.is_none(), "a guardian already runs");
+        let (_, log) = self.log_file("guardian");
+        let sock = self.sock.to_str().expect("utf-8 socket path");
+        let mut cmd = match wrapper.split_first() {
+            None => self.command(&["guardian", "--socket", sock]),
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(BIN).args(["guardian", "--socket", sock]).envs(self.vars());
+                for v in Env::REMOVED {
+                    c.env_remove(v);
+                }
+                c
+            }
+        };
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log).spawn().expect("spawn guardian");
+        let stdout = child.stdout.take().expect("guardian stdout");
+        let pid = child.id();
+        self.guardian = Some(child);
+        let line = read_line_timeout(stdout, READY_TIMEOUT).expect("guardian ready line");
+        let ready: Value = serde_json::from_str(&line).expect("ready line is JSON");
+        assert_eq!(ready["event"], "ready", "{line}");
+        assert_eq!(ready["socket"], json!(self.sock), "{line}");
+        assert_eq!(ready["pid"], json!(pid), "{line}");
+        assert!(ready["capabilities"].as_array().is_some_and(|c| c.contains(&json!("temporary_release"))), "{line}");
+        pid
+    }
+
+    /// Kills the guardian with SIGKILL and reaps it.
+    pub fn kill_guardian(&mut self) {
+        if let Some(mut g) = self.guardian.take() {
+            let _ = g.kill();
+            let _ = g.wait();
+        }
+    }
+
+    /// Starts `winx-release mcp --socket <sock> <extra>` and connects an
+    /// MCP client to it over its stdio.
+    pub async fn mcp(&self, extra: &[&str]) -> Mcp {
+        self.mcp_at(&self.sock, extra).await
+    }
+
+    /// Like [`Env::mcp`] with another socket path.
+    pub async fn mcp_at(&self, sock: &Path, extra: &[&str]) -> Mcp {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.arg("mcp").arg("--socket").arg(sock).args(extra).envs(self.vars());
+        for v in Env::REMOVED {
+            cmd.env_remove(v);
+        }
+        let (log_path, log) = self.log_file("mcp");
+        let (transport, _) =
+            TokioChildProcess::builder(cmd).stderr(Stdio::from(log)).spawn().expect("spawn the MCP server");
+        let pid = transport.id().expect("MCP server pid");
+        let service = ().serve(transport).await.expect("MCP initialisation");
+        Mcp { service: Some(service), pid, log: log_path }
+    }
+
+    /// Every process whose environment is this world's (the MCP servers,
+    /// guardians, and the commands they run), except this test process.
+    pub fn own_processes(&self) -> Vec<i32> {
+        let marker = format!("XDG_DATA_HOME={}", self.data_home.display()).into_bytes();
+        let me = std::process::id() as i32;
+        let mut pids = Vec::new();
+        let Ok(dir) = fs::read_dir("/proc") else { return pids };
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if pid == me {
+                continue;
+            }
+            if let Ok(environ) = fs::read(e.path().join("environ")) {
+                if environ.split(|b| *b == 0).any(|v| v == marker.as_slice()) {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids
+    }
+
+    /// The session directory of `thread` in this workspace.
+    pub fn session_dir(&self, thread: &str) -> PathBuf {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(thread.as_bytes());
+        self.ws.join(".winx/tmp").join(format!("session-{}", hex::encode(&d[..8])))
+    }
+
+    /// Prints every log of this world to stderr (for a failing test).
+    pub fn dump_logs(&self) {
+        let Ok(dir) = fs::read_dir(&self.root) else { return };
+        for e in dir.flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let text = fs::read_to_string(e.path()).unwrap_or_default();
+                eprintln!("----- {} -----\n{text}", e.path().display());
+            }
+        }
+    }
+}
+
+impl Default for Env {
+    fn default() -> Env {
+        Env::new()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        self.kill_guardian();
+        // Then everything else this world started: MCP servers, guardians a
+        // frontend launched, and the commands they run (own process groups).
+        for _ in 0..3 {
+            let pids = self.own_processes();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Reads one line from `r` within `timeout`.
+pub fn read_line_timeout<R: std::io::Read + Send + 'static>(r: R, timeout: Duration) -> Result<String, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(r);
+        let mut line = String::new();
+        let res = reader.read_line(&mut line).map(|_| line);
+        let _ = tx.send(res);
+        // Keep draining so that the writer never blocks on a full pipe.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(line)) if !line.is_empty() => Ok(line),
+        Ok(Ok(_)) => Err("EOF before a line".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+/// An MCP client connected to one `winx-release mcp` process.
+pub struct Mcp {
+    service: Option<RunningService<RoleClient, ()>>,
+    /// The server's pid.
+    pub pid: u32,
+    /// Its stderr log.
+    pub log: PathBuf,
+}
+
+impl Mcp {
+    fn service(&self) -> &RunningService<RoleClient, ()> {
+        self.service.as_ref().expect("MCP client is running")
+    }
+
+    /// `tools/list`.
+    pub async fn tools(&self) -> Vec<Tool> {
+        self.service().list_all_tools().await.expect("tools/list")
+    }
+
+    /// `tools/call` returning the raw result or the protocol error.
+    pub async fn try_call(&self, tool: &str, args: Value) -> Result<CallToolResult, rmcp::ServiceError> {
+        let Value::Object(m) = args else { panic!("tool arguments must be an object") };
+        self.service().call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(m)).await
+    }
+
+    /// `tools/call`; returns `structuredContent` after checking the result's
+    /// shape: one text block, `isError` exactly when the status is `denied`,
+    /// `invalid_input` or `failed`.
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        let r = self.try_call(tool, args.clone()).await.unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
+        let v = r.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structuredContent: {r:?}"));
+        assert!(v.is_object(), "{tool}: structuredContent is not an object: {v}");
+        let status = v["status"].as_str().unwrap_or_else(|| panic!("{tool}: no status: {v}"));
+        let failed = matches!(status, "denied" | "invalid_input" | "failed");
+        assert_eq!(r.is_error, Some(failed), "{tool}: isError for status {status}: {v}");
+        assert_eq!(r.content.len(), 1, "{tool}: one text block: {r:?}");
+        let text = r.content[0].as_text().unwrap_or_else(|| panic!("{tool}: content is not text: {r:?}"));
+        assert!(!text.text.is_empty() && text.text.len() < 4096, "{tool}: short text summary: {:?}", text.text);
+        v
+    }
+
+    /// `Initialize` of `thread` in `ws` (wcgw); returns the result.
+    pub async fn init(&self, ws: &Path, thread: &str) -> Value {
+        self.init_with(json!({"any_workspace_path": ws, "thread_id": thread})).await
+    }
+
+    /// `Initialize` with explicit arguments; asserts it succeeded.
+    pub async fn init_with(&self, args: Value) -> Value {
+        let v = self.call("Initialize", args.clone()).await;
+        assert!(!is_failure(&v), "Initialize {args}: {v}");
+        assert!(v["thread_id"].is_string(), "{v}");
+        assert!(v["temporary_artifact_dir"].is_string(), "{v}");
+        v
+    }
+
+    /// `BashCommand` running `command` with the default wait.
+    pub async fn bash(&self, thread: &str, command: &str) -> Value {
+        let v = self.call("BashCommand", json!({"thread_id": thread, "command": command})).await;
+        assert_eq!(v["status"], "completed", "{command}: {v}");
+        assert_eq!(v["exit_code"], 0, "{command}: {v}");
+        v
+    }
+
+    /// `ReadFiles` of one helper; returns `(revision, artifact_generation)`.
+    pub async fn read_helper(&self, thread: &str, path: &Path) -> (String, String) {
+        let v = self.call("ReadFiles", json!({"thread_id": thread, "file_paths": [path]})).await;
+        let f = &v["files"][0];
+        assert_eq!(f["file_path"], json!(path), "{v}");
+        let rev = f["revision"].as_str().unwrap_or_else(|| panic!("no revision: {v}")).to_owned();
+        let generation = f["temporary_artifact"]["artifact_generation"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no artifact_generation: {v}"))
+            .to_owned();
+        assert_eq!(f["temporary_artifact"]["in_use"], Value::Null, "{v}");
+        assert_eq!(f["temporary_artifact"]["releasable"], Value::Null, "{v}");
+        (rev, generation)
+    }
+
+    /// `EditFiles`.
+    pub async fn edit(&self, args: Value) -> Value {
+        self.call("EditFiles", args).await
+    }
+
+    /// Closes the client; the server sees EOF on stdin and exits.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.service.take() {
+            let _ = s.cancel().await;
+        }
+    }
+}
+
+/// Whether a result's status is a failure.
+pub fn is_failure(v: &Value) -> bool {
+    matches!(v["status"].as_str(), Some("denied" | "invalid_input" | "failed"))
+}
+
+/// A release request of `entries` (path, revision, generation).
+pub fn release_req(thread: &str, ws: &Path, entries: &[(&Path, &str, &str)]) -> Value {
+    let files: Vec<Value> = entries
+        .iter()
+        .map(|(p, rev, generation)| {
+            json!({"file_path": p, "mode": "release_temporary", "expected_revision": rev,
+                "artifact_generation": generation})
+        })
+        .collect();
+    json!({"thread_id": thread, "workspace_root": ws, "operation": "release_temporary", "files": files})
+}
+
+/// What a path is, for [`snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// A regular file: inode, links, bytes.
+    File { ino: u64, nlink: u64, bytes: Vec<u8> },
+    /// A directory.
+    Dir { ino: u64, mode: u32 },
+    /// A symbolic link and its target.
+    Symlink { target: PathBuf },
+    /// Anything else (fifo, socket, device).
+    Other { ino: u64, mode: u32 },
+}
+
+/// Everything below `roots`, links not followed, fifos not opened.
+pub fn snapshot(roots: &[&Path]) -> BTreeMap<PathBuf, Node> {
+    fn walk(p: &Path, out: &mut BTreeMap<PathBuf, Node>) {
+        let Ok(m) = fs::symlink_metadata(p) else { return };
+        let ft = m.file_type();
+        let node = if ft.is_symlink() {
+            Node::Symlink { target: fs::read_link(p).unwrap_or_default() }
+        } else if ft.is_dir() {
+            Node::Dir { ino: m.ino(), mode: m.mode() }
+        } else if ft.is_file() {
+            Node::File { ino: m.ino(), nlink: m.nlink(), bytes: fs::read(p).unwrap_or_default() }
+        } else {
+            Node::Other { ino: m.ino(), mode: m.mode() }
+        };
+        out.insert(p.to_path_buf(), node);
+        if ft.is_dir() {
+            if let Ok(rd) = fs::read_dir(p) {
+                for e in rd.flatten() {
+                    walk(&e.path(), out);
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for r in roots {
+        walk(r, &mut out);
+    }
+    out
+}
+
+/// Makes a fifo at `path`.
+pub fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().expect("mkfifo").success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Whether `path` is a fifo.
+pub fn is_fifo(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}

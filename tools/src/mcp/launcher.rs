@@ -1,0 +1,122 @@
+//! Starting a durable guardian when `Initialize` finds none.
+//!
+//! The guardian is this same executable run as `guardian --socket PATH`, in
+//! a process group of its own (a terminal's signals meant for the frontend
+//! do not reach it), with stdin closed, stderr appended to
+//! `guardian.log` beside the socket, and stdout piped until its ready line:
+//! the launcher returns only once the guardian listens. It then outlives
+//! the frontend that started it.
+
+use std::io::{self, BufRead, BufReader};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a new guardian may take to print its ready line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Name of the guardian's log file, in the socket's directory.
+pub const LOG_NAME: &str = "guardian.log";
+
+/// Starts `current_exe() guardian --socket <socket>` detached and waits for
+/// its ready line.
+///
+/// When the new guardian exits without one (another frontend started one
+/// first, say) but a guardian now answers at `socket`, that is success too.
+pub fn launch_guardian(socket: &Path) -> io::Result<()> {
+    let exe = std::env::current_exe()?;
+    let stderr = match socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(dir.join(LOG_NAME))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null())
+        }
+        None => Stdio::null(),
+    };
+    let mut child = Command::new(exe)
+        .arg("guardian")
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()?;
+    let pid = child.id();
+    let stdout = child.stdout.take().ok_or_else(|| io::Error::other("guardian stdout was not piped"))?;
+
+    // One thread reads the ready line, then drains stdout until the guardian
+    // exits, and reaps it (no zombie while this frontend lives).
+    let (tx, rx) = mpsc::channel::<io::Result<String>>();
+    std::thread::Builder::new().name("winx-guardian-child".into()).spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let first = match reader.read_line(&mut line) {
+            Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "guardian exited before it was ready")),
+            Ok(_) => Ok(line.clone()),
+            Err(e) => Err(e),
+        };
+        let _ = tx.send(first);
+        let _ = io::copy(&mut reader, &mut io::sink());
+        let status = child.wait();
+        tracing::info!(pid, ?status, "launched guardian exited");
+    })?;
+
+    let outcome = match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(Ok(line)) => check_ready(&line),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            // A guardian that never gets ready is not left behind.
+            if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+            Err(io::Error::new(io::ErrorKind::TimedOut, "guardian did not become ready in time"))
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            tracing::info!(pid, socket = %socket.display(), "started a guardian");
+            Ok(())
+        }
+        Err(e) if UnixStream::connect(socket).is_ok() => {
+            tracing::info!(error = %e, "the launched guardian did not start, but one answers");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(pid, error = %e, "could not start a guardian");
+            Err(e)
+        }
+    }
+}
+
+fn check_ready(line: &str) -> io::Result<()> {
+    let v: serde_json::Value = serde_json::from_str(line.trim_end())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("guardian ready line: {e}")))?;
+    if v.get("event").and_then(serde_json::Value::as_str) == Some("ready") {
+        Ok(())
+    } else {
+        Err(io::Error::new(io::ErrorKind::InvalidData, format!("unexpected guardian line: {}", line.trim_end())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_line_is_checked() {
+        assert!(check_ready("{\"event\":\"ready\",\"socket\":\"/s\",\"pid\":1,\"capabilities\":[]}\n").is_ok());
+        assert!(check_ready("{\"event\":\"other\"}\n").is_err());
+        assert!(check_ready("not json\n").is_err());
+    }
+}

@@ -1,0 +1,71 @@
+//! `winx-release mcp`: the frontend, an MCP server on stdio.
+//!
+//! The tools (`Initialize`, `ReadFiles`, `EditFiles`, `BashCommand`) are
+//! implemented by `winx-release-frontend-adapter`; this module only carries
+//! them over MCP with the `rmcp` crate: it lists their JSON Schemas, hands
+//! each call's raw argument object to the adapter on a blocking thread, and
+//! wraps the adapter's JSON result as `structuredContent` plus a one-line
+//! text summary (`isError` when the status is `denied`, `invalid_input` or
+//! `failed`).
+//!
+//! Stdout carries only the MCP protocol; logs go to stderr.
+
+mod launcher;
+mod server;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use rmcp::ServiceExt;
+use winx_release_frontend_adapter::{Frontend, FrontendConfig};
+
+pub use launcher::launch_guardian;
+pub use server::WinxServer;
+
+/// Arguments of `winx-release mcp`.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Guardian socket (default: `$WINX_GUARDIAN_SOCKET`, `$XDG_RUNTIME_DIR/winx/guardian.sock`,
+    /// `/tmp/winx-<uid>/guardian.sock`). A guardian is started there at `Initialize` when none answers.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Run commands inside this process with no guardian (an embedded runtime: every release is
+    /// denied with `embedded_runtime`).
+    #[arg(long)]
+    pub embedded: bool,
+}
+
+/// Runs the MCP server on stdio until the client closes stdin.
+pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
+    let mut config = FrontendConfig::from_env(args.socket.as_deref(), args.embedded);
+    if !args.embedded {
+        config = config.with_launcher(Box::new(|path: &std::path::Path| launch_guardian(path)));
+    }
+    let socket = config.socket_path.clone();
+    let frontend = Arc::new(Frontend::new(config).context("frontend")?);
+    tracing::info!(socket = %socket.display(), embedded = args.embedded, "MCP frontend starting on stdio");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("winx-mcp")
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    let result = runtime.block_on(async move {
+        let service = WinxServer::new(frontend)
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
+        let reason = service.waiting().await.context("MCP service task")?;
+        tracing::info!(?reason, "MCP client went away");
+        anyhow::Ok(())
+    });
+    // A tool call still blocked in the adapter (a long command wait) must not
+    // keep the process alive once the client is gone.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    result.map(|()| crate::EXIT_OK)
+}

@@ -1,0 +1,111 @@
+//! The MCP server handler: `tools/list` and `tools/call` over the adapter.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+use winx_release_frontend_adapter::{is_error, summary, Frontend};
+
+use super::tools::tool_list;
+
+/// The MCP server: a thin layer over a [`Frontend`].
+#[derive(Clone)]
+pub struct WinxServer {
+    frontend: Arc<Frontend>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl WinxServer {
+    /// A server over `frontend`.
+    pub fn new(frontend: Arc<Frontend>) -> WinxServer {
+        WinxServer { frontend, tools: Arc::new(tool_list()) }
+    }
+}
+
+/// Wraps the adapter's result: `structuredContent` is the object itself,
+/// `content` one short text block, `isError` per the contract.
+pub fn to_call_result(tool: &str, value: Value) -> CallToolResult {
+    let text = summary(tool, &value);
+    let mut result =
+        if is_error(&value) { CallToolResult::structured_error(value) } else { CallToolResult::structured(value) };
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+impl ServerHandler for WinxServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("winx-release", env!("CARGO_PKG_VERSION")).with_title("winx-release frontend"),
+            )
+            .with_instructions(
+                "Call Initialize first. Helpers written to $WINX_TEMP_DIR can be released explicitly: read each \
+                 with ReadFiles, then call EditFiles with operation release_temporary, copying revision and \
+                 temporary_artifact.artifact_generation into expected_revision and artifact_generation.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.into_owned();
+        if !self.tools.iter().any(|t| t.name == name) {
+            return Err(McpError::new(ErrorCode::INVALID_PARAMS, format!("unknown tool: {name}"), None));
+        }
+        // The raw argument object goes to the adapter as it came: a malformed
+        // shape is its `invalid_input` result, not a protocol error.
+        let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
+        tracing::debug!(tool = %name, "tool call");
+        let frontend = self.frontend.clone();
+        let tool = name.clone();
+        let value = match tokio::task::spawn_blocking(move || frontend.call(&tool, args)).await {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                return Err(McpError::new(ErrorCode::INVALID_PARAMS, format!("unknown tool: {name}"), None));
+            }
+            Err(e) => {
+                // A panic inside the adapter: the call failed, the server goes on.
+                tracing::error!(tool = %name, error = %e, "tool task failed");
+                json!({"status": "failed", "errorCode": "internal_error",
+                    "message": format!("{name} failed inside the frontend")})
+            }
+        };
+        Ok(to_call_result(&name, value).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_carry_structured_content_and_one_text_block() {
+        let ok = to_call_result("BashCommand", json!({"status": "completed", "command_id": "c1", "exit_code": 0}));
+        assert_eq!(ok.is_error, Some(false));
+        assert_eq!(ok.structured_content.as_ref().unwrap()["command_id"], "c1");
+        assert_eq!(ok.content.len(), 1);
+        for status in ["denied", "invalid_input", "failed"] {
+            let r = to_call_result("EditFiles", json!({"status": status, "errorCode": "read_required", "files": []}));
+            assert_eq!(r.is_error, Some(true), "{status}");
+            assert_eq!(r.content.len(), 1);
+            assert!(r.content[0].as_text().unwrap().text.contains(status));
+        }
+        let partial = to_call_result("EditFiles", json!({"status": "partial", "files": []}));
+        assert_eq!(partial.is_error, Some(false));
+    }
+}

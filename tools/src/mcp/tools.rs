@@ -1,0 +1,56 @@
+//! The four tools as `tools/list` returns them.
+//!
+//! Names, descriptions and input schemas come from the adapter
+//! (`winx_release_frontend_adapter::tool_specs`), the single source of the
+//! argument shapes; this module adds the MCP tool annotations.
+
+use std::sync::Arc;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::Value;
+use winx_release_frontend_adapter::tool_specs;
+
+/// MCP hints of a tool (hints only: the frontend enforces its own policy).
+fn annotations(name: &str) -> ToolAnnotations {
+    match name {
+        "ReadFiles" => ToolAnnotations::new().read_only(true).open_world(false),
+        "Initialize" => ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
+        "EditFiles" => ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false),
+        _ => ToolAnnotations::new().read_only(false).destructive(true),
+    }
+}
+
+/// The tools, in the contract's order.
+pub fn tool_list() -> Vec<Tool> {
+    tool_specs()
+        .into_iter()
+        .map(|spec| {
+            let schema = match spec.input_schema {
+                Value::Object(m) => m,
+                other => panic!("the input schema of {} is not an object: {other}", spec.name),
+            };
+            Tool::new(spec.name, spec.description, Arc::new(schema)).with_annotations(annotations(spec.name))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn four_tools_with_closed_object_schemas() {
+        let tools = tool_list();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["Initialize", "ReadFiles", "EditFiles", "BashCommand"]);
+        for t in &tools {
+            assert_eq!(t.input_schema.get("type"), Some(&json!("object")), "{}", t.name);
+            assert_eq!(t.input_schema.get("additionalProperties"), Some(&json!(false)), "{}", t.name);
+            assert!(t.input_schema.get("required").is_some_and(Value::is_array), "{}", t.name);
+            assert!(t.description.as_deref().is_some_and(|d| !d.is_empty()), "{}", t.name);
+        }
+        let read = tools.iter().find(|t| t.name == "ReadFiles").unwrap();
+        assert_eq!(read.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
+    }
+}
