@@ -1,0 +1,121 @@
+//! SIGKILL of the real guardian in the middle of real releases while an MCP
+//! client waits; `winx-release recover` must then account for every byte
+//! (contract section 8), and a retry is judged afresh.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::{release_req, Env};
+
+const HELPERS: usize = 80;
+const SIZE: usize = 128 * 1024;
+
+fn body(i: usize) -> Vec<u8> {
+    (0..SIZE).map(|j| ((i * 131 + j * 7) % 251) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guardian_killed_mid_release_loses_nothing() {
+    let mut interrupted = 0;
+    let mut tries = 0;
+    while interrupted < 2 && tries < 12 {
+        tries += 1;
+        let mut env = Env::new();
+        env.start_guardian();
+        let mcp = env.mcp(&[]).await;
+        let thread = format!("crash-{tries}");
+        mcp.init(&env.ws, &thread).await;
+        let session = env.session_dir(&thread);
+        let mut contents: HashMap<PathBuf, Vec<u8>> = HashMap::new();
+        let mut entries = Vec::new();
+        for i in 0..HELPERS {
+            let p = session.join(format!("h{i:03}.bin"));
+            std::fs::write(&p, body(i)).unwrap();
+            contents.insert(p.clone(), body(i));
+        }
+        let paths: Vec<PathBuf> = {
+            let mut v: Vec<_> = contents.keys().cloned().collect();
+            v.sort();
+            v
+        };
+        let read = mcp.call("ReadFiles", json!({"thread_id": thread, "file_paths": paths})).await;
+        for (f, p) in read["files"].as_array().unwrap().iter().zip(&paths) {
+            let rev = f["revision"].as_str().unwrap().to_owned();
+            let token = f["temporary_artifact"]["artifact_generation"].as_str().unwrap().to_owned();
+            entries.push((p.clone(), rev, token));
+        }
+        let refs: Vec<(&std::path::Path, &str, &str)> =
+            entries.iter().map(|(p, r, t)| (p.as_path(), r.as_str(), t.as_str())).collect();
+        let req = release_req(&thread, &env.ws, &refs);
+
+        // Send the release, then kill the guardian a little later.
+        let call = mcp.edit(req.clone());
+        let delay = Duration::from_millis(15 + 25 * (tries as u64 % 5));
+        let killer = async {
+            tokio::time::sleep(delay).await;
+        };
+        let (result, ()) = tokio::join!(call, async {
+            killer.await;
+            env.kill_guardian();
+        });
+
+        // Recovery, as an operator would run it.
+        let out = env.command(&["recover", "--workspace", env.ws.to_str().unwrap()]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if report["journals"].as_u64().unwrap_or(0) > 0 {
+            interrupted += 1;
+        }
+        let released_by_reply: Vec<&str> = result["files"]
+            .as_array()
+            .map(|a| a.iter().filter(|f| f["outcome"] == "released").filter_map(|f| f["file_path"].as_str()).collect())
+            .unwrap_or_default();
+        let listed = |key: &str, field: &str, p: &str| {
+            report[key].as_array().is_some_and(|a| a.iter().any(|e| e[field].as_str() == Some(p)))
+        };
+        for (p, bytes) in &contents {
+            let ps = p.to_str().unwrap();
+            if let Ok(now) = std::fs::read(p) {
+                assert_eq!(&now, bytes, "{ps} changed");
+                continue;
+            }
+            if listed("removed_before_crash", "file_path", ps) || released_by_reply.contains(&ps) {
+                continue;
+            }
+            let preserved = report["preserved"]
+                .as_array()
+                .and_then(|a| a.iter().find(|e| e["file_path"].as_str() == Some(ps)))
+                .and_then(|e| e["quarantine_path"].as_str())
+                .map(PathBuf::from);
+            match preserved {
+                Some(q) => assert_eq!(&std::fs::read(q).unwrap(), bytes),
+                None => panic!("{ps} is unaccounted for\nreply {result}\nrecovery {report}"),
+            }
+        }
+        assert!(report["unaccounted"].as_array().is_none_or(|a| a.is_empty()), "{report}");
+        // No quarantine is left behind.
+        for e in std::fs::read_dir(&session).unwrap() {
+            let name = e.unwrap().file_name();
+            assert!(!name.to_string_lossy().starts_with(".winx-release-"), "quarantine left: {name:?}");
+        }
+
+        // A retry after recovery is judged afresh: a new guardian, a new
+        // explicit Initialize; missing generations fail closed.
+        if result["status"] != "completed" {
+            env.start_guardian();
+            mcp.init(&env.ws, &thread).await;
+            let retry = mcp.edit(req).await;
+            let status = retry["status"].as_str().unwrap();
+            assert!(matches!(status, "completed" | "denied"), "retry: {retry}");
+            if status == "denied" {
+                assert_eq!(retry["errorCode"], "not_found", "{retry}");
+            }
+        }
+        mcp.stop().await;
+    }
+    assert!(interrupted >= 1, "no try interrupted a release in {tries} tries");
+}
