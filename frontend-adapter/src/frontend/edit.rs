@@ -32,6 +32,7 @@
 //! `errorCode: "owner_unavailable"`, `outcome_unknown: true` and every file
 //! `failed`; the release is never re-sent automatically.
 
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -39,6 +40,8 @@ use serde_json::{json, Value};
 use winx_release_engine::hash::parse_revision;
 use winx_release_engine::path_rules::place_helper;
 use winx_release_engine::release::open_session_dir;
+use winx_release_engine::resolve::open_regular_beneath;
+use winx_release_engine::Pin;
 use winx_release_engine::{Reason, ReleaseReport, Status, Target};
 
 use super::read::read_helper;
@@ -275,6 +278,38 @@ impl Frontend {
             .map_err(|reason| whole(FrontendError::new(reason, "the session directory cannot be opened")))?;
         let mut targets = Vec::with_capacity(n);
         for (i, (e, h)) in r.entries.iter().zip(helpers.iter().flatten()).enumerate() {
+            // Fast path, no read: the token must verify over the file's
+            // current identity and the digest the request claims. The
+            // guardian then re-hashes the bytes under its barrier and
+            // compares them with that same digest, so the bytes are proven
+            // equal to what was read without a third hash pass.
+            let claimed = parse_revision(&e.expected_revision);
+            let opened = match open_regular_beneath(dir.as_fd(), &h.rel) {
+                Ok(o) => o,
+                Err(reason) => {
+                    own[i] = Some(reason.into());
+                    continue;
+                }
+            };
+            if opened.identity.nlink > 1 {
+                own[i] = Some(Reason::Hardlink.into());
+                continue;
+            }
+            if let Some(digest) = claimed {
+                let pin = Pin::new(&opened.identity, digest);
+                let subject = TokenSubject {
+                    thread_id: &session.thread_id,
+                    workspace_root: &session.workspace,
+                    path: &e.file_path,
+                    pin,
+                };
+                if self.key.verify(e.artifact_generation.as_deref(), &subject).is_ok() {
+                    targets.push(Target { path: e.file_path.clone(), pin });
+                    continue;
+                }
+            }
+            drop(opened);
+            // Slow path, only to name the refusal: hash what is there now.
             let read = match read_helper(&dir, h, 0) {
                 Ok(read) => read,
                 Err(reason) => {
@@ -292,11 +327,9 @@ impl Frontend {
                 own[i] = Some(reason.into());
                 continue;
             }
-            if parse_revision(&e.expected_revision) != Some(read.pin.sha256) {
-                own[i] = Some(Reason::RevisionMismatch.into());
-                continue;
-            }
-            targets.push(Target { path: e.file_path.clone(), pin: read.pin });
+            // The token matches the bytes now there, but not the claimed
+            // revision.
+            own[i] = Some(Reason::RevisionMismatch.into());
         }
         if let Some(first) = own.iter().flatten().next().copied() {
             return Err((FrontendError::new(first, "a target failed its check"), own));
