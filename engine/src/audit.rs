@@ -75,12 +75,31 @@ struct Walk {
     other: u64,
 }
 
+/// Whether an error means the entry went away while it was being looked at
+/// (a concurrent release or command): such entries are skipped.
+fn vanished(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+}
+
 fn walk(dir: &Path, depth: usize, in_reserved: bool, acc: &mut Walk) -> io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
+    let entries = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if vanished(&e) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) if vanished(&e) => continue,
+            Err(e) => return Err(e),
+        };
         let name = entry.file_name();
         let reserved = in_reserved || name.to_string_lossy().starts_with(RESERVED_PREFIX);
-        let meta = entry.path().symlink_metadata()?;
+        let meta = match entry.path().symlink_metadata() {
+            Ok(m) => m,
+            Err(e) if vanished(&e) => continue,
+            Err(e) => return Err(e),
+        };
         let ft = meta.file_type();
         if reserved && !ft.is_dir() {
             acc.quarantined += 1;

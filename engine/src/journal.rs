@@ -110,7 +110,10 @@ pub enum ReadJournal {
         /// Indices of targets verified before unlink.
         verified: Vec<usize>,
     },
-    /// The intent line is torn or unparsable.
+    /// The intent line was never completed (no line end): the release died
+    /// while writing it, before its first rename, so nothing moved.
+    Torn,
+    /// The intent line is complete but unparsable.
     Corrupt {
         /// Why.
         detail: String,
@@ -122,6 +125,9 @@ pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
     let bytes = std::fs::read(path)?;
     let mut lines = bytes.split(|b| *b == b'\n');
     let first = lines.next().unwrap_or_default();
+    if !bytes.contains(&b'\n') {
+        return Ok(ReadJournal::Torn);
+    }
     let intent: JournalIntent = match serde_json::from_slice(first) {
         Ok(i) => i,
         Err(e) => return Ok(ReadJournal::Corrupt { detail: format!("intent line: {e}") }),

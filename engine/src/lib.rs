@@ -24,9 +24,12 @@ pub mod path_rules;
 pub mod quarantine;
 pub mod quota;
 pub mod recovery;
+pub mod rehash;
 pub mod release;
 pub mod resolve;
 pub mod scan;
+#[allow(unsafe_code)]
+pub mod uring;
 
 pub use error::{Denial, Reason, TargetReason};
 pub use identity::{Identity, PhysicalId, Pin};

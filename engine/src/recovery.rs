@@ -72,6 +72,9 @@ pub struct RecoveryReport {
     /// Journals that could not be read; everything they might name is left
     /// as it is.
     pub corrupt_journals: Vec<PathBuf>,
+    /// Journals whose intent was never completed (the release died while
+    /// writing it, before any rename): retired, nothing to do.
+    pub torn_journals: Vec<PathBuf>,
     /// Journals processed.
     pub journals: u64,
 }
@@ -95,6 +98,12 @@ pub fn recover(data_dir: &Path, workspaces: &[PathBuf]) -> io::Result<RecoveryRe
     journals.sort();
     for jpath in journals {
         match read_journal(&jpath)? {
+            ReadJournal::Torn => {
+                tracing::warn!(journal = %jpath.display(), "torn intent: the release never started moving");
+                fs::remove_file(&jpath)?;
+                crate::durable::fsync_dir(&jdir)?;
+                report.torn_journals.push(jpath);
+            }
             ReadJournal::Corrupt { detail } => {
                 tracing::warn!(journal = %jpath.display(), %detail, "corrupt journal; preserving everything");
                 report.corrupt_journals.push(jpath);

@@ -24,15 +24,15 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::error::{Reason, TargetReason};
 use crate::fault::{FaultHook, FaultPoint};
-use crate::hash::sha256_fd_with;
 use crate::identity::{Identity, Pin, IDENTITY_MASK};
 use crate::journal::{Journal, JournalIntent, JournalMark, JournalTarget};
 use crate::layout::{self, Layout};
 use crate::owner::RuntimeOwner;
 use crate::path_rules::{place_helper, HelperPath};
 use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
+use crate::rehash::{self, HashJob, RehashOptions};
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
-use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanReport, ScanRoot, SyncBackend};
+use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanReport, ScanRoot};
 
 /// Most targets one request may name.
 pub const MAX_TARGETS: usize = 100;
@@ -61,7 +61,7 @@ pub struct ReleaseRequest<'a> {
 pub struct ReleaseOptions<'a> {
     /// The scan bound.
     pub scan_limits: ScanLimits,
-    /// The scan backend.
+    /// The scan backend (default: [`crate::scan::auto_backend`]).
     pub backend: &'a dyn ScanBackend,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
@@ -69,8 +69,7 @@ pub struct ReleaseOptions<'a> {
 
 impl Default for ReleaseOptions<'_> {
     fn default() -> Self {
-        static SYNC: SyncBackend = SyncBackend;
-        ReleaseOptions { scan_limits: ScanLimits::default(), backend: &SYNC, faults: None }
+        ReleaseOptions { scan_limits: ScanLimits::default(), backend: crate::scan::auto_backend(), faults: None }
     }
 }
 
@@ -171,7 +170,7 @@ struct Checked {
     helper: HelperPath,
     pin: Pin,
     parent: OwnedFd,
-    _file: OwnedFd,
+    file: OwnedFd,
 }
 
 /// Validates the request's shape: count, exact paths, duplicates, placement.
@@ -266,7 +265,7 @@ fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
 
 /// Re-identifies and re-hashes a captured object; returns its identity when
 /// it is exactly the pinned object.
-fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin, buf: &mut [u8]) -> io::Result<Option<Identity>> {
+fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin) -> io::Result<Option<Identity>> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(q.dir.as_fd(), qname, flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -279,9 +278,11 @@ fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin, buf: &mut [u8]) -> i
     if !id.is_regular() || id.physical() != pin.physical() || id.nlink != 1 || id.size != pin.size {
         return Ok(None);
     }
-    let (digest, len) = sha256_fd_with(&fd, buf)?;
-    if digest != pin.sha256 || len != pin.size {
-        return Ok(None);
+    let hashed = rehash::hash_fds(&[HashJob::pinned(fd.as_fd(), pin.size)], &RehashOptions::default());
+    match hashed.into_iter().next() {
+        Some(Ok(h)) if h.matches(pin) => {}
+        Some(Err(e)) => return Err(e),
+        _ => return Ok(None),
     }
     // The name must still denote the descriptor we verified.
     let again = rustix::fs::statx(q.dir.as_fd(), qname, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK)?;
@@ -327,7 +328,6 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         Ok(id) => id.dev,
         Err(e) => return ReleaseReport::denied(&paths, Reason::NotFound, &[], format!("session directory: {e}")),
     };
-    let mut buf = vec![0u8; crate::hash::HASH_CHUNK];
     let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
     let mut checked = Vec::with_capacity(helpers.len());
     for (i, (helper, target)) in helpers.into_iter().zip(req.targets).enumerate() {
@@ -346,19 +346,19 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
             own[i] = Some(Reason::ReadRequired);
             continue;
         }
-        match sha256_fd_with(&opened.file, &mut buf) {
-            Ok((d, len)) if d == target.pin.sha256 && len == target.pin.size => {}
-            Ok(_) => {
-                own[i] = Some(Reason::ReadRequired);
-                continue;
-            }
-            Err(_) => {
-                own[i] = Some(Reason::ReadRequired);
-                continue;
-            }
-        }
-        checked.push(Checked { helper, pin: target.pin, parent: opened.parent, _file: opened.file });
+        checked.push((i, Checked { helper, pin: target.pin, parent: opened.parent, file: opened.file }));
     }
+    // Re-hash every target that passed its identity check, in one batch
+    // (io_uring reads and both cores for large batches; see `rehash`).
+    let jobs: Vec<HashJob<'_>> = checked.iter().map(|(_, c)| HashJob::pinned(c.file.as_fd(), c.pin.size)).collect();
+    let hashes = rehash::hash_fds(&jobs, &RehashOptions::default());
+    drop(jobs);
+    for ((i, c), h) in checked.iter().zip(hashes) {
+        if !matches!(&h, Ok(h) if h.matches(&c.pin)) {
+            own[*i] = Some(Reason::ReadRequired);
+        }
+    }
+    let checked: Vec<Checked> = checked.into_iter().map(|(_, c)| c).collect();
     if let Some(first) = own.iter().flatten().next().copied() {
         return ReleaseReport::denied(&paths, first, &own, "a target failed its check");
     }
@@ -445,7 +445,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         }
         touched = true;
         let verdict = fault(opts, FaultPoint::AfterRename { index: i, path, quarantined: &qpath })
-            .and_then(|()| recheck_captured(&q, &qname, &c.pin, &mut buf))
+            .and_then(|()| recheck_captured(&q, &qname, &c.pin))
             .and_then(|v| {
                 fault(opts, FaultPoint::AfterRecheck { index: i, quarantined: &qpath, verified: v.is_some() })?;
                 Ok(v)

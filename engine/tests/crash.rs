@@ -109,7 +109,7 @@ fn account(c: &Case) -> (usize, usize, u64) {
         .lines()
         .map(|l| PathBuf::from(&c.targets[l.parse::<usize>().unwrap()].path))
         .collect();
-    assert!(report.corrupt_journals.is_empty());
+    assert!(report.corrupt_journals.is_empty(), "{report:?}");
     assert!(report.unaccounted.is_empty(), "unaccounted: {report:?}");
     for (path, body) in &c.contents {
         let at_path = fs::read(path).ok();
@@ -187,4 +187,24 @@ fn sigkill_at_random_instants_is_recoverable() {
     }
     // The random instants must really hit releases in flight.
     assert!(interrupted * 4 >= tries, "only {interrupted} of {tries} tries interrupted a release");
+}
+
+#[test]
+fn torn_and_corrupt_journals() {
+    let c = case(2, 100);
+    let jdir = c.fx.layout.journal_dir();
+    fs::create_dir_all(&jdir).unwrap();
+    // Torn: the intent line was cut before its end.
+    fs::write(jdir.join("aaaa.jsonl"), b"{\"version\":1,\"id\":\"aaaa\",\"worksp").unwrap();
+    // Corrupt: a complete line that is not an intent.
+    fs::write(jdir.join("bbbb.jsonl"), b"{\"not\":\"an intent\"}\n").unwrap();
+    let report = recover(c.fx.layout.data_dir(), &[]).unwrap();
+    assert_eq!(report.torn_journals, vec![jdir.join("aaaa.jsonl")]);
+    assert_eq!(report.corrupt_journals, vec![jdir.join("bbbb.jsonl")]);
+    assert!(report.restored.is_empty() && report.preserved.is_empty());
+    assert!(!jdir.join("aaaa.jsonl").exists(), "a torn journal is retired");
+    assert!(jdir.join("bbbb.jsonl").exists(), "a corrupt journal is kept");
+    for (p, b) in &c.contents {
+        assert_eq!(&fs::read(p).unwrap(), b);
+    }
 }

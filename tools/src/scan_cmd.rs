@@ -1,4 +1,10 @@
 //! `winx-release scan`.
+//!
+//! `--backend` picks the engine: `sync` (synchronous system calls), `uring`
+//! (batched io_uring `statx`/`openat`; where io_uring is unavailable it
+//! falls back to `sync` with a `tracing` warning and the report says
+//! `"backend": "sync"`), or `auto` (the default: the faster of the two on
+//! this machine, see `winx_release_engine::scan::auto_backend`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -6,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use winx_release_engine::identity::PhysicalId;
-use winx_release_engine::scan::{scan_paths, ScanLimits, SyncBackend, MAX_DEPTH, MAX_ENTRIES};
+use winx_release_engine::scan::{self, scan_paths, ScanLimits, MAX_DEPTH, MAX_ENTRIES};
 
 use crate::{print_json, EXIT_FAIL_CLOSED, EXIT_OK};
 
@@ -15,7 +21,7 @@ use crate::{print_json, EXIT_FAIL_CLOSED, EXIT_OK};
 pub enum BackendChoice {
     /// The faster backend on this machine, falling back to `sync`.
     Auto,
-    /// io_uring.
+    /// io_uring, falling back to `sync` where it is unavailable.
     Uring,
     /// Synchronous syscalls.
     Sync,
@@ -53,11 +59,12 @@ pub fn run(args: &ScanArgs) -> anyhow::Result<u8> {
     let roots: Vec<PathBuf> =
         args.roots.iter().map(|r| if r.is_absolute() { r.clone() } else { cwd.join(r) }).collect();
     let limits = ScanLimits { max_entries: args.max_entries, max_depth: args.max_depth };
-    let backend = SyncBackend;
-    if args.backend == BackendChoice::Uring {
-        tracing::warn!("io_uring backend not available in this build; using sync");
-    }
-    let report = scan_paths(&backend, &roots, limits, &aliases);
+    let backend = scan::backend_for(match args.backend {
+        BackendChoice::Auto => scan::BackendChoice::Auto,
+        BackendChoice::Uring => scan::BackendChoice::Uring,
+        BackendChoice::Sync => scan::BackendChoice::Sync,
+    });
+    let report = scan_paths(backend, &roots, limits, &aliases);
     print_json(&report)?;
     Ok(if report.failed_closed() { EXIT_FAIL_CLOSED } else { EXIT_OK })
 }

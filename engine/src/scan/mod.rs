@@ -22,8 +22,13 @@ use std::path::PathBuf;
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
+mod auto;
 mod root;
 mod sync_impl;
+
+pub use auto::{
+    auto_backend, auto_prefers_uring, backend_for, idle_cores, idle_cores_from, BackendChoice, URING_MIN_IDLE_CORES,
+};
 
 pub use root::{fail_report, open_root, open_root_beneath, scan_paths, RootFailure};
 pub use sync_impl::SyncBackend;

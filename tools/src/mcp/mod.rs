@@ -26,6 +26,11 @@ use winx_release_frontend_adapter::{Frontend, FrontendConfig};
 pub use launcher::launch_guardian;
 pub use server::WinxServer;
 
+/// Longest JSON-RPC request line accepted on stdin (160 MiB): a 32 MiB
+/// helper's text fits even when every byte needs a two-character escape;
+/// longer lines are dropped by the transport.
+pub const MAX_REQUEST_LINE: usize = 160 * 1024 * 1024;
+
 /// Arguments of `winx-release mcp`.
 #[derive(Args, Debug)]
 pub struct McpArgs {
@@ -56,8 +61,13 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
         .build()
         .context("tokio runtime")?;
     let result = runtime.block_on(async move {
+        // Room for a whole 32 MiB helper written through EditFiles, with
+        // JSON escaping; rmcp drops longer lines without an answer.
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout)
+            .with_max_line_length(MAX_REQUEST_LINE);
         let service = WinxServer::new(frontend)
-            .serve(rmcp::transport::stdio())
+            .serve(transport)
             .await
             .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
         let reason = service.waiting().await.context("MCP service task")?;

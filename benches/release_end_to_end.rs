@@ -1,0 +1,72 @@
+//! A whole release: 100 helpers in a session, a 48,000-entry backing store
+//! under `W/.winx/scratch`, with the scan on each backend.
+//!
+//! Each iteration writes and pins 100 fresh helpers (not timed), then
+//! releases them all (timed): checks, scan, quarantine, journal, moves,
+//! rechecks, unlinks.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use winx_release_engine::hash::sha256_fd;
+use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend};
+use winx_release_engine::uring::UringBackend;
+use winx_release_engine::{release, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target};
+
+mod common;
+
+const THREAD: &str = "bench-thread";
+
+fn write_helpers(session: &std::path::Path) -> Vec<Target> {
+    common::helper_sizes(100, 16 << 10)
+        .into_iter()
+        .enumerate()
+        .map(|(i, len)| {
+            let p = session.join(format!("helper-{i}.py"));
+            fs::write(&p, common::helper_bytes(i, len)).unwrap();
+            let f = fs::File::open(&p).unwrap();
+            let pin = Pin::new(&Identity::of_fd(&f).unwrap(), sha256_fd(&f).unwrap().0);
+            Target { path: p.to_str().unwrap().to_owned(), pin }
+        })
+        .collect()
+}
+
+fn release_end_to_end(c: &mut Criterion) {
+    let base = fs::canonicalize(common::cache_dir()).unwrap().join("release-48k");
+    let ws = base.join("ws");
+    let data = base.join("data");
+    fs::create_dir_all(ws.join(".winx")).unwrap();
+    fs::create_dir_all(&data).unwrap();
+    common::cached_tree_at(&ws.join(".winx/scratch"), 48_000);
+    let layout = Layout::new(&ws, &data).unwrap();
+    let session: PathBuf = layout.session_dir(THREAD);
+    fs::create_dir_all(&session).unwrap();
+    fs::set_permissions(&session, fs::Permissions::from_mode(0o700)).unwrap();
+
+    let uring = UringBackend::default();
+    let backends: [(&str, &dyn ScanBackend); 3] = [("uring", &uring), ("sync", &SyncBackend), ("auto", auto_backend())];
+    let mut g = c.benchmark_group("release_end_to_end");
+    g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+    for (name, backend) in backends {
+        g.bench_function(BenchmarkId::new(name, "100 helpers, 48k backing"), |b| {
+            b.iter_batched(
+                || write_helpers(&session),
+                |targets| {
+                    let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };
+                    let opts = ReleaseOptions { backend, ..ReleaseOptions::default() };
+                    let report = release(&req, &IdleOwner, &opts);
+                    assert_eq!(report.status, Status::Completed, "{report:?}");
+                    report.bytes_reclaimed
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, release_end_to_end);
+criterion_main!(benches);

@@ -1,0 +1,364 @@
+//! The rehash pipeline: SHA-256 of many opened files at once.
+//!
+//! One pipeline serves the three places that hash a helper's bytes:
+//! `ReadFiles` (one pass that both hashes and keeps the content it
+//! returns), the release's pre-release check, and its post-quarantine
+//! recheck. Files are read with batched io_uring `read`s (several files in
+//! flight per worker, one ring per worker thread, buffers reused across
+//! calls), hashed with `sha2` (which detects SHA-NI at run time) on worker
+//! threads: the calling thread and, for enough bytes, one more per core.
+//! Where io_uring is unavailable, or refuses a read, the same workers use
+//! `pread(2)`.
+//!
+//! A job may carry a `limit` (the pinned size): reading stops after
+//! `limit + 1` bytes, since a longer file cannot match, so a grown
+//! replacement is never read to its end.
+//!
+//! [`open_and_hash_at`] adds the opening: `openat(O_NOFOLLOW|O_NONBLOCK)`
+//! of names in one directory, batched on the ring, then each opened file's
+//! identity, and only a file that is the pinned one is hashed.
+//!
+//! # Hash passes of one release
+//!
+//! A helper's bytes are hashed once by `ReadFiles` (the revision and the
+//! token's digest come from that one read), then twice by a release: once
+//! by the pre-release check (every target, before the scan and before
+//! anything moves: "all targets are checked before removal begins") and once
+//! after the move into quarantine ("its pinned physical identity and
+//! content are rechecked"). Neither can be dropped: the recheck alone would
+//! start moving targets before all were checked, and the check alone would
+//! leave the window between check and move unverified.
+//!
+//! # References
+//! - [`io_uring_enter(2)`](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
+//!   (`IORING_OP_OPENAT`, `IORING_OP_READ`)
+//! - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+//! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::identity::{Identity, Pin};
+use crate::uring::read::{FileJob, Reader};
+use crate::uring::ring::{Pipeline, RingConfig, Shared};
+
+/// Which engine reads the files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RehashBackend {
+    /// io_uring when available and the batch is big enough to pay for it
+    /// (see [`plan`]), else `pread(2)` on the calling thread.
+    #[default]
+    Auto,
+    /// io_uring reads (falling back to `pread(2)` where io_uring is
+    /// unavailable).
+    Uring,
+    /// `pread(2)`.
+    Sync,
+}
+
+/// Knobs of one rehash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RehashOptions {
+    /// The engine.
+    pub backend: RehashBackend,
+    /// Worker threads, the calling thread included; 0 lets [`plan`] decide.
+    pub threads: usize,
+}
+
+/// One file to hash: an open descriptor, read from offset 0 (the file
+/// offset is not used, so the same descriptor can be hashed again).
+#[derive(Clone, Copy, Debug)]
+pub struct HashJob<'a> {
+    /// The file.
+    pub fd: BorrowedFd<'a>,
+    /// Stop after `limit + 1` bytes (the pinned size: more cannot match);
+    /// `None` reads to the end.
+    pub limit: Option<u64>,
+    /// Bytes of content to keep from the start (for `ReadFiles`); 0 keeps
+    /// none.
+    pub keep: usize,
+}
+
+impl<'a> HashJob<'a> {
+    /// Hash all of `fd`, keep nothing.
+    pub fn new(fd: BorrowedFd<'a>) -> Self {
+        HashJob { fd, limit: None, keep: 0 }
+    }
+
+    /// Hash `fd` against a pinned size: stop after `size + 1` bytes.
+    pub fn pinned(fd: BorrowedFd<'a>, size: u64) -> Self {
+        HashJob { fd, limit: Some(size), keep: 0 }
+    }
+}
+
+/// A file's digest, its length as read, and its first bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rehashed {
+    /// SHA-256 of the bytes read.
+    pub sha256: [u8; 32],
+    /// Bytes read: the file's length, or `limit + 1` when it is longer than
+    /// the job's limit.
+    pub len: u64,
+    /// The first `keep` bytes (fewer if the file is shorter).
+    pub head: Vec<u8>,
+}
+
+impl Rehashed {
+    /// Whether these are exactly the pinned bytes.
+    pub fn matches(&self, pin: &Pin) -> bool {
+        self.sha256 == pin.sha256 && self.len == pin.size
+    }
+}
+
+/// How a batch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Reads go to io_uring.
+    pub uring: bool,
+    /// Worker threads, the calling thread included.
+    pub threads: usize,
+}
+
+/// Below this many bytes in all, a batch runs with `pread(2)` on the
+/// calling thread: setting up rings and threads would cost more than it
+/// saves.
+pub const SMALL_BATCH_BYTES: u64 = 256 * 1024;
+
+/// Bytes per extra worker thread: a thread is only worth starting for
+/// about this much hashing (SHA-NI hashes ~1.5 GB/s per core).
+pub const BYTES_PER_THREAD: u64 = 1024 * 1024;
+
+/// Files each worker keeps in flight.
+const DEPTH: usize = 8;
+
+/// Decides how a batch of `jobs` files, `bytes` bytes in all, runs.
+///
+/// `Auto`: a batch under [`SMALL_BATCH_BYTES`] runs on the calling thread
+/// with `pread(2)`; a larger one on io_uring (when available) with one
+/// thread per [`BYTES_PER_THREAD`], at most one per core and one per file.
+/// `Uring`/`Sync` force the engine; `threads` forces the thread count.
+pub fn plan(jobs: usize, bytes: u64, opts: &RehashOptions) -> Plan {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let auto_threads = usize::try_from(bytes / BYTES_PER_THREAD).unwrap_or(usize::MAX).clamp(1, cores.min(jobs.max(1)));
+    let available = || crate::uring::probe().is_ok();
+    let (uring, threads) = match opts.backend {
+        RehashBackend::Sync => (false, auto_threads),
+        RehashBackend::Uring => (available(), auto_threads),
+        RehashBackend::Auto if bytes < SMALL_BATCH_BYTES => (false, 1),
+        RehashBackend::Auto => (available(), auto_threads),
+    };
+    let threads = if opts.threads > 0 { opts.threads } else { threads };
+    Plan { uring, threads: threads.min(jobs.max(1)) }
+}
+
+fn ring_config() -> RingConfig {
+    RingConfig { entries: DEPTH as u32, ..RingConfig::default() }
+}
+
+/// Hashes every job's file, in parallel; results are in `jobs`' order.
+///
+/// An error reading a file is that file's result; the others go on.
+pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Rehashed>> {
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    // Sizes, for the plan and to start the biggest files first.
+    // (A pinned size is what the file should hold; only unpinned files
+    // need an fstat.)
+    let sizes: Vec<u64> = jobs
+        .iter()
+        .map(|j| {
+            j.limit
+                .unwrap_or_else(|| rustix::fs::fstat(j.fd).map(|s| u64::try_from(s.st_size).unwrap_or(0)).unwrap_or(0))
+        })
+        .collect();
+    let total: u64 = sizes.iter().sum();
+    let plan = plan(jobs.len(), total, opts);
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]));
+    let file_jobs: Vec<FileJob> = jobs
+        .iter()
+        .zip(&sizes)
+        .map(|(j, &size)| FileJob { fd: j.fd.as_raw_fd(), limit: j.limit, keep: j.keep, size_hint: size })
+        .collect();
+    let cursor = AtomicUsize::new(0);
+    let next = || {
+        let k = cursor.fetch_add(1, Ordering::Relaxed);
+        order.get(k).copied()
+    };
+    let results: Mutex<Vec<Option<io::Result<Rehashed>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let shared = Shared::new();
+    let work = |uring: bool| {
+        let pipe = if uring {
+            Pipeline::new(&ring_config(), shared.clone())
+        } else {
+            Pipeline::synchronous(&ring_config(), shared.clone())
+        };
+        let mut reader = Reader::new(pipe, DEPTH);
+        let mut mine: Vec<(usize, io::Result<Rehashed>)> = Vec::new();
+        reader.run(&file_jobs, &next, &mut |i, r| {
+            mine.push((i, r.map(|h| Rehashed { sha256: h.sha256, len: h.len, head: h.head })));
+        });
+        drop(reader);
+        let mut all = results.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, r) in mine {
+            all[i] = Some(r);
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..plan.threads {
+            s.spawn(|| work(plan.uring));
+        }
+        work(plan.uring);
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("rehash worker ended early"))))
+        .collect()
+}
+
+/// A file [`open_and_hash_at`] opened.
+#[derive(Debug)]
+pub struct OpenedHash {
+    /// The opened file (`O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC`).
+    pub file: OwnedFd,
+    /// Its identity, from the descriptor.
+    pub identity: Identity,
+    /// Its bytes' hash; `None` when it was not hashed because it is not the
+    /// pinned object (not regular, another inode, more links, another size).
+    pub hash: Option<Rehashed>,
+}
+
+/// One name for [`open_and_hash_at`].
+#[derive(Clone, Copy, Debug)]
+pub struct OpenJob<'a> {
+    /// A name in the directory (one component).
+    pub name: &'a CStr,
+    /// The pin it must match to be hashed; `None` hashes any regular file.
+    pub pin: Option<&'a Pin>,
+}
+
+/// Opens each name in `dir` without following a link, reads its identity,
+/// and hashes the files that are the pinned object (regular, same device
+/// and inode, one link, pinned size; reading stops after `size + 1` bytes).
+///
+/// The opens are one batch on the ring where io_uring is available.
+/// Results are in `jobs`' order; an open error is that name's `Err` (with
+/// the errno: `ELOOP` for a symbolic link, `ENXIO` for a socket, `ENOENT`).
+pub fn open_and_hash_at(
+    dir: BorrowedFd<'_>,
+    jobs: &[OpenJob<'_>],
+    opts: &RehashOptions,
+) -> Vec<io::Result<OpenedHash>> {
+    let use_ring = !matches!(opts.backend, RehashBackend::Sync) && jobs.len() > 1 && crate::uring::probe().is_ok();
+    let names: Vec<&CStr> = jobs.iter().map(|j| j.name).collect();
+    let opened = crate::uring::read::open_files_at(dir, &names, use_ring);
+    let prepared: Vec<io::Result<(OwnedFd, Identity, bool)>> = opened
+        .into_iter()
+        .zip(jobs)
+        .map(|(o, job)| {
+            let fd = o?;
+            let id = Identity::of_fd(&fd)?;
+            let hash_it = id.is_regular()
+                && job.pin.map_or(true, |p| id.physical() == p.physical() && id.nlink == 1 && id.size == p.size);
+            Ok((fd, id, hash_it))
+        })
+        .collect();
+    let mut hashes: Vec<Option<io::Result<Rehashed>>> = (0..jobs.len()).map(|_| None).collect();
+    {
+        let (idx, hash_jobs): (Vec<usize>, Vec<HashJob<'_>>) = prepared
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Ok((fd, _, true)) => Some((i, HashJob { fd: fd.as_fd(), limit: jobs[i].pin.map(|p| p.size), keep: 0 })),
+                _ => None,
+            })
+            .unzip();
+        for (i, h) in idx.into_iter().zip(hash_fds(&hash_jobs, opts)) {
+            hashes[i] = Some(h);
+        }
+    }
+    prepared
+        .into_iter()
+        .zip(hashes)
+        .map(|(r, h)| {
+            let (file, identity, _) = r?;
+            let hash = h.transpose()?;
+            Ok(OpenedHash { file, identity, hash })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_with(bytes: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        f
+    }
+
+    #[test]
+    fn plan_rules() {
+        let auto = RehashOptions::default();
+        assert_eq!(plan(100, 1000, &auto), Plan { uring: false, threads: 1 });
+        let big = plan(100, 64 << 20, &auto);
+        assert_eq!(big.uring, crate::uring::probe().is_ok());
+        assert!(big.threads >= 1);
+        let sync = RehashOptions { backend: RehashBackend::Sync, threads: 2 };
+        assert_eq!(plan(100, 64 << 20, &sync), Plan { uring: false, threads: 2 });
+        // Never more threads than files.
+        assert_eq!(plan(1, 64 << 20, &sync).threads, 1);
+    }
+
+    #[test]
+    fn every_backend_agrees_with_the_one_thread_hash() {
+        let contents: Vec<Vec<u8>> =
+            (0..12u8).map(|i| (0..(i as usize * 77_777 + (i as usize % 3))).map(|k| (k as u8) ^ i).collect()).collect();
+        let files: Vec<std::fs::File> = contents.iter().map(|c| file_with(c)).collect();
+        let want: Vec<([u8; 32], u64)> = files.iter().map(|f| crate::hash::sha256_fd(f).unwrap()).collect();
+        let jobs: Vec<HashJob<'_>> = files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: 10 }).collect();
+        for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
+            for threads in [0, 1, 2] {
+                let got = hash_fds(&jobs, &RehashOptions { backend, threads });
+                for (i, g) in got.into_iter().enumerate() {
+                    let g = g.unwrap();
+                    assert_eq!((g.sha256, g.len), want[i], "{backend:?} {threads} file {i}");
+                    assert_eq!(g.head, contents[i][..contents[i].len().min(10)]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn limit_stops_after_one_more_byte() {
+        let f = file_with(&[7u8; 1000]);
+        for backend in [RehashBackend::Uring, RehashBackend::Sync] {
+            let r = hash_fds(&[HashJob::pinned(f.as_fd(), 10)], &RehashOptions { backend, threads: 1 });
+            let r = r.into_iter().next().unwrap().unwrap();
+            assert_eq!(r.len, 11);
+            let exact = hash_fds(&[HashJob::pinned(f.as_fd(), 1000)], &RehashOptions { backend, threads: 1 });
+            let exact = exact.into_iter().next().unwrap().unwrap();
+            assert_eq!((exact.sha256, exact.len), crate::hash::sha256_fd(&f).unwrap());
+        }
+    }
+
+    #[test]
+    fn read_error_is_per_file() {
+        let good = file_with(b"hello");
+        let dir = std::fs::File::open("/").unwrap(); // reading a directory: EISDIR
+        let jobs = [HashJob::new(good.as_fd()), HashJob::new(dir.as_fd())];
+        for backend in [RehashBackend::Uring, RehashBackend::Sync] {
+            let r = hash_fds(&jobs, &RehashOptions { backend, threads: 1 });
+            assert_eq!(r[0].as_ref().unwrap().sha256, crate::hash::sha256_bytes(b"hello"));
+            assert_eq!(r[1].as_ref().unwrap_err().raw_os_error(), Some(libc::EISDIR));
+        }
+    }
+}

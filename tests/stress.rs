@@ -1,0 +1,58 @@
+//! `winx-release stress`: a short run with small knobs must hold every
+//! invariant and exercise releases, replays and denials.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[test]
+fn short_stress_run_holds_every_invariant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_winx-release"))
+        .args([
+            "stress",
+            "--json",
+            "--duration",
+            "3",
+            "--sessions",
+            "2",
+            "--frontends",
+            "2",
+            "--workspaces",
+            "1",
+            "--backing-entries",
+            "2000",
+            "--no-fill",
+            "--no-bound-check",
+            "--seed",
+            "42",
+            "--no-progress",
+        ])
+        .arg("--dir")
+        .arg(tmp.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON line expected on stdout, got {stdout:?}; stderr {stderr}");
+    let v: Value = serde_json::from_str(lines[0]).unwrap();
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} is not a count in {v}"));
+    assert_eq!(v["error"], Value::Null, "{v:#}");
+    assert_eq!(n("violations"), 0, "{:#}", v["violation_details"]);
+    assert_eq!(n("bytes_lost"), 0, "{v:#}");
+    assert_eq!(v["quota_violations"], serde_json::json!([]), "{v:#}");
+    assert!(n("releases") > 0, "{v:#}");
+    assert!(n("released_files") > 0, "{v:#}");
+    assert!(n("replays") > 0, "{v:#}");
+    assert!(n("denials") > 0, "{v:#}");
+    assert!(v["p50_ms"].as_f64().is_some() && v["p99_ms"].as_f64().is_some(), "{v:#}");
+    assert_eq!(v["checks_passed"], v["checks_total"], "{:#}", v["checks"]);
+    assert_eq!(out.status.code(), Some(0), "stderr {stderr}");
+    // Nothing left behind in the directory it was given.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the private directory was not removed");
+    assert!(start.elapsed() < Duration::from_secs(120));
+}

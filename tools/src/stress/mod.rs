@@ -1,0 +1,276 @@
+//! The stress tool (contract section 9).
+//!
+//! A run starts a real guardian and real MCP frontends (this executable as
+//! `guardian` and `mcp`) in a private directory, with `XDG_DATA_HOME` and
+//! `HOME` inside it and `XDG_RUNTIME_DIR` unset, so nothing of the user's is
+//! touched. It talks to the frontends over their stdio with its own small
+//! JSON-RPC client ([`client`]).
+//!
+//! 1. **Setup** ([`setup`]): sessions are filled to their quotas (128 files
+//!    and 64 MiB each, tool writes for the files, commands for the bulk
+//!    bytes, which quotas do not govern), workspace 0 to 256 MiB, and every
+//!    quota is probed at its edge; the backing roots are filled with empty
+//!    files to 50,000 entries (a release must complete) and 50,001 (it must
+//!    fail closed), then held at `--backing-entries`; then every scenario
+//!    runs once as a named check with its one expected answer.
+//! 2. **Timed phase** ([`workload`]): one worker per session runs a seeded
+//!    random sequence of steps for `--duration` seconds: reads, releases,
+//!    replays, audits, commands that block releases, adversarial changes
+//!    (identical-text replacements before and during a release, new files
+//!    at released names, links dropped into backing roots, tokens of another
+//!    frontend, source files, other sessions' helpers).
+//! 3. **Final verification**: every byte of the ledger re-hashed, every fill
+//!    file of the backing roots accounted for, an audit per workspace.
+//!
+//! After each step the session is checked against the ledger ([`ledger`])
+//! of every byte the tool created: released only when pinned, nothing
+//! lost, no overwrite, replays touch nothing, quotas held ([`quota`]).
+
+mod backing;
+mod client;
+mod ledger;
+mod ops;
+mod procs;
+mod quota;
+mod report;
+mod rng;
+mod scenarios;
+mod setup;
+mod workload;
+mod world;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub use report::Report;
+
+use backing::Backing;
+use procs::{GuardianProc, Private};
+use world::{Session, Workspace, World};
+
+/// The parameters of a run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Length of the timed phase.
+    pub duration: Duration,
+    /// Worker sessions.
+    pub sessions: usize,
+    /// MCP frontends the workers share.
+    pub frontends: usize,
+    /// Workspaces the sessions are spread over.
+    pub workspaces: usize,
+    /// Entries the backing roots are held at during the timed phase.
+    pub backing_entries: u64,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Fill sessions to their quotas.
+    pub fill: bool,
+    /// Probe the scan bound at 50,000 and 50,001 entries.
+    pub bound_check: bool,
+    /// Where the private directory is made (default: the temp dir).
+    pub dir: Option<PathBuf>,
+    /// Keep the private directory.
+    pub keep: bool,
+    /// Show progress bars on stderr.
+    pub progress: bool,
+    /// Longest wait for one tool call.
+    pub call_timeout: Duration,
+}
+
+fn bar(enabled: bool) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
+}
+
+fn run_bar(enabled: bool, duration: Duration) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(duration.as_millis() as u64), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{bar:24} {elapsed:>3} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// Runs the stress workload and returns its report. An error means the run
+/// could not be carried out (a frontend died, the private directory could
+/// not be made); invariant violations are in the report.
+pub fn run(cfg: &Config) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        cfg.sessions >= 1 && cfg.frontends >= 1 && cfg.workspaces >= 1,
+        "sessions, frontends and workspaces must be at least 1"
+    );
+    let started = Instant::now();
+    let pb = bar(cfg.progress);
+    pb.set_message("starting the guardian and the frontends");
+    let private = Private::create(cfg.dir.as_deref())?;
+    let mut guardian = GuardianProc::start(&private)?;
+    let caps = guardian.capabilities();
+    let mut frontends = Vec::with_capacity(cfg.frontends + 2);
+    for i in 0..cfg.frontends {
+        frontends.push(private.spawn_frontend(&format!("mcp-{i}"), &[], cfg.call_timeout)?);
+    }
+    frontends.push(private.spawn_frontend("mcp-embedded", &["--embedded"], cfg.call_timeout)?);
+    frontends.push(private.spawn_frontend("mcp-fresh", &[], cfg.call_timeout)?);
+    let mut workspaces = Vec::with_capacity(cfg.workspaces);
+    for i in 0..cfg.workspaces {
+        let p = private.workspaces.join(format!("ws{i}"));
+        std::fs::create_dir_all(&p)?;
+        let root = std::fs::canonicalize(&p)?.to_str().context("workspace path is not UTF-8")?.to_owned();
+        workspaces.push(Workspace { root, book: Default::default(), sources: Default::default() });
+    }
+    let mut w = World::new(private, frontends, cfg.frontends, workspaces);
+    w.check(
+        "guardian ready line advertises temporary_release",
+        caps.iter().any(|c| c == "temporary_release"),
+        caps.join(","),
+    );
+    let sig = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
+        .iter()
+        .filter_map(|s| signal_hook::flag::register(*s, w.stop.clone()).ok())
+        .collect::<Vec<_>>();
+
+    let result = run_in(&w, cfg, &pb, started);
+    for id in sig {
+        signal_hook::low_level::unregister(id);
+    }
+    w.open_all_gates();
+    pb.finish_and_clear();
+
+    // Teardown: frontends, then the guardian (SIGTERM must end it cleanly).
+    for f in &w.frontends {
+        f.shutdown(Duration::from_secs(3));
+    }
+    let code = guardian.stop(Duration::from_secs(10));
+    let (mut report, fatal) = match result {
+        Ok(r) => (r, None),
+        Err(e) => (Report::build(&w, cfg, 0.0, 0.0, 0), Some(format!("{e:#}"))),
+    };
+    report.error = fatal.or_else(|| w.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone());
+    report.interrupted = report.error.is_none() && w.stopping();
+    if code != Some(0) {
+        w.findings.note("guardian_exit_not_0");
+        report.notes.insert("guardian_exit_not_0".to_owned(), 1);
+    }
+    if cfg.keep || report.error.is_some() {
+        report.private_dir = Some(w.private.keep().display().to_string());
+    } else {
+        w.private.remove();
+    }
+    Ok(report)
+}
+
+fn run_in(w: &World, cfg: &Config, pb: &ProgressBar, started: Instant) -> anyhow::Result<Report> {
+    let f = cfg.frontends;
+    let mut sessions = Vec::with_capacity(cfg.sessions);
+    let mut master = rng::Rng::new(cfg.seed);
+    for i in 0..cfg.sessions {
+        let thread = format!("stress-{}-{i}", cfg.seed);
+        let (s, v) = setup::open_session(w, i, i % cfg.workspaces, &thread, i % f, (i + 1) % f, None, master.fork())?;
+        if i == 0 {
+            setup::check_initialize(w, &v);
+        }
+        sessions.push(s);
+    }
+    let dirs: Vec<(usize, PathBuf)> = sessions.iter().map(|s| (s.ws, s.dir.clone())).collect();
+    for s in &mut sessions {
+        s.peer = dirs.iter().find(|(ws, d)| *ws == s.ws && *d != s.dir).map(|(_, d)| d.clone());
+    }
+    let scratch = w.workspaces.iter().map(Workspace::scratch).collect();
+    let mut backing = Backing::new(&w.private.data_dir, scratch);
+    w.phase("start processes, open sessions");
+    let mut extras: Vec<Session> = Vec::new();
+    setup::run(w, &mut sessions, &mut extras, &mut backing, cfg, pb)?;
+    let setup_s = started.elapsed().as_secs_f64();
+
+    // The timed phase.
+    pb.finish_and_clear();
+    let rb = run_bar(cfg.progress, cfg.duration);
+    let target = cfg.backing_entries.min(setup::SCAN_BOUND - 100);
+    w.stats.in_run.store(true, Ordering::SeqCst);
+    let start = Instant::now();
+    let deadline = start + cfg.duration;
+    let done = AtomicBool::new(false);
+    let sessions: Vec<Session> = std::thread::scope(|sc| {
+        let keeper = sc.spawn(|| workload::keeper(w, &mut backing, target, &done));
+        let ticker = sc.spawn(|| workload::ticker(w, &rb, start, &done));
+        let handles: Vec<_> =
+            sessions.into_iter().map(|s| sc.spawn(move || workload::worker(w, s, deadline))).collect();
+        let out: Vec<Session> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+        done.store(true, Ordering::SeqCst);
+        let _ = keeper.join();
+        let _ = ticker.join();
+        out
+    });
+    let run_s = start.elapsed().as_secs_f64();
+    w.stats.in_run.store(false, Ordering::SeqCst);
+    rb.finish_and_clear();
+    w.phase("timed");
+    anyhow::ensure!(sessions.len() == cfg.sessions, "a worker panicked");
+    if let Some(e) = w.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        anyhow::bail!("{e}");
+    }
+
+    // Final verification: every byte re-hashed, every fill file there.
+    let vb = bar(cfg.progress);
+    vb.set_message("final verification");
+    w.open_all_gates();
+    let mut sessions = sessions;
+    for s in sessions.iter_mut().chain(extras.iter_mut()) {
+        setup::full_verify(w, &mut s.ledger, "final verification");
+    }
+    for ws in &w.workspaces {
+        setup::full_verify(w, &mut ws.sources.lock().unwrap_or_else(|e| e.into_inner()), "final verification");
+    }
+    for m in backing.missing() {
+        w.findings.lost(&m, 0, "a fill file of a backing root disappeared".to_owned());
+    }
+    for ws in 0..w.workspaces.len() {
+        ops::audit(w, ws, "audit")?;
+    }
+    for s in sessions.iter().chain(extras.iter()) {
+        strays(w, s);
+    }
+    vb.finish_and_clear();
+    w.phase("final verification");
+    let report = Report::build(w, cfg, setup_s, run_s, backing.removed);
+    if !cfg.keep {
+        backing.remove_all();
+    }
+    Ok(report)
+}
+
+/// Notes what is in a session directory that the ledger does not know:
+/// files (`stray_file`) and entries in `.winx-release-*` quarantines
+/// (`quarantine_leftover`). Neither is a violation by itself: a preserved
+/// object is in the ledger at its quarantine path.
+fn strays(w: &World, s: &Session) {
+    fn walk(w: &World, s: &Session, dir: &std::path::Path, reserved: bool) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            let r = reserved || e.file_name().to_string_lossy().starts_with(".winx-release-");
+            match e.file_type() {
+                Ok(t) if t.is_dir() => walk(w, s, &p, r),
+                Ok(_) if s.ledger.is_present(&p) => {}
+                Ok(_) if r => w.findings.note("quarantine_leftover"),
+                Ok(_) => w.findings.note("stray_file"),
+                Err(_) => {}
+            }
+        }
+    }
+    walk(w, s, &s.dir, false);
+}

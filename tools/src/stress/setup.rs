@@ -1,0 +1,615 @@
+//! The setup phase: fill the sessions to their quotas and the backing roots
+//! to the scan bound, probe each quota and bound at its edge, and run every
+//! scenario once as a named check. Nothing else runs meanwhile, so each
+//! check has one expected answer.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+use serde_json::{json, Value};
+
+use super::backing::Backing;
+use super::client::{CallError, McpClient};
+use super::ledger::Ledger;
+use super::ops::{self, Expect, Written};
+use super::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
+use super::scenarios::{self, Blocker};
+use super::world::{Session, Stats, World};
+use super::Config;
+
+/// The scan bound of the contract.
+pub const SCAN_BOUND: u64 = 50_000;
+
+fn interrupted(w: &World) -> anyhow::Result<()> {
+    anyhow::ensure!(!w.stopping(), "interrupted");
+    Ok(())
+}
+
+/// Whether a release answer is the denial `codes` allow.
+fn denied_with(v: &Option<Value>, codes: &[&str]) -> (bool, String) {
+    match v {
+        None => (false, "nothing to work on".to_owned()),
+        Some(v) => {
+            let code = v["errorCode"].as_str().unwrap_or("-");
+            let status = v["status"].as_str().unwrap_or("-");
+            (matches!(status, "denied" | "invalid_input") && codes.contains(&code), format!("{status} {code}"))
+        }
+    }
+}
+
+fn check_denied(w: &World, name: &str, v: &Option<Value>, codes: &[&str]) {
+    let (ok, detail) = denied_with(v, codes);
+    w.check(name, ok, detail);
+}
+
+/// Initialises a session on frontend `home` (and `other`), checking the
+/// `Initialize` result.
+#[allow(clippy::too_many_arguments)]
+pub fn open_session(
+    w: &World,
+    idx: usize,
+    ws: usize,
+    thread_id: &str,
+    home: usize,
+    other: usize,
+    mode: Option<&str>,
+    rng: super::rng::Rng,
+) -> anyhow::Result<(Session, Value)> {
+    let root = w.workspaces[ws].root.clone();
+    let v = ops::initialize(w, home, &root, thread_id, mode)?;
+    if other != home {
+        ops::initialize(w, other, &root, thread_id, mode)?;
+    }
+    anyhow::ensure!(v["workspace_root"] == json!(root), "Initialize returned workspace {}", v["workspace_root"]);
+    let dir = PathBuf::from(v["temporary_artifact_dir"].as_str().context("temporary_artifact_dir")?);
+    let slot = w.workspaces[ws].book.add_slot();
+    Ok((Session::new(idx, ws, slot, thread_id.to_owned(), dir, home, other, rng), v))
+}
+
+/// Checks the keys of an `Initialize` result.
+pub fn check_initialize(w: &World, v: &Value) {
+    let quotas = [
+        ("temporary_artifact_max_files", MAX_SESSION_FILES),
+        ("temporary_artifact_max_session_bytes", MAX_SESSION_BYTES),
+        ("temporary_artifact_max_file_bytes", MAX_FILE_BYTES),
+        ("temporary_artifact_max_bytes", MAX_WORKSPACE_BYTES),
+    ];
+    let ok = quotas.iter().all(|(k, n)| v[*k] == json!(n));
+    w.check(
+        "Initialize reports the quotas",
+        ok,
+        quotas.iter().map(|(k, _)| format!("{k}={}", v[*k])).collect::<Vec<_>>().join(" "),
+    );
+    let tr = &v["temporary_release"];
+    w.check("Initialize: temporary_release available with a guardian", tr["available"] == json!(true), tr.to_string());
+    let dir = v["temporary_artifact_dir"].as_str().unwrap_or("");
+    let mode =
+        std::fs::symlink_metadata(dir).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+    w.check("session directory is 0700", matches!(mode, Ok(0o700)), format!("{mode:?}"));
+}
+
+/// Source files (not helpers) in every workspace.
+fn sources(w: &World) -> anyhow::Result<()> {
+    for ws in &w.workspaces {
+        let src = Path::new(&ws.root).join("src");
+        std::fs::create_dir_all(&src)?;
+        let mut l = ws.sources.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, text) in [("main.rs", "fn main() {}\n"), ("lib.rs", "pub fn f() {}\n")] {
+            std::fs::write(src.join(name), text)?;
+            l.add_path(&src.join(name))?;
+        }
+        std::fs::write(Path::new(&ws.root).join("README.md"), "workspace of the stress tool\n")?;
+        l.add_path(&Path::new(&ws.root).join("README.md"))?;
+    }
+    Ok(())
+}
+
+fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) -> anyhow::Result<bool> {
+    for chunk in files.chunks(100) {
+        if ops::write_files(w, sess, sess.home, chunk)? != Written::Yes {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Fills `sess` up to `target` bytes and 128 files, then probes the
+/// session quotas at their edge.
+fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyhow::Result<()> {
+    let seed: Vec<(PathBuf, String)> = (0..40)
+        .map(|_| {
+            let n = sess.rng.range(64, 8192) as usize;
+            (sess.fresh_path("seed"), sess.rng.text(n))
+        })
+        .collect();
+    let ok = write_chunks(w, sess, seed)?;
+    w.check(&format!("s{}: 40 helpers written by the tool", sess.idx), ok, "");
+    if !fill {
+        return Ok(());
+    }
+    const TINY: u64 = 16;
+    let (files, bytes) = sess.ledger.usage();
+    let tiny = MAX_SESSION_FILES - files - 2;
+    let bulk = target.saturating_sub(bytes + tiny * TINY);
+    let a = bulk.min(MAX_FILE_BYTES);
+    for (name, size) in [("bulk-a", a), ("bulk-b", bulk - a)] {
+        let p = sess.dir.join(format!("{name}.bin"));
+        ops::bash_create(w, sess, &p, size, true)?;
+    }
+    let tiny_files: Vec<(PathBuf, String)> =
+        (0..tiny).map(|_| (sess.fresh_path("tiny"), sess.rng.text(TINY as usize))).collect();
+    let ok = write_chunks(w, sess, tiny_files)?;
+    let (files, bytes) = sess.ledger.usage();
+    w.check(
+        &format!("s{}: filled to the file quota by tool writes", sess.idx),
+        ok && files == MAX_SESSION_FILES,
+        format!("{files} files, {bytes} bytes"),
+    );
+    // The 129th file.
+    let p = sess.fresh_path("over");
+    let r = ops::write_files(w, sess, sess.home, &[(p, String::new())])?;
+    w.check(
+        &format!("s{}: 129th file refused (quota_exceeded)", sess.idx),
+        r == Written::QuotaRefused,
+        format!("{r:?}"),
+    );
+    let small = scenarios::pick(sess, 1, TINY);
+    if let Some(p) = small.first() {
+        if bytes == MAX_SESSION_BYTES {
+            let r = ops::write_files(w, sess, sess.home, &[(p.clone(), "x".repeat(TINY as usize + 1))])?;
+            w.check(
+                &format!("s{}: one byte over 64 MiB refused", sess.idx),
+                r == Written::QuotaRefused,
+                format!("{r:?}"),
+            );
+        }
+        let r = ops::write_files(w, sess, sess.home, &[(p.clone(), "y".repeat(TINY as usize))])?;
+        w.check(
+            &format!("s{}: same-size rewrite at the limit accepted", sess.idx),
+            r == Written::Yes,
+            format!("{r:?}"),
+        );
+    }
+    Ok(())
+}
+
+/// Brings workspace 0 to exactly 256 MiB with filler sessions, then
+/// probes the workspace quota and the per-file quota.
+fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, cfg: &Config) -> anyhow::Result<()> {
+    let mut total: u64 = sessions.iter().filter(|s| s.ws == 0).map(|s| s.ledger.usage().1).sum();
+    let mut k = 0;
+    while total < MAX_WORKSPACE_BYTES {
+        interrupted(w)?;
+        let thread = format!("stress-{}-filler-{k}", cfg.seed);
+        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, super::rng::Rng::new(k as u64))?;
+        k += 1;
+        let mut in_session = 0;
+        while total < MAX_WORKSPACE_BYTES && in_session < MAX_SESSION_BYTES {
+            let n = (MAX_WORKSPACE_BYTES - total).min(MAX_FILE_BYTES).min(MAX_SESSION_BYTES - in_session);
+            let p = f.fresh_path("filler");
+            ops::bash_create(w, &mut f, &p, n, true)?;
+            total += n;
+            in_session += n;
+        }
+        extras.push(f);
+    }
+    let thread = format!("stress-{}-probe", cfg.seed);
+    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, super::rng::Rng::new(7))?;
+    let p = probe.fresh_path("ws");
+    let r = ops::write_files(w, &mut probe, 0, &[(p, "z".to_owned())])?;
+    w.check(
+        "workspace at 256 MiB: one more byte refused",
+        r == Written::QuotaRefused,
+        format!("{r:?} (workspace {total} bytes)"),
+    );
+    let p = probe.fresh_path("ws");
+    let r = ops::write_files(w, &mut probe, 0, &[(p, String::new())])?;
+    w.check("workspace at 256 MiB: an empty file accepted", r == Written::Yes, format!("{r:?}"));
+    // 32 MiB + 1 byte in one tool write: more than the per-file quota, and
+    // more than an MCP stdio line may carry (16 MiB in rmcp); refused
+    // either way, and never written.
+    let p = probe.fresh_path("big");
+    let args = json!({"thread_id": probe.thread_id, "workspace_root": w.workspaces[0].root,
+        "files": [{"file_path": p.to_string_lossy(), "mode": "replace", "content": "b".repeat(MAX_FILE_BYTES as usize + 1)}]});
+    // rmcp drops an oversized line without an answer. A ping sent after it
+    // is answered once the line has been read; an accepted write would be
+    // answered soon after that.
+    let client = &w.frontends[0];
+    let long = std::time::Duration::from_secs(120);
+    let (id, rx) = client.start("tools/call", json!({"name": "EditFiles", "arguments": args}))?;
+    client.request("ping", json!({}), long)?;
+    let r = client
+        .wait(id, &rx, std::time::Duration::from_secs(1))
+        .and_then(|v| McpClient::tool_reply("EditFiles", &v, std::time::Duration::ZERO));
+    let written = p.exists();
+    let detail = match &r {
+        Ok(reply) => format!("{} {}", reply.status(), reply.error_code().unwrap_or("-")),
+        Err(CallError::Timeout(_)) => "no answer: the MCP transport dropped the oversized line".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    let refused = match &r {
+        Ok(reply) => reply.error_code() == Some("quota_exceeded"),
+        Err(CallError::Timeout(_) | CallError::Rpc { .. }) => true,
+        Err(e) => anyhow::bail!("the 32 MiB + 1 byte write: {e}"),
+    };
+    if written || r.as_ref().is_ok_and(|reply| reply.status() == "completed") {
+        w.findings
+            .quota_violation(json!({"quota": "file_bytes", "path": p.to_string_lossy(), "bytes": MAX_FILE_BYTES + 1,
+            "detail": "a 32 MiB + 1 byte tool write was accepted"}));
+    }
+    w.check("a 32 MiB + 1 byte tool write is refused", refused && !written, detail);
+    // The frontend still answers.
+    ops::read(w, &probe, 0, &[])?;
+    extras.push(probe);
+    Ok(())
+}
+
+/// The scan bound: 50,000 entries pass, 50,001 fail closed with every
+/// helper preserved.
+fn bound_checks(w: &World, s: &mut Session, backing: &mut Backing) -> anyhow::Result<()> {
+    let got = backing.set_total(SCAN_BOUND)?;
+    let v = scenarios::read_some(w, s, s.home, 1, 64 << 10)?;
+    if !v.is_empty() && got == SCAN_BOUND {
+        let r = ops::release(w, s, s.home, &v, Expect::Any, &HashSet::new())?;
+        w.check(
+            "backing roots at exactly 50,000 entries: release completes",
+            r["status"] == "completed",
+            format!("{} {}", r["status"], r["errorCode"]),
+        );
+    }
+    let got = backing.set_total(SCAN_BOUND + 1)?;
+    let t = scenarios::read_some(w, s, s.home, 3, 64 << 10)?;
+    let expect = Expect::Denied { codes: &["backing_scan_limit"], kind: "fail_open_scan_limit" };
+    let r = if t.is_empty() { None } else { Some(ops::release(w, s, s.home, &t, expect, &HashSet::new())?) };
+    let (ok, detail) = denied_with(&r, &["backing_scan_limit"]);
+    w.check("backing roots at 50,001 entries: fails closed (backing_scan_limit)", ok && got == SCAN_BOUND + 1, detail);
+    ops::verify(w, s, "scan bound");
+    Ok(())
+}
+
+fn nested(root: &Path, levels: usize) -> PathBuf {
+    let mut p = root.join("stress-deep");
+    for i in 2..=levels {
+        p.push(format!("d{i}"));
+    }
+    p
+}
+
+/// Depth, links and special files in backing roots.
+fn backing_entry_checks(w: &World, s: &mut Session) -> anyhow::Result<()> {
+    let scratch = w.workspaces[s.ws].scratch();
+    std::fs::create_dir_all(nested(&scratch, 16))?;
+    let r = scenarios::plain_release(w, s, Expect::Any)?;
+    let ok = r.as_ref().is_some_and(|v| v["status"] == "completed");
+    w.check("a backing root 16 levels deep: release completes", ok, format!("{:?}", r.map(|v| v["errorCode"].clone())));
+    std::fs::create_dir_all(nested(&scratch, 17))?;
+    let t = scenarios::read_some(w, s, s.home, 2, 64 << 10)?;
+    let expect = Expect::Denied { codes: &["backing_scan_limit"], kind: "fail_open_depth" };
+    let r = if t.is_empty() { None } else { Some(ops::release(w, s, s.home, &t, expect, &HashSet::new())?) };
+    check_denied(w, "a backing root 17 levels deep: fails closed (backing_scan_limit)", &r, &["backing_scan_limit"]);
+    std::fs::remove_dir_all(scratch.join("stress-deep"))?;
+
+    let r = scenarios::symlink_in_backing(w, s, Some(w.private.data_dir.join("executions")))?;
+    check_denied(w, "a symlink in D/executions: fails closed (backing_symlink)", &r, &["backing_symlink"]);
+    let r = scenarios::symlink_in_backing(w, s, None)?;
+    check_denied(w, "a symlink in W/.winx/scratch: fails closed (backing_symlink)", &r, &["backing_symlink"]);
+
+    let fifo = scratch.join("stress.fifo");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)?;
+    let t = scenarios::read_some(w, s, s.home, 2, 64 << 10)?;
+    let expect = Expect::Denied { codes: &["backing_unsupported_entry"], kind: "fail_open_fifo" };
+    let r = if t.is_empty() { None } else { Some(ops::release(w, s, s.home, &t, expect, &HashSet::new())?) };
+    check_denied(
+        w,
+        "a fifo in W/.winx/scratch: fails closed (backing_unsupported_entry)",
+        &r,
+        &["backing_unsupported_entry"],
+    );
+    std::fs::remove_file(&fifo)?;
+
+    let r = scenarios::hardlink_in_backing(w, s)?;
+    check_denied(w, "a hard link of a target in scratch: refused", &r, &["hardlink", "backing_alias", "read_required"]);
+    ops::verify(w, s, "backing entry checks");
+    Ok(())
+}
+
+fn raw_release(w: &World, s: &mut Session, name: &str, args: Value, code: &str) -> anyhow::Result<()> {
+    let r = ops::call(w, s.home, "EditFiles", args)?;
+    match r {
+        Err(e) => w.check(name, false, e.to_string()),
+        Ok(reply) => {
+            Stats::inc(&w.stats.releases);
+            let status = reply.status().to_owned();
+            if matches!(status.as_str(), "completed" | "partial") {
+                w.findings.violation("accepted_malformed", &s.dir, format!("{name}: {}", reply.value));
+            } else {
+                w.stats.denial(reply.error_code().unwrap_or("?"));
+            }
+            let ok = matches!(status.as_str(), "denied" | "invalid_input") && reply.error_code() == Some(code);
+            w.check(name, ok, format!("{status} {}", reply.error_code().unwrap_or("-")));
+        }
+    }
+    ops::verify(w, s, name);
+    Ok(())
+}
+
+/// Request shapes the contract refuses, each with its code.
+fn shape_checks(w: &World, s: &mut Session) -> anyhow::Result<()> {
+    let t = scenarios::read_some(w, s, s.home, 2, 64 << 10)?;
+    anyhow::ensure!(t.len() == 2, "session {} has too few helpers for the shape checks", s.idx);
+    let base = ops::release_args(w, s, &t);
+    let entry = base["files"][0].clone();
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut a = base.clone();
+        f(&mut a);
+        a
+    };
+    let p0 = t[0].path.to_string_lossy().into_owned();
+    let dir = s.dir.to_string_lossy().into_owned();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("101 entries: file_count", with(&|a| a["files"] = json!(vec![entry.clone(); 101])), "file_count"),
+        ("no entries: file_count", with(&|a| a["files"] = json!([])), "file_count"),
+        ("the same path twice: duplicate_path", with(&|a| a["files"][1] = entry.clone()), "duplicate_path"),
+        (
+            "a glob: glob_not_allowed",
+            with(&|a| a["files"][0]["file_path"] = json!(format!("{dir}/*.txt"))),
+            "glob_not_allowed",
+        ),
+        (
+            "a relative path: path_not_exact",
+            with(&|a| a["files"][0]["file_path"] = json!("rel/x.txt")),
+            "path_not_exact",
+        ),
+        (
+            "a .. component: path_not_exact",
+            with(&|a| a["files"][0]["file_path"] = json!(format!("{dir}/../x"))),
+            "path_not_exact",
+        ),
+        (
+            "a trailing slash: path_not_exact",
+            with(&|a| a["files"][0]["file_path"] = json!(format!("{p0}/"))),
+            "path_not_exact",
+        ),
+        (
+            "verify_command: verification_not_allowed",
+            with(&|a| a["verify_command"] = json!("true")),
+            "verification_not_allowed",
+        ),
+        ("mixed modes: mixed_modes", with(&|a| a["files"][1]["mode"] = json!("replace")), "mixed_modes"),
+        (
+            "another workspace_root: workspace_mismatch",
+            with(&|a| a["workspace_root"] = json!("/")),
+            "workspace_mismatch",
+        ),
+        (
+            "an unknown thread: thread_mismatch",
+            with(&|a| a["thread_id"] = json!("stress-unknown-thread")),
+            "thread_mismatch",
+        ),
+        ("an unknown field: invalid_input", with(&|a| a["files"][0]["force"] = json!(true)), "invalid_input"),
+        (
+            "no expected_revision: invalid_input",
+            with(&|a| a["files"][0].as_object_mut().map(|o| o.remove("expected_revision")).map_or((), |_| ())),
+            "invalid_input",
+        ),
+        ("no token: read_required", with(&|a| a["files"][0]["artifact_generation"] = Value::Null), "read_required"),
+        (
+            "a forged token: read_required",
+            with(&|a| a["files"][0]["artifact_generation"] = json!("AAAA")),
+            "read_required",
+        ),
+        (
+            "another revision: revision_mismatch",
+            with(&|a| a["files"][0]["expected_revision"] = json!(format!("sha256:{}", "0".repeat(64)))),
+            "revision_mismatch",
+        ),
+        (
+            "the reserved namespace: reserved_namespace",
+            with(&|a| a["files"][0]["file_path"] = json!(format!("{dir}/.winx-release-0123456789abcdef/t000"))),
+            "reserved_namespace",
+        ),
+        (
+            "a missing file: not_found",
+            with(&|a| a["files"][0]["file_path"] = json!(format!("{dir}/no-such-helper"))),
+            "not_found",
+        ),
+    ];
+    for (name, args, code) in cases {
+        raw_release(w, s, &format!("release with {name}"), args, code)?;
+    }
+    // A directory and a symlink inside the session.
+    let sub = s.dir.join("stress-subdir");
+    std::fs::create_dir_all(&sub)?;
+    let args = with(&|a| a["files"][0]["file_path"] = json!(sub.to_string_lossy()));
+    raw_release(w, s, "release of a directory: not_regular_file", args, "not_regular_file")?;
+    std::fs::remove_dir(&sub)?;
+    let link = s.dir.join("stress-symlink");
+    std::os::unix::fs::symlink(&t[0].path, &link)?;
+    let args = with(&|a| a["files"][0]["file_path"] = json!(link.to_string_lossy()));
+    raw_release(w, s, "release of a symlink helper: symlink", args, "symlink")?;
+    std::fs::remove_file(&link)?;
+    // A tool write into the reserved namespace.
+    let q = s.dir.join(".winx-release-0123456789abcdef").join("x");
+    let r = ops::write_files(w, s, s.home, &[(q.clone(), "x".to_owned())])?;
+    w.check(
+        "a tool write into .winx-release-*: reserved_namespace",
+        r == Written::Refused("reserved_namespace".to_owned()) && !q.exists(),
+        format!("{r:?}"),
+    );
+    Ok(())
+}
+
+/// Removes a file the tool placed itself, after its checks.
+fn forget_file(w: &World, s: &mut Session, p: &Path) -> anyhow::Result<()> {
+    std::fs::remove_file(p).with_context(|| format!("remove {}", p.display()))?;
+    s.ledger.forget(p);
+    w.workspaces[s.ws].book.commit(s.slot, s.ledger.usage().1);
+    Ok(())
+}
+
+/// Policy and runtime refusals: architect mode, an embedded frontend.
+fn owner_checks(w: &World, extras: &mut Vec<Session>, cfg: &Config) -> anyhow::Result<()> {
+    let arch_thread = format!("stress-{}-architect", cfg.seed);
+    let (mut a, _) = open_session(w, 3000, 0, &arch_thread, 0, 0, Some("architect"), super::rng::Rng::new(3))?;
+    let p = a.fresh_path("arch");
+    let r = ops::write_files(w, &mut a, 0, &[(p.clone(), "x".to_owned())])?;
+    w.check(
+        "architect mode: a tool write is policy_denied",
+        r == Written::Refused("policy_denied".to_owned()),
+        format!("{r:?}"),
+    );
+    let p = a.dir.join("arch.txt");
+    std::fs::write(&p, "left by an earlier run\n").context("architect helper")?;
+    a.ledger.add_path(&p)?;
+    let t = ops::read(w, &a, 0, std::slice::from_ref(&p))?;
+    let expect = Expect::Denied { codes: &["policy_denied"], kind: "released_in_architect_mode" };
+    let r = ops::release(w, &mut a, 0, &t, expect, &HashSet::new())?;
+    check_denied(w, "architect mode: a release is policy_denied", &Some(r), &["policy_denied"]);
+    ops::verify(w, &mut a, "architect");
+    // Not governed by the quotas, so out of the way of the quota checks.
+    forget_file(w, &mut a, &p)?;
+    extras.push(a);
+
+    let emb = w.worker_frontends;
+    let ws = w.workspaces.len() - 1;
+    let emb_thread = format!("stress-{}-embedded", cfg.seed);
+    let (mut e, v) = open_session(w, 3001, ws, &emb_thread, emb, emb, None, super::rng::Rng::new(4))?;
+    let tr = &v["temporary_release"];
+    w.check(
+        "embedded frontend: temporary_release unavailable (embedded_runtime)",
+        tr["available"] == json!(false) && tr["reason"] == "embedded_runtime",
+        tr.to_string(),
+    );
+    let p = e.dir.join("emb.txt");
+    std::fs::write(&p, "embedded helper\n").context("embedded helper")?;
+    e.ledger.add_path(&p)?;
+    let t = ops::read(w, &e, emb, std::slice::from_ref(&p))?;
+    let expect = Expect::Denied { codes: &["embedded_runtime"], kind: "released_by_embedded_runtime" };
+    let r = ops::release(w, &mut e, emb, &t, expect, &HashSet::new())?;
+    check_denied(w, "embedded frontend: a release is embedded_runtime", &Some(r), &["embedded_runtime"]);
+    ops::verify(w, &mut e, "embedded");
+    forget_file(w, &mut e, &p)?;
+    extras.push(e);
+    Ok(())
+}
+
+fn scenario_checks(w: &World, sessions: &mut [Session]) -> anyhow::Result<()> {
+    let s = &mut sessions[0];
+    let r = scenarios::identical_replacement(w, s)?;
+    check_denied(w, "identical-text replacement after the read: read_required", &r, &["read_required"]);
+    let r = scenarios::changed_content(w, s)?;
+    check_denied(w, "changed content after the read: read_required", &r, &["read_required", "revision_mismatch"]);
+    if s.home != s.other {
+        let r = scenarios::cross_frontend(w, s)?;
+        check_denied(w, "a token of another frontend process: read_required", &r, &["read_required"]);
+    }
+    let r = scenarios::blocked_release(w, s, Blocker::Background)?;
+    check_denied(w, "a running background command: execution_active", &r, &["execution_active"]);
+    let r = scenarios::blocked_release(w, s, Blocker::InlineWait)?;
+    check_denied(w, "an inline wait returned, command still running: execution_active", &r, &["execution_active"]);
+    let r = scenarios::blocked_release(w, s, Blocker::Queued)?;
+    check_denied(w, "a queued foreground command: pending_actions", &r, &["pending_actions", "execution_active"]);
+    let r = scenarios::source_release(w, s)?;
+    check_denied(w, "a source file: not_session_helper", &r, &["not_session_helper"]);
+    if let Some(peer) = s.peer.clone() {
+        let r = scenarios::other_session_release(w, s, &peer)?;
+        check_denied(w, "another session's helper: other_session", &r, &["other_session"]);
+    }
+    let r = scenarios::racing_replacement(w, s)?;
+    w.check("a replacement racing the release survives", r.is_some(), "");
+    ops::verify(w, s, "scenario checks");
+
+    // Replays: the same request again, after a new file took a released
+    // name, through the same frontend and through a fresh process.
+    let before = (Stats::get(&w.stats.replays), w.findings.violations());
+    let home = s.home;
+    let r = scenarios::new_file_at_released_name(w, s, home)?;
+    ops::verify(w, s, "replay");
+    let after = (Stats::get(&w.stats.replays), w.findings.violations());
+    w.check(
+        "a replay after a new file took a released name: replayed, the new file kept",
+        r.is_some() && after.0 == before.0 + 1 && after.1 == before.1,
+        format!("{:?}", r.map(|v| v["status"].clone())),
+    );
+    if let Some(rec) = s.recorded.last().cloned() {
+        let fresh = w.worker_frontends + 1;
+        let before = (Stats::get(&w.stats.replays), w.findings.violations());
+        ops::replay(w, fresh, &rec)?;
+        ops::verify(w, s, "replay through a fresh frontend");
+        let after = (Stats::get(&w.stats.replays), w.findings.violations());
+        w.check(
+            "a replay through a frontend process that never saw the request: replayed",
+            after.0 == before.0 + 1 && after.1 == before.1,
+            "",
+        );
+    }
+    Ok(())
+}
+
+/// The whole setup phase. Filler, probe and policy sessions go to `extras`.
+pub fn run(
+    w: &World,
+    sessions: &mut [Session],
+    extras: &mut Vec<Session>,
+    backing: &mut Backing,
+    cfg: &Config,
+    pb: &ProgressBar,
+) -> anyhow::Result<()> {
+    sources(w)?;
+    let per_ws = |ws: usize| sessions.iter().filter(|s| s.ws == ws).count().max(1) as u64;
+    let targets: Vec<u64> =
+        sessions.iter().map(|s| MAX_SESSION_BYTES.min(MAX_WORKSPACE_BYTES / per_ws(s.ws))).collect();
+    let n = sessions.len();
+    for (s, target) in sessions.iter_mut().zip(targets) {
+        interrupted(w)?;
+        pb.set_message(format!("filling session {}/{n} to its quotas", s.idx + 1));
+        fill_session(w, s, target, cfg.fill)?;
+    }
+    w.phase("fill sessions");
+    if cfg.fill {
+        pb.set_message("filling workspace 0 to 256 MiB");
+        workspace_quota(w, sessions, extras, cfg)?;
+        w.phase("workspace and per-file quotas");
+    }
+    interrupted(w)?;
+    if cfg.bound_check {
+        pb.set_message("backing roots at the scan bound");
+        bound_checks(w, &mut sessions[0], backing)?;
+        w.phase("scan bound 50,000 / 50,001");
+    }
+    let level = cfg.backing_entries.min(SCAN_BOUND - 500);
+    pb.set_message(format!("backing roots: {level} entries"));
+    backing.set_total(level)?;
+    w.phase("fill backing roots");
+    interrupted(w)?;
+    pb.set_message("setup checks");
+    backing_entry_checks(w, &mut sessions[0])?;
+    shape_checks(w, &mut sessions[0])?;
+    owner_checks(w, extras, cfg)?;
+    interrupted(w)?;
+    scenario_checks(w, sessions)?;
+    for ws in 0..w.workspaces.len() {
+        let v = ops::audit(w, ws, "audit")?;
+        w.check(
+            &format!("audit of workspace {ws} deletes nothing"),
+            v["deleted_files"] == json!(0)
+                && v["deleted_bytes"] == json!(0)
+                && v["deletion_deferred"] == "runtime_protection_unknown",
+            format!("{} sessions, {} files", v["sessions"].as_array().map_or(0, Vec::len), v["total_files"]),
+        );
+    }
+    for s in sessions.iter_mut().chain(extras.iter_mut()) {
+        ops::verify(w, s, "end of setup");
+    }
+    let got = backing.set_total(cfg.backing_entries.min(SCAN_BOUND - 100))?;
+    pb.set_message(format!("backing roots: {got} entries"));
+    w.phase("checks");
+    Ok(())
+}
+
+/// Files of `ledger` verified fully (every byte re-hashed).
+pub fn full_verify(w: &World, ledger: &mut Ledger, context: &str) {
+    ledger.verify(&w.findings, context, true);
+}

@@ -1,0 +1,198 @@
+//! The timed phase: one worker thread per session doing a seeded random
+//! sequence of steps until the deadline, each step followed by a check of
+//! the session against the ledger; a keeper thread holding the backing
+//! roots at their target; a ticker updating the progress bar.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+
+use super::backing::Backing;
+use super::ops::{self, Expect};
+use super::scenarios::{self, Blocker};
+use super::world::{Session, Stats, World};
+
+/// The steps and their weights (per mille).
+const STEPS: &[(Step, u64)] = &[
+    (Step::Release, 300),
+    (Step::CreateTool, 170),
+    (Step::CreateBash, 70),
+    (Step::Read, 60),
+    (Step::Replay, 80),
+    (Step::Identical, 40),
+    (Step::Changed, 30),
+    (Step::Race, 50),
+    (Step::NewAtReleased, 40),
+    (Step::Background, 30),
+    (Step::InlineWait, 20),
+    (Step::Queued, 20),
+    (Step::Symlink, 20),
+    (Step::Hardlink, 20),
+    (Step::CrossFrontend, 20),
+    (Step::Source, 10),
+    (Step::OtherSession, 10),
+    (Step::Audit, 5),
+    (Step::Reinitialize, 5),
+];
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Release,
+    CreateTool,
+    CreateBash,
+    Read,
+    Replay,
+    Identical,
+    Changed,
+    Race,
+    NewAtReleased,
+    Background,
+    InlineWait,
+    Queued,
+    Symlink,
+    Hardlink,
+    CrossFrontend,
+    Source,
+    OtherSession,
+    Audit,
+    Reinitialize,
+}
+
+fn choose(sess: &mut Session) -> Step {
+    let total: u64 = STEPS.iter().map(|s| s.1).sum();
+    let mut r = sess.rng.below(total);
+    for (s, w) in STEPS {
+        if r < *w {
+            return *s;
+        }
+        r -= w;
+    }
+    Step::Release
+}
+
+fn step(w: &World, sess: &mut Session) -> anyhow::Result<()> {
+    let (files, _) = sess.ledger.usage();
+    let chosen = if files < 8 { Step::CreateTool } else { choose(sess) };
+    match chosen {
+        Step::Release => {
+            let _ = scenarios::plain_release(w, sess, Expect::Any)?;
+        }
+        Step::CreateTool => {
+            let _ = scenarios::create_tool(w, sess)?;
+        }
+        Step::CreateBash => scenarios::create_bash(w, sess)?,
+        Step::Read => {
+            let k = sess.rng.range(1, 5) as usize;
+            let paths = scenarios::pick(sess, k, 1 << 20);
+            if !paths.is_empty() {
+                let fe = sess.rng.index(w.worker_frontends);
+                ops::read(w, sess, fe, &paths)?;
+            }
+        }
+        Step::Replay => {
+            let _ = scenarios::replay_one(w, sess)?;
+        }
+        Step::Identical => {
+            let _ = scenarios::identical_replacement(w, sess)?;
+        }
+        Step::Changed => {
+            let _ = scenarios::changed_content(w, sess)?;
+        }
+        Step::Race => {
+            let _ = scenarios::racing_replacement(w, sess)?;
+        }
+        Step::NewAtReleased => {
+            let fe = sess.rng.index(w.worker_frontends);
+            let _ = scenarios::new_file_at_released_name(w, sess, fe)?;
+        }
+        Step::Background => {
+            let _ = scenarios::blocked_release(w, sess, Blocker::Background)?;
+        }
+        Step::InlineWait => {
+            let _ = scenarios::blocked_release(w, sess, Blocker::InlineWait)?;
+        }
+        Step::Queued => {
+            let _ = scenarios::blocked_release(w, sess, Blocker::Queued)?;
+        }
+        Step::Symlink => {
+            let _ = scenarios::symlink_in_backing(w, sess, None)?;
+        }
+        Step::Hardlink => {
+            let _ = scenarios::hardlink_in_backing(w, sess)?;
+        }
+        Step::CrossFrontend => {
+            let _ = scenarios::cross_frontend(w, sess)?;
+        }
+        Step::Source => {
+            let _ = scenarios::source_release(w, sess)?;
+        }
+        Step::OtherSession => {
+            if let Some(peer) = sess.peer.clone() {
+                let _ = scenarios::other_session_release(w, sess, &peer)?;
+            }
+        }
+        Step::Audit => {
+            let _ = ops::audit(w, sess.ws, &format!("audit-s{}", sess.idx))?;
+        }
+        Step::Reinitialize => {
+            let root = w.workspaces[sess.ws].root.clone();
+            ops::initialize(w, sess.home, &root, &sess.thread_id, None)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs steps on `sess` until `deadline`; returns the session for the
+/// final verification.
+pub fn worker(w: &World, mut sess: Session, deadline: Instant) -> Session {
+    let mut n = 0u64;
+    while Instant::now() < deadline && !w.stopping() {
+        if let Err(e) = step(w, &mut sess) {
+            w.fail(&e.context(format!("worker of session {}", sess.idx)));
+            break;
+        }
+        ops::verify(w, &mut sess, "after a step");
+        Stats::inc(&w.stats.steps);
+        n += 1;
+        if n % 25 == 0 {
+            w.workspaces[sess.ws].sources.lock().unwrap_or_else(|e| e.into_inner()).verify(
+                &w.findings,
+                "sources",
+                false,
+            );
+        }
+    }
+    sess
+}
+
+/// Holds the backing roots at `target` entries until `done`.
+pub fn keeper(w: &World, backing: &mut Backing, target: u64, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        match backing.trim(target) {
+            Ok(total) => w.stats.backing_sample(total),
+            Err(e) => {
+                w.fail(&anyhow::anyhow!("backing keeper: {e}"));
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// Updates the run's progress bar until `done`.
+pub fn ticker(w: &World, pb: &ProgressBar, start: Instant, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        pb.set_position(start.elapsed().as_millis() as u64);
+        let s = &w.stats;
+        pb.set_message(format!(
+            "releases {} · files {} · denials {} · replays {} · violations {}",
+            Stats::get(&s.releases),
+            Stats::get(&s.released_files),
+            Stats::get(&s.denials),
+            Stats::get(&s.replays),
+            w.findings.violations()
+        ));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
