@@ -834,3 +834,111 @@ except OSError as e:
     BufReader::new(s).read_line(&mut line).unwrap();
     assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["ok"], true, "{line}");
 }
+
+/// Hostile input over raw stdio: a 10,000-entry request, deeply nested JSON,
+/// over-long paths, a lone surrogate and bytes that are not UTF-8. Each gets
+/// one clear answer, the server stays up, and nothing on disk changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_gets_clear_answers_and_touches_nothing() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let (_, log) = env.log_file("mcp-hostile");
+    let mut child = env
+        .command(&["mcp", "--socket", p(&env.sock)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn mcp");
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut send_raw = |bytes: &[u8]| {
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let recv = || -> Value {
+        let line = rx.recv_timeout(Duration::from_secs(20)).expect("a response line");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carries only JSON-RPC: {line:?}: {e}"))
+    };
+    send_raw(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "hostile", "version": "0"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    recv();
+    send_raw(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string().as_bytes());
+    send_raw(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "Initialize",
+        "arguments": {"any_workspace_path": env.ws, "thread_id": "h"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(recv()["result"]["isError"], false);
+    let session = env.session_dir("h");
+    std::fs::write(session.join("keep.py"), b"keep").unwrap();
+    let before = snapshot(&[&env.ws, &env.data]);
+    let call = |id: u64, args: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "EditFiles", "arguments": args}});
+    let entry = |path: String| {
+        json!({"file_path": path, "mode": "release_temporary",
+            "expected_revision": format!("sha256:{}", "0".repeat(64)), "artifact_generation": "g1.00"})
+    };
+    // 10,000 entries.
+    let many: Vec<Value> = (0..10_000).map(|i| entry(format!("{}/h{i}.py", session.display()))).collect();
+    let args = json!({"thread_id": "h", "workspace_root": env.ws, "operation": "release_temporary", "files": many});
+    send_raw(call(3, args).to_string().as_bytes());
+    let r = recv();
+    assert_eq!(r["result"]["structuredContent"]["errorCode"], "file_count", "{}", &r.to_string()[..200]);
+    // Over-long path and over-long name.
+    let long = entry(format!("{}/{}", session.display(), "d/".repeat(2100) + "x"));
+    let args = json!({"thread_id": "h", "workspace_root": env.ws, "operation": "release_temporary", "files": [long]});
+    send_raw(call(4, args).to_string().as_bytes());
+    assert_eq!(recv()["result"]["structuredContent"]["errorCode"], "path_not_exact");
+    let name = entry(format!("{}/{}", session.display(), "n".repeat(300)));
+    let args = json!({"thread_id": "h", "workspace_root": env.ws, "operation": "release_temporary", "files": [name]});
+    send_raw(call(5, args).to_string().as_bytes());
+    assert_eq!(recv()["result"]["structuredContent"]["errorCode"], "path_not_exact");
+    // Deeply nested arguments: a JSON-RPC error or an invalid_input result.
+    let nested = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"EditFiles","arguments":{{"thread_id":"h","files":{}{}}}}}}}"#,
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    send_raw(nested.as_bytes());
+    // A lone surrogate in a path, then bytes that are not UTF-8 at all.
+    let surrogate = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"EditFiles","arguments":{{"thread_id":"h","workspace_root":"{}","operation":"release_temporary","files":[{{"file_path":"{}/\udc80.py","mode":"release_temporary","expected_revision":"sha256:{}","artifact_generation":"g1.00"}}]}}}}}}"#,
+        env.ws.display(),
+        session.display(),
+        "0".repeat(64)
+    );
+    send_raw(surrogate.as_bytes());
+    send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"ReadFiles\",\"arguments\":{\"thread_id\":\"h\",\"file_paths\":[\"/tmp/\xff\xfe\"]}}}");
+    // The transport may answer a line it cannot decode with an error or
+    // drop it; whatever it answers is a refusal, and it still serves the
+    // next request.
+    send_raw(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string().as_bytes());
+    loop {
+        let r = recv();
+        if r["id"] == 9 {
+            assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(4), "{r}");
+            break;
+        }
+        assert!(r["error"].is_object() || support::is_failure(&r["result"]["structuredContent"]), "{r}");
+    }
+    assert_eq!(snapshot(&[&env.ws, &env.data]), before, "hostile input changed the filesystem");
+    assert_eq!(std::fs::read(session.join("keep.py")).unwrap(), b"keep");
+    drop(send_raw);
+    let _ = child.kill();
+    let _ = child.wait();
+}

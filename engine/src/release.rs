@@ -490,6 +490,10 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         if let Err(e) = journal.retire() {
             tracing::warn!(error = %e, "journal could not be retired");
         }
+    } else {
+        // Something stays in quarantine: the journal, marks included, must
+        // stay durable for recovery.
+        let _ = journal.sync();
     }
     let bytes_reclaimed = files.iter().map(|f| f.bytes_reclaimed).sum();
     let all_released = files.iter().all(|f| f.outcome == Outcome::Released);
