@@ -938,7 +938,6 @@ async fn hostile_input_gets_clear_answers_and_touches_nothing() {
     }
     assert_eq!(snapshot(&[&env.ws, &env.data]), before, "hostile input changed the filesystem");
     assert_eq!(std::fs::read(session.join("keep.py")).unwrap(), b"keep");
-    drop(send_raw);
     let _ = child.kill();
     let _ = child.wait();
 }
