@@ -74,6 +74,14 @@ async fn guardian_killed_mid_release_loses_nothing() {
             .as_array()
             .map(|a| a.iter().filter(|f| f["outcome"] == "released").filter_map(|f| f["file_path"].as_str()).collect())
             .unwrap_or_default();
+        // The reply was lost after the guardian finished: the journal was
+        // retired at the end of the run, so every target was either released
+        // (verified, then removed) or put back. The specification accepts
+        // that such a run leaves no receipt ("inspect the exact targets").
+        let quarantine_left = std::fs::read_dir(&session)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".winx-release-"));
+        let ran_to_end = result["outcome_unknown"] == true && report["journals"] == 0 && !quarantine_left;
         let listed = |key: &str, field: &str, p: &str| {
             report[key].as_array().is_some_and(|a| a.iter().any(|e| e[field].as_str() == Some(p)))
         };
@@ -83,7 +91,7 @@ async fn guardian_killed_mid_release_loses_nothing() {
                 assert_eq!(&now, bytes, "{ps} changed");
                 continue;
             }
-            if listed("removed_before_crash", "file_path", ps) || released_by_reply.contains(&ps) {
+            if listed("removed_before_crash", "file_path", ps) || released_by_reply.contains(&ps) || ran_to_end {
                 continue;
             }
             let preserved = report["preserved"]
