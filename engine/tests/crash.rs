@@ -172,13 +172,22 @@ fn sigkill_at_random_instants_is_recoverable() {
     let tries: u64 = std::env::var("WINX_CRASH_TRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut interrupted = 0;
+    // How long one uninterrupted run takes here (process start included).
+    let span_us = {
+        let c = case(24, 64 * 1024);
+        let t = std::time::Instant::now();
+        spawn_child(&c, None).wait().unwrap();
+        account(&c);
+        t.elapsed().as_micros() as u64
+    };
     for t in 0..tries {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let c = case(24, 64 * 1024);
         let mut child = spawn_child(&c, None);
-        std::thread::sleep(Duration::from_micros(2_000 + seed % 40_000));
+        // Kill somewhere inside the span a whole run takes on this machine.
+        std::thread::sleep(Duration::from_micros(span_us / 4 + seed % (span_us * 3 / 4).max(1)));
         let _ = child.kill();
         let _ = child.wait();
         let _ = t;
