@@ -27,6 +27,7 @@ pub mod recovery;
 pub mod rehash;
 pub mod release;
 pub mod resolve;
+pub mod retention;
 pub mod scan;
 #[allow(unsafe_code)]
 pub mod uring;

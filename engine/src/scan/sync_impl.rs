@@ -28,7 +28,10 @@
 //! descriptor's (device, inode) must equal what `statx` saw, else it was
 //! replaced under us (`backing_inaccessible`; `ELOOP`, a link swapped in,
 //! gives `backing_symlink`; `ENOENT`, removed since, is skipped). An error
-//! opening or reading a directory fails with `backing_inaccessible`.
+//! opening or reading a directory fails with `backing_inaccessible`, except
+//! `ENOENT` from getdents64: the directory was removed after it was opened
+//! (retention pruning it, say), and a directory can only be removed empty,
+//! so its reading simply ends.
 //!
 //! In a fail-closed report, `entries` and `max_depth` include the offending
 //! entry; `directories`, `files` and `bytes` count only entries that passed.
@@ -270,6 +273,10 @@ impl<'a> Scan<'a> {
         while let Some(entry) = iter.next() {
             let entry = match entry {
                 Ok(e) => e,
+                // The directory was removed while we held it (getdents64
+                // answers ENOENT for a removed directory, and only an empty
+                // directory can be removed): nothing more is in it.
+                Err(Errno::NOENT) => break,
                 Err(_) => return Err((Reason::BackingInaccessible, chain_path(root, above, depth, None))),
             };
             let name = entry.file_name();

@@ -684,9 +684,15 @@ fn read_names(sh: &ScanShared<'_, '_>, job: &mut Job<'_>, dirents: &mut [MaybeUn
     let mut since_check = 0u64;
     let r = &mut job.result;
     while let Some(entry) = iter.next() {
-        let Ok(entry) = entry else {
-            r.read_error = true;
-            break;
+        let entry = match entry {
+            Ok(e) => e,
+            // Removed after it was opened (only an empty directory can be):
+            // nothing more is in it, as the synchronous backend decides.
+            Err(rustix::io::Errno::NOENT) => break,
+            Err(_) => {
+                r.read_error = true;
+                break;
+            }
         };
         let name = entry.file_name().to_bytes_with_nul();
         if name == b".\0" || name == b"..\0" {

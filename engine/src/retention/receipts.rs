@@ -1,0 +1,103 @@
+//! Pruning mutation receipts (`D/receipts/<fingerprint>.json`) older than
+//! the retention window.
+//!
+//! Age is the file's modification time (the frontend writes a receipt once,
+//! with a temporary file and a rename). Only regular files whose names the
+//! frontend makes are considered: `<64 hex>.json` receipts and leftover
+//! `.<name>.tmp-*` temporaries of an interrupted write. An old one is moved
+//! into the private staging directory with `RENAME_NOREPLACE` and looked at
+//! again there: if what was moved is young after all (a new receipt was
+//! renamed over the name between the look and the move), it is put back
+//! without overwriting; otherwise it is removed.
+//!
+//! A replay whose receipt was pruned is simply not a replay any more: the
+//! frontend judges the request afresh (a released helper is then
+//! `not_found`).
+//!
+//! # References
+//! - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html)
+//! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{AtFlags, FileType, StatxFlags};
+use rustix::io::Errno;
+
+use super::remove::list;
+use super::Staging;
+use crate::quarantine::rename_noreplace;
+
+/// What one pass over `D/receipts` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReceiptPrune {
+    /// Receipts (and leftover temporaries) seen.
+    pub seen: u64,
+    /// Removed for age.
+    pub removed: u64,
+}
+
+/// Whether `name` is one the frontend's receipt store makes.
+pub fn is_receipt_name(name: &str) -> bool {
+    let receipt =
+        |s: &str| s.strip_suffix(".json").is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    receipt(name) || name.strip_prefix('.').and_then(|s| s.split_once(".tmp-")).is_some_and(|(r, _)| receipt(r))
+}
+
+/// Modification time (seconds since the epoch) of the regular file `name`
+/// in `dir`, never following a link. `None`: gone, or not a regular file.
+fn mtime(dir: BorrowedFd<'_>, name: &str) -> io::Result<Option<i64>> {
+    match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::TYPE | StatxFlags::MTIME) {
+        Ok(st) if FileType::from_raw_mode(u32::from(st.stx_mode)) == FileType::RegularFile => {
+            Ok(Some(st.stx_mtime.tv_sec))
+        }
+        Ok(_) | Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes receipts in `root` (the opened `D/receipts`) last modified more
+/// than `max_age` before `now`.
+pub fn prune_receipts(
+    root: BorrowedFd<'_>,
+    staging: &Staging,
+    max_age: Duration,
+    now: SystemTime,
+) -> io::Result<ReceiptPrune> {
+    let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let cutoff = i64::try_from(now.saturating_sub(max_age.as_secs())).unwrap_or(i64::MAX);
+    let mut report = ReceiptPrune::default();
+    for name in list(root)? {
+        if !is_receipt_name(&name) {
+            continue;
+        }
+        report.seen += 1;
+        match mtime(root, &name)? {
+            Some(t) if t < cutoff => {}
+            _ => continue,
+        }
+        let staged = format!("{}-{name}", crate::durable::random_hex(4));
+        match rename_noreplace(root, &name, staging.dir.as_fd(), &staged) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => continue,
+            Err(e) => return Err(e),
+        }
+        if mtime(staging.dir.as_fd(), &staged)?.is_some_and(|t| t >= cutoff) {
+            // Replaced between the look and the move: put it back. If the
+            // name is taken again, a newer receipt of the same request
+            // stands there and this one is surplus.
+            match rename_noreplace(staging.dir.as_fd(), &staged, root, &name) {
+                Ok(()) => continue,
+                Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match rustix::fs::unlinkat(staging.dir.as_fd(), staged.as_str(), AtFlags::empty()) {
+            Ok(()) => report.removed += 1,
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,129 @@
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::*;
+
+fn exec(d: &Path, id: &str, state: &str, ended: u64) {
+    let dir = d.join("executions").join(id);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("output"), b"out").unwrap();
+    let status = serde_json::json!({"command_id": id, "state": state, "ended_unix": ended});
+    fs::write(dir.join(STATUS_FILE), serde_json::to_vec(&status).unwrap()).unwrap();
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    v.sort();
+    v
+}
+
+fn policy(keep: usize) -> RetentionPolicy {
+    RetentionPolicy { keep_executions: keep, keep_receipts: Duration::from_secs(86_400) }
+}
+
+#[test]
+fn keeps_the_newest_resolved_and_every_unresolved() {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..8u64 {
+        exec(d.path(), &format!("r{i}"), "resolved", 1000 + i);
+    }
+    exec(d.path(), "run0", "running", 0);
+    exec(d.path(), "run1", "running", 0);
+    // No status at all (a command that never got one): not resolved.
+    fs::create_dir_all(d.path().join("executions/bare")).unwrap();
+    // A link and a plain file in the root: not ours, left alone.
+    std::os::unix::fs::symlink("/", d.path().join("executions/link")).unwrap();
+    fs::write(d.path().join("executions/file"), b"").unwrap();
+    let mut r = Retention::new(d.path(), policy(3));
+    let mut asked = Vec::new();
+    let rep = r
+        .pass(SystemTime::now(), &mut |id| {
+            asked.push(id.to_owned());
+            true
+        })
+        .unwrap();
+    assert_eq!(rep.executions.removed, 5, "{rep:?}");
+    assert_eq!(rep.executions.entries_removed, 15);
+    assert_eq!(names(&d.path().join("executions")), ["bare", "file", "link", "r5", "r6", "r7", "run0", "run1"]);
+    asked.sort();
+    assert_eq!(asked, ["r0", "r1", "r2", "r3", "r4"]);
+    // The staging directory is empty, and outside the backing roots.
+    assert!(names(&d.path().join(STAGING_DIR)).is_empty());
+    // A second pass removes nothing more.
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!(rep.executions.removed, 0);
+    assert_eq!(rep.executions.resolved, 3);
+}
+
+#[test]
+fn a_refused_claim_keeps_the_execution() {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..4u64 {
+        exec(d.path(), &format!("r{i}"), "resolved", 1000 + i);
+    }
+    let mut r = Retention::new(d.path(), policy(1));
+    let rep = r.pass(SystemTime::now(), &mut |id| id != "r0").unwrap();
+    assert_eq!((rep.executions.removed, rep.executions.refused), (2, 1));
+    assert_eq!(names(&d.path().join("executions")), ["r0", "r3"]);
+}
+
+#[test]
+fn receipts_older_than_the_window_go() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("receipts");
+    fs::create_dir_all(&root).unwrap();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let mk = |name: &str, t: SystemTime| {
+        let f = fs::File::create(root.join(name)).unwrap();
+        f.set_modified(t).unwrap();
+    };
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    mk(&format!("{a}.json"), old);
+    mk(&format!("{b}.json"), SystemTime::now());
+    mk(&format!(".{a}.json.tmp-0123"), old);
+    mk("notes.txt", old); // not a receipt name: left alone
+    std::os::unix::fs::symlink("/", root.join(format!("{}.json", "c".repeat(64)))).unwrap();
+    let mut r = Retention::new(d.path(), policy(10));
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!(rep.receipts.removed, 2, "{rep:?}");
+    assert_eq!(names(&root), [format!("{b}.json"), format!("{}.json", "c".repeat(64)), "notes.txt".to_owned()]);
+}
+
+#[test]
+fn staging_leftovers_are_cleared_and_missing_stores_are_empty() {
+    let d = tempfile::tempdir().unwrap();
+    fs::create_dir_all(d.path().join(STAGING_DIR).join("x-abc/deeper")).unwrap();
+    fs::write(d.path().join(STAGING_DIR).join("x-abc/output"), b"1").unwrap();
+    let mut r = Retention::new(d.path(), policy(1));
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!(rep.staging_cleared, 3);
+    assert_eq!(rep.executions, ExecutionPrune::default());
+    // No data directory at all: nothing to do, no error.
+    let mut r = Retention::new(&d.path().join("absent"), policy(1));
+    assert_eq!(r.pass(SystemTime::now(), &mut |_| true).unwrap(), PruneReport::default());
+}
+
+#[test]
+fn receipt_names() {
+    let h = "0123456789abcdef".repeat(4);
+    assert!(is_receipt_name(&format!("{h}.json")));
+    assert!(is_receipt_name(&format!(".{h}.json.tmp-a1b2")));
+    assert!(!is_receipt_name(&format!("{h}.jsonx")));
+    assert!(!is_receipt_name("x.json"));
+    assert!(!is_receipt_name(&format!("{h}.json/..")));
+}
+
+#[test]
+fn usage_counts_and_warns_past_eighty_percent() {
+    assert_eq!(usage::warning(40_000), None);
+    assert!(usage::warning(40_001).is_some());
+    let d = tempfile::tempdir().unwrap();
+    exec(d.path(), "r0", "resolved", 1);
+    let u = data_usage(d.path());
+    assert_eq!((u.backing_entries, u.backing_limit, u.backing_warning.as_deref()), (3, 50_000, None));
+    std::os::unix::fs::symlink("/", d.path().join("executions/l")).unwrap();
+    let u = data_usage(d.path());
+    assert_eq!(u.backing_scan_reason, Some(crate::Reason::BackingSymlink));
+}

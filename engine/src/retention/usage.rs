@@ -1,0 +1,92 @@
+//! How much of the shared 50,000-entry bound the backing roots use.
+//!
+//! Counted with the synchronous scan over the same roots a release scans,
+//! with no alias set and no entry bound (so a count past the bound is still
+//! a number), the depth bound unchanged.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::Reason;
+use crate::layout::Layout;
+use crate::release::open_backing_roots;
+use crate::scan::{open_root, ScanBackend, ScanLimits, ScanReport, SyncBackend, MAX_DEPTH, MAX_ENTRIES};
+
+/// Share of the bound past which a warning is given, in percent.
+pub const WARN_PERCENT: u64 = 80;
+
+/// Backing-root usage, as `winx-release audit` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BackingUsage {
+    /// Entries in the backing roots (directories and files, roots not counted).
+    pub backing_entries: u64,
+    /// The shared bound, 50,000.
+    pub backing_limit: u64,
+    /// A warning when `backing_entries` is over [`WARN_PERCENT`] of the
+    /// bound; `null` otherwise.
+    pub backing_warning: Option<String>,
+    /// Why counting stopped early (a link, an unreadable entry...): the
+    /// count is then a lower bound, and a release would fail closed.
+    pub backing_scan_reason: Option<Reason>,
+    /// Where counting stopped early.
+    pub backing_scan_path: Option<PathBuf>,
+}
+
+impl BackingUsage {
+    fn from_report(r: &ScanReport) -> BackingUsage {
+        let entries = if r.failed_closed() { r.entries.saturating_sub(1) } else { r.entries };
+        BackingUsage {
+            backing_entries: entries,
+            backing_limit: MAX_ENTRIES,
+            backing_warning: warning(entries),
+            backing_scan_reason: r.reason,
+            backing_scan_path: r.path.clone(),
+        }
+    }
+
+    fn failed(reason: Reason, path: PathBuf) -> BackingUsage {
+        BackingUsage {
+            backing_entries: 0,
+            backing_limit: MAX_ENTRIES,
+            backing_warning: None,
+            backing_scan_reason: Some(reason),
+            backing_scan_path: Some(path),
+        }
+    }
+}
+
+/// The warning for `entries`, if over [`WARN_PERCENT`] of the bound.
+pub fn warning(entries: u64) -> Option<String> {
+    (entries * 100 > MAX_ENTRIES * WARN_PERCENT).then(|| {
+        format!(
+            "backing roots hold {entries} entries, over {WARN_PERCENT}% of the {MAX_ENTRIES}-entry bound; past it \
+             every release fails closed (lower the guardian's --keep-executions / --keep-receipts-days, or clear \
+             .winx/scratch)"
+        )
+    })
+}
+
+const COUNT_LIMITS: ScanLimits = ScanLimits { max_entries: u64::MAX, max_depth: MAX_DEPTH };
+
+/// Counts the three backing roots of `layout` as a release would see them.
+pub fn backing_usage(layout: &Layout) -> BackingUsage {
+    match open_backing_roots(layout) {
+        Ok(roots) => BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new())),
+        Err((reason, path)) => BackingUsage::failed(reason, path),
+    }
+}
+
+/// Counts the data directory's two backing roots (`D/executions`,
+/// `D/receipts`), shared by every workspace.
+pub fn data_usage(data_dir: &Path) -> BackingUsage {
+    let mut roots = Vec::new();
+    for name in ["executions", "receipts"] {
+        match open_root(&data_dir.join(name)) {
+            Ok(r) => roots.push(r),
+            Err(f) => return BackingUsage::failed(f.reason, f.path),
+        }
+    }
+    BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new()))
+}
