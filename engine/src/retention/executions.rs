@@ -63,7 +63,7 @@ pub fn read_status(exec_root: BorrowedFd<'_>, name: &str) -> ExecStatus {
         return ExecStatus::Unresolved;
     };
     let mtime = rustix::fs::statx(&fd, c"", AtFlags::EMPTY_PATH, StatxFlags::TYPE | StatxFlags::MTIME).ok();
-    if mtime.as_ref().is_none_or(|st| FileType::from_raw_mode(u32::from(st.stx_mode)) != FileType::RegularFile) {
+    if !mtime.as_ref().is_some_and(|st| FileType::from_raw_mode(u32::from(st.stx_mode)) == FileType::RegularFile) {
         return ExecStatus::Unresolved;
     }
     let mut bytes = Vec::new();
