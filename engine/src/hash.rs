@@ -15,6 +15,9 @@ pub const HASH_CHUNK: usize = 256 * 1024;
 ///
 /// Returns the digest and the number of bytes read. The file offset is not
 /// used, so the same descriptor can be hashed again later.
+///
+/// # References
+/// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 pub fn sha256_fd<Fd: AsFd>(fd: Fd) -> io::Result<([u8; 32], u64)> {
     let mut buf = vec![0u8; HASH_CHUNK];
     sha256_fd_with(fd.as_fd(), &mut buf)
@@ -22,21 +25,52 @@ pub fn sha256_fd<Fd: AsFd>(fd: Fd) -> io::Result<([u8; 32], u64)> {
 
 /// Like [`sha256_fd`], with a caller-provided buffer.
 pub fn sha256_fd_with<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> io::Result<([u8; 32], u64)> {
+    let r = read_and_hash(fd, buf, 0)?;
+    Ok((r.digest, r.len))
+}
+
+/// What reading a whole file gave: its digest, length and first bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadBytes {
+    /// SHA-256 of every byte read.
+    pub digest: [u8; 32],
+    /// How many bytes were read.
+    pub len: u64,
+    /// The first bytes read (at most the `keep` asked for).
+    pub prefix: Vec<u8>,
+}
+
+/// Reads every byte of `fd` from offset 0 with `pread` into `buf`, hashing
+/// them all and keeping the first `keep`.
+///
+/// The hash and the kept bytes come from the same reads of the same
+/// descriptor, so the content a caller returns is the content it hashed.
+/// This is the one synchronous SHA-256 read loop; the io_uring pipeline is
+/// in [`crate::rehash`].
+///
+/// # References
+/// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: usize) -> io::Result<ReadBytes> {
     let mut hasher = Sha256::new();
+    let mut prefix = Vec::new();
     let mut off = 0u64;
     loop {
         let n = match rustix::io::pread(fd.as_fd(), &mut *buf, off) {
             Ok(n) => n,
-            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::INTR) | Err(rustix::io::Errno::AGAIN) => continue,
             Err(e) => return Err(e.into()),
         };
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
+        if prefix.len() < keep {
+            let take = (keep - prefix.len()).min(n);
+            prefix.extend_from_slice(&buf[..take]);
+        }
         off += n as u64;
     }
-    Ok((hasher.finalize().into(), off))
+    Ok(ReadBytes { digest: hasher.finalize().into(), len: off, prefix })
 }
 
 /// SHA-256 of a byte slice.
@@ -58,4 +92,21 @@ pub fn parse_revision(rev: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
     hex::decode_to_slice(hex_part, &mut out).ok()?;
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    #[test]
+    fn read_and_hash_hashes_all_and_keeps_a_prefix() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let r = super::read_and_hash(&f, &mut buf, 1000).unwrap();
+        assert_eq!(r.len, data.len() as u64);
+        assert_eq!(r.prefix, &data[..1000]);
+        assert_eq!(r.digest, super::sha256_bytes(&data));
+    }
 }

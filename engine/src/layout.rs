@@ -1,11 +1,14 @@
-//! Where things live (contract section 1).
+//! Where things live: the workspace's session and scratch directories, the
+//! data directory's backing roots and journals, the guardian socket.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use crate::error::{Denial, Reason};
 use crate::path_rules;
+use crate::resolve::{mkdir_beneath, open_dir_abs};
 
 /// Name of the workspace's private state directory.
 pub const WINX_DIR: &str = ".winx";
@@ -103,6 +106,31 @@ impl Layout {
     /// Backing root of mutation receipts: `D/receipts`.
     pub fn receipts_root(&self) -> PathBuf {
         self.data_dir.join("receipts")
+    }
+
+    /// Creates `W/.winx/tmp/session-<hex>` (each missing level mode 0700)
+    /// and opens it, never following a link.
+    ///
+    /// This is the only place a session directory is made: `Initialize`, the
+    /// guardian and the embedded runtime all call it. A link or a
+    /// non-directory anywhere on the way fails.
+    ///
+    /// # References
+    /// - [`mkdirat(2)`](https://man7.org/linux/man-pages/man2/mkdirat.2.html)
+    /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+    pub fn create_session_dir(&self, thread_id: &str) -> std::io::Result<OwnedFd> {
+        let ws = open_dir_abs(&self.workspace)?;
+        let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
+        let tmp = mkdir_beneath(winx.as_fd(), TMP_DIR, 0o700)?;
+        mkdir_beneath(tmp.as_fd(), &session_name(thread_id), 0o700)
+    }
+
+    /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
+    /// it, never following a link.
+    pub fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
+        let ws = open_dir_abs(&self.workspace)?;
+        let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
+        mkdir_beneath(winx.as_fd(), SCRATCH_DIR, 0o700)
     }
 
     /// Where release intent journals live: `D/journal`.

@@ -23,12 +23,14 @@ pub mod owner;
 pub mod path_rules;
 pub mod quarantine;
 pub mod quota;
+pub mod random;
 pub mod recovery;
 pub mod rehash;
 pub mod release;
 pub mod resolve;
 pub mod retention;
 pub mod scan;
+pub mod sync;
 #[allow(unsafe_code)]
 pub mod uring;
 

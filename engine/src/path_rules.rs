@@ -38,6 +38,31 @@ pub fn check_exact(path: &str) -> Result<(), Reason> {
     Ok(())
 }
 
+/// Most targets of one release request.
+pub const MAX_TARGETS: usize = 100;
+
+/// Checks a request's paths for shape: 1–[`MAX_TARGETS`] entries, each
+/// unique and exact (see [`check_exact`]).
+///
+/// This is the one copy of the shape rules; the frontend and the engine both
+/// call it. Returns the request-level reason (`file_count` for a bad count,
+/// else the first entry's own reason in request order) and each entry's own
+/// reason (`duplicate_path` before exactness).
+pub fn check_shape(paths: &[String]) -> Result<(), (Reason, Vec<Option<Reason>>)> {
+    if paths.is_empty() || paths.len() > MAX_TARGETS {
+        return Err((Reason::FileCount, vec![None; paths.len()]));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let own: Vec<Option<Reason>> = paths
+        .iter()
+        .map(|p| if !seen.insert(p.as_str()) { Some(Reason::DuplicatePath) } else { check_exact(p).err() })
+        .collect();
+    match own.iter().flatten().next().copied() {
+        Some(first) => Err((first, own)),
+        None => Ok(()),
+    }
+}
+
 /// Whether any component of `path` is in the reserved `.winx-release-*`
 /// namespace.
 pub fn in_reserved_namespace(path: &str) -> bool {
@@ -112,4 +137,27 @@ pub fn join_rel(base: &Path, rel: &[String]) -> PathBuf {
         p.push(c);
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_rules() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(check_shape(&[]).unwrap_err().0, Reason::FileCount);
+        let many: Vec<String> = (0..101).map(|i| format!("/a{i}")).collect();
+        assert_eq!(check_shape(&many).unwrap_err().0, Reason::FileCount);
+        assert!(check_shape(&many[..100]).is_ok());
+        let (r, own) = check_shape(&p(&["/a", "/b", "/a"])).unwrap_err();
+        assert_eq!((r, own), (Reason::DuplicatePath, vec![None, None, Some(Reason::DuplicatePath)]));
+        assert_eq!(check_shape(&p(&["/a/../b"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(check_shape(&p(&["a"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(check_shape(&p(&["/a/"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(check_shape(&p(&["/a/*.py"])).unwrap_err().0, Reason::GlobNotAllowed);
+        // The first entry's own reason is the request's.
+        let (r, _) = check_shape(&p(&["/x", "/a[1]", "/x"])).unwrap_err();
+        assert_eq!(r, Reason::GlobNotAllowed);
+    }
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use crate::durable::random_hex;
 use crate::layout::RESERVED_PREFIX;
+use crate::random::random_hex;
 
 /// Why the quarantine could not be set up.
 #[derive(Debug)]

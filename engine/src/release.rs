@@ -34,8 +34,7 @@ use crate::rehash::{self, HashJob, RehashOptions};
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanReport, ScanRoot};
 
-/// Most targets one request may name.
-pub const MAX_TARGETS: usize = 100;
+pub use crate::path_rules::MAX_TARGETS;
 
 /// One target of a release: its exact path and what its read pinned.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -182,27 +181,8 @@ pub fn validate_paths(
     thread_id: &str,
     paths: &[String],
 ) -> Result<Vec<HelperPath>, (Reason, Vec<Option<Reason>>)> {
-    if paths.is_empty() || paths.len() > MAX_TARGETS {
-        return Err((Reason::FileCount, vec![None; paths.len()]));
-    }
-    let mut seen = HashSet::new();
+    crate::path_rules::check_shape(paths)?;
     let mut own = vec![None; paths.len()];
-    for (i, p) in paths.iter().enumerate() {
-        if !seen.insert(p.as_str()) {
-            own[i] = Some(Reason::DuplicatePath);
-        }
-    }
-    // Exactness first (invalid input), then placement (denials).
-    for (i, p) in paths.iter().enumerate() {
-        if own[i].is_none() {
-            if let Err(r) = crate::path_rules::check_exact(p) {
-                own[i] = Some(r);
-            }
-        }
-    }
-    if let Some(first) = own.iter().flatten().next().copied() {
-        return Err((first, own));
-    }
     let mut helpers = Vec::with_capacity(paths.len());
     for (i, p) in paths.iter().enumerate() {
         match place_helper(layout, thread_id, p) {

@@ -55,6 +55,17 @@ impl WalkError {
     }
 }
 
+impl From<WalkError> for io::Error {
+    fn from(e: WalkError) -> io::Error {
+        match e {
+            WalkError::NotFound(i) => io::Error::new(io::ErrorKind::NotFound, format!("component {i} does not exist")),
+            WalkError::Symlink(i) => io::Error::other(format!("component {i} is a symbolic link")),
+            WalkError::NotDirectory(i) => io::Error::other(format!("component {i} is not a directory")),
+            WalkError::Io(i, e) => io::Error::new(e.kind(), format!("component {i}: {e}")),
+        }
+    }
+}
+
 /// Opens one directory component below `dir`, without following a link.
 fn open_component(dir: BorrowedFd<'_>, name: &str, index: usize) -> Result<OwnedFd, WalkError> {
     match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
@@ -92,6 +103,22 @@ pub fn open_dir_beneath<S: AsRef<str>>(base: BorrowedFd<'_>, components: &[S]) -
         cur = open_component(cur.as_fd(), c.as_ref(), i)?;
     }
     Ok(cur)
+}
+
+/// Creates directory `name` below `dir` with `mode` when it is missing, then
+/// opens it without following a link.
+///
+/// An existing entry is accepted only if it is a directory; a symbolic link
+/// or any other file type fails, and nothing is created through a link.
+///
+/// # References
+/// - [`mkdirat(2)`](https://man7.org/linux/man-pages/man2/mkdirat.2.html)
+pub fn mkdir_beneath(dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<OwnedFd> {
+    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(open_dir_beneath(dir, &[name])?)
 }
 
 /// Opens an absolute directory path from `/`, never following links.

@@ -23,20 +23,19 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use winx_release_engine::durable::{create_private_dir_all, write_durable};
-use winx_release_engine::layout;
-use winx_release_engine::resolve::open_dir_abs;
+use winx_release_engine::layout::Layout;
+use winx_release_engine::random::random_hex;
+use winx_release_engine::sync::lock;
 use winx_release_engine::Reason;
 
 use crate::error::{Code, FrontendError};
-use crate::util::{lock, mkdir_beneath, random_hex};
 
 /// Most bytes of output carried inline in a reply.
 pub const INLINE_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// Where and for whom a command runs.
 pub(crate) struct ExecContext<'a> {
-    pub(crate) data_dir: &'a Path,
-    pub(crate) workspace: &'a Path,
+    pub(crate) layout: &'a Layout,
     pub(crate) session_dir: &'a Path,
     pub(crate) thread_id: &'a str,
 }
@@ -47,7 +46,7 @@ struct Exec {
     background: bool,
     command: String,
     dir: PathBuf,
-    workspace: PathBuf,
+    layout: Layout,
     started_unix: u64,
     /// `None` while running, then the exit code (128 + signal when killed).
     state: Mutex<Option<i64>>,
@@ -107,8 +106,8 @@ impl ExecTable {
                 "a foreground command of this thread is still running; check it with status_check",
             ));
         }
-        let command_id = random_hex(16).map_err(|e| io_err("command id", e))?;
-        let dir = ctx.data_dir.join("executions").join(&command_id);
+        let command_id = random_hex(16);
+        let dir = ctx.layout.executions_root().join(&command_id);
         create_private_dir_all(&dir).map_err(|e| io_err("execution directory", e))?;
         let out = OpenOptions::new()
             .write(true)
@@ -120,7 +119,7 @@ impl ExecTable {
         let mut child = Command::new("bash")
             .arg("-c")
             .arg(command)
-            .current_dir(ctx.workspace)
+            .current_dir(ctx.layout.workspace())
             .env("WINX_TEMP_DIR", ctx.session_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
@@ -134,7 +133,7 @@ impl ExecTable {
             background,
             command: command.to_owned(),
             dir,
-            workspace: ctx.workspace.to_path_buf(),
+            layout: ctx.layout.clone(),
             started_unix: now_unix(),
             state: Mutex::new(None),
             done: Condvar::new(),
@@ -211,9 +210,7 @@ fn read_output(exec: &Exec) -> io::Result<(String, bool, Option<String>)> {
 /// Copies the whole output to `W/.winx/scratch/<command_id>.out` through
 /// no-follow directory handles.
 fn drop_to_scratch(exec: &Exec, f: &mut File) -> io::Result<String> {
-    let ws = open_dir_abs(&exec.workspace).map_err(|e| io::Error::other(format!("workspace: {e:?}")))?;
-    let winx = mkdir_beneath(ws.as_fd(), layout::WINX_DIR, 0o700)?;
-    let scratch = mkdir_beneath(winx.as_fd(), layout::SCRATCH_DIR, 0o700)?;
+    let scratch = exec.layout.create_scratch_dir()?;
     let name = format!("{}.out", exec.command_id);
     let flags = rustix::fs::OFlags::WRONLY
         | rustix::fs::OFlags::CREATE
@@ -224,7 +221,7 @@ fn drop_to_scratch(exec: &Exec, f: &mut File) -> io::Result<String> {
     let mut out = File::from(fd);
     f.seek(SeekFrom::Start(0))?;
     io::copy(f, &mut out)?;
-    Ok(exec.workspace.join(layout::WINX_DIR).join(layout::SCRATCH_DIR).join(name).display().to_string())
+    Ok(exec.layout.scratch_root().join(name).display().to_string())
 }
 
 #[cfg(test)]
@@ -239,7 +236,8 @@ mod tests {
         let session = ws.join(".winx/tmp/session-0000000000000000");
         std::fs::create_dir_all(&session).unwrap();
         let table = ExecTable::default();
-        let ctx = ExecContext { data_dir: &data, workspace: &ws, session_dir: &session, thread_id: "t" };
+        let layout = Layout::new(ws.clone(), data.clone()).unwrap();
+        let ctx = ExecContext { layout: &layout, session_dir: &session, thread_id: "t" };
         let v = table.run(&ctx, "echo hi; echo \"$WINX_TEMP_DIR\"; pwd; exit 3", 10.0, false).unwrap();
         assert_eq!(v["status"], "completed");
         assert_eq!(v["exit_code"], 3);

@@ -29,7 +29,6 @@ pub mod token;
 pub mod wire;
 
 mod embedded;
-mod util;
 
 pub use client::{default_socket_path, resolve_socket_path, ClientError, GuardianClient, Hello};
 pub use error::{Code, FrontendError};

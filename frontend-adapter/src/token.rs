@@ -17,7 +17,7 @@
 use std::fmt;
 use std::io;
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use winx_release_engine::{Pin, Reason};
 
@@ -84,7 +84,7 @@ impl TokenKey {
     /// A key with a fresh random secret from the OS.
     pub fn generate() -> io::Result<TokenKey> {
         let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| io::Error::other(format!("getrandom: {e}")))?;
+        winx_release_engine::random::fill(&mut secret)?;
         Ok(TokenKey { secret })
     }
 
@@ -95,7 +95,7 @@ impl TokenKey {
 
     fn mac(&self, subject: &TokenSubject<'_>) -> HmacSha256 {
         // HMAC accepts keys of any length; 32 bytes cannot fail.
-        let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.secret).expect("HMAC takes any key length");
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.secret).expect("HMAC takes any key length");
         mac.update(&subject.message());
         mac
     }

@@ -20,16 +20,12 @@
 //! `mixed_modes`, then `verification_not_allowed`, then each entry's shape
 //! (`invalid_input`, a malformed `expected_revision` included). The path rules
 //! (`file_count`, `duplicate_path`, `path_not_exact`, `glob_not_allowed`) are
-//! checked by [`check_paths`], which the frontend runs after its receipt
+//! checked by the engine's `path_rules::check_shape`, which the frontend runs after its receipt
 //! lookup.
-
-use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use winx_release_engine::hash::parse_revision;
-use winx_release_engine::path_rules::check_exact;
-use winx_release_engine::release::MAX_TARGETS;
 use winx_release_engine::Reason;
 
 use crate::error::FrontendError;
@@ -298,7 +294,7 @@ fn best_effort_paths(v: &Value) -> Vec<String> {
 }
 
 /// Parses and classifies `EditFiles` arguments (see the module docs for the
-/// rules and their order). Path rules are left to [`check_paths`].
+/// rules and their order). Path rules are left to the engine's `path_rules::check_shape`.
 pub fn parse_edit_files(v: &Value) -> Result<EditRequest, EditParseError> {
     let paths = best_effort_paths(v);
     let fail = |error: FrontendError, release: bool| EditParseError { error, release, paths: paths.clone() };
@@ -363,31 +359,6 @@ pub fn parse_edit_files(v: &Value) -> Result<EditRequest, EditParseError> {
         entries,
         verify_command: args.verify_command,
     }))
-}
-
-/// Path rules of a request, as the engine applies them: 1–100 entries
-/// (`file_count`), each path once (`duplicate_path`), each exact
-/// (`path_not_exact`, `glob_not_allowed`).
-///
-/// Returns the request-level reason (the first entry's own reason, in
-/// request order; `file_count` for the whole request) and each entry's own.
-pub fn check_paths(paths: &[String]) -> Result<(), (Reason, Vec<Option<Reason>>)> {
-    if paths.is_empty() || paths.len() > MAX_TARGETS {
-        return Err((Reason::FileCount, vec![None; paths.len()]));
-    }
-    let mut seen = HashSet::new();
-    let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
-    for (i, p) in paths.iter().enumerate() {
-        if !seen.insert(p.as_str()) {
-            own[i] = Some(Reason::DuplicatePath);
-        } else if let Err(r) = check_exact(p) {
-            own[i] = Some(r);
-        }
-    }
-    match own.iter().flatten().next().copied() {
-        Some(first) => Err((first, own)),
-        None => Ok(()),
-    }
 }
 
 /// Default `wait_for_seconds` of `BashCommand`.
@@ -556,24 +527,6 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn path_rules() {
-        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(check_paths(&[]).unwrap_err().0, Reason::FileCount);
-        let many: Vec<String> = (0..101).map(|i| format!("/a{i}")).collect();
-        assert_eq!(check_paths(&many).unwrap_err().0, Reason::FileCount);
-        assert!(check_paths(&many[..100]).is_ok());
-        let (r, own) = check_paths(&p(&["/a", "/b", "/a"])).unwrap_err();
-        assert_eq!((r, own), (Reason::DuplicatePath, vec![None, None, Some(Reason::DuplicatePath)]));
-        assert_eq!(check_paths(&p(&["/a/../b"])).unwrap_err().0, Reason::PathNotExact);
-        assert_eq!(check_paths(&p(&["a"])).unwrap_err().0, Reason::PathNotExact);
-        assert_eq!(check_paths(&p(&["/a/"])).unwrap_err().0, Reason::PathNotExact);
-        assert_eq!(check_paths(&p(&["/a/*.py"])).unwrap_err().0, Reason::GlobNotAllowed);
-        // The first entry's own reason is the request's.
-        let (r, _) = check_paths(&p(&["/x", "/a[1]", "/x"])).unwrap_err();
-        assert_eq!(r, Reason::GlobNotAllowed);
     }
 
     #[test]

@@ -48,7 +48,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Stealer, Worker};
@@ -58,6 +58,7 @@ use super::ring::{Op, Pipeline, RingConfig, Shared};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::scan::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot, SyncBackend, Verdict};
+use crate::sync::lock;
 
 /// Size of each worker's getdents64 buffer.
 const DIRENT_BUF: usize = 64 * 1024;
@@ -229,10 +230,6 @@ struct DirSlot<'a> {
     /// phase 2 can read it if phase 1 did not.
     handle: Mutex<Option<Handle<'a>>>,
     result: Mutex<Option<DirResult<'a>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How entering a directory went.

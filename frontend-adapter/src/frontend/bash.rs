@@ -77,8 +77,7 @@ impl Frontend {
         }
         if self.config.embedded {
             let ctx = ExecContext {
-                data_dir: &self.config.data_dir,
-                workspace: session.layout.workspace(),
+                layout: &session.layout,
                 session_dir: &session.session_dir,
                 thread_id: &session.thread_id,
             };

@@ -50,8 +50,9 @@ use crate::client::ClientError;
 use crate::error::{Code, FrontendError};
 use crate::receipt::Fingerprint;
 use crate::token::TokenSubject;
-use crate::util::lock;
-use crate::wire::{check_paths, parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
+use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
+use winx_release_engine::path_rules::check_shape;
+use winx_release_engine::sync::lock;
 
 /// A release refused before anything was touched: every file `denied`, with
 /// its own reason where it has one, else the request's code.
@@ -174,7 +175,7 @@ impl Frontend {
             }
         }
         // 2. Path rules.
-        if let Err((code, own)) = check_paths(&paths) {
+        if let Err((code, own)) = check_shape(&paths) {
             let own: Vec<Option<Code>> = own.into_iter().map(|o| o.map(Code::from)).collect();
             return release_denial(&paths, &FrontendError::new(code, "a path was refused"), &own);
         }

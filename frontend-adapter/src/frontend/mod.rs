@@ -17,17 +17,15 @@ mod write;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use winx_release_engine::audit::{audit, DELETION_DEFERRED};
-use winx_release_engine::layout::{self, default_data_dir, Layout};
+use winx_release_engine::layout::{default_data_dir, Layout};
 use winx_release_engine::quota;
 use winx_release_engine::release::open_session_dir;
-use winx_release_engine::resolve::open_dir_abs;
 use winx_release_engine::Reason;
 
 use crate::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
@@ -36,8 +34,9 @@ use crate::error::{Code, FrontendError};
 use crate::policy::Policy;
 use crate::receipt::ReceiptStore;
 use crate::token::TokenKey;
-use crate::util::{lock, mkdir_beneath, random_hex, walk_io};
 use crate::wire::{InitializeArgs, ModeName};
+use winx_release_engine::random::random_hex;
+use winx_release_engine::sync::lock;
 
 /// Starts a guardian listening at the given socket; used only by
 /// `Initialize` when no guardian answers, never during a release.
@@ -239,7 +238,7 @@ impl Frontend {
             Layout::new(&workspace, &self.config.data_dir).map_err(|d| FrontendError::new(d.reason, d.to_string()))?;
         let thread_id = match a.thread_id.as_deref().filter(|t| !t.is_empty()) {
             Some(t) => t.to_owned(),
-            None => random_hex(16).map_err(|e| FrontendError::new(Code::IoError, e.to_string()))?,
+            None => random_hex(16),
         };
         let mode = a.mode_name.unwrap_or_default();
         let policy = Arc::new(Policy::new(mode, a.code_writer_config.as_ref())?);
@@ -365,10 +364,7 @@ fn canonical_workspace(p: &str) -> Result<String, FrontendError> {
 /// handles when missing, and checks that it opens as a directory.
 fn ensure_session_dir(layout: &Layout, thread_id: &str) -> Result<PathBuf, FrontendError> {
     let fail = |e: io::Error| FrontendError::new(Code::IoError, format!("session directory: {e}"));
-    let ws = open_dir_abs(layout.workspace()).map_err(|e| fail(walk_io(e)))?;
-    let winx = mkdir_beneath(ws.as_fd(), layout::WINX_DIR, 0o700).map_err(fail)?;
-    let tmp = mkdir_beneath(winx.as_fd(), layout::TMP_DIR, 0o700).map_err(fail)?;
-    mkdir_beneath(tmp.as_fd(), &layout::session_name(thread_id), 0o700).map_err(fail)?;
+    layout.create_session_dir(thread_id).map_err(fail)?;
     open_session_dir(layout, thread_id)
         .map_err(|r| FrontendError::new(r, "the session directory cannot be opened without following links"))?;
     Ok(layout.session_dir(thread_id))

@@ -22,6 +22,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use winx_release_engine::hash::revision;
+use winx_release_engine::hash::{read_and_hash, ReadBytes, HASH_CHUNK};
 use winx_release_engine::path_rules::{place_helper, HelperPath};
 use winx_release_engine::release::open_session_dir;
 use winx_release_engine::resolve::open_regular_beneath;
@@ -30,7 +31,6 @@ use winx_release_engine::{Identity, Pin, Reason};
 use super::{Frontend, Session};
 use crate::error::{Code, FrontendError};
 use crate::token::TokenSubject;
-use crate::util::{read_fd, ReadBytes};
 use crate::wire::ReadFilesArgs;
 
 /// Most content bytes returned per file.
@@ -47,8 +47,9 @@ pub(crate) struct HelperRead {
 /// Reads an opened file consistently, or `None` when it kept changing.
 fn consistent_read(fd: &OwnedFd, first: Identity, keep: usize) -> io::Result<Option<(ReadBytes, Identity)>> {
     let mut before = first;
+    let mut buf = vec![0u8; HASH_CHUNK];
     for _ in 0..READ_TRIES {
-        let bytes = read_fd(fd.as_fd(), keep)?;
+        let bytes = read_and_hash(fd.as_fd(), &mut buf, keep)?;
         let after = Identity::of_fd(fd)?;
         let same = Pin::new(&before, [0; 32]).matches_identity(&after);
         if same && bytes.len == after.size {

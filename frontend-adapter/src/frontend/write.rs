@@ -47,8 +47,10 @@ use winx_release_engine::Reason;
 
 use super::Frontend;
 use crate::error::{Code, FrontendError};
-use crate::util::{mkdir_beneath, random_hex, walk_io};
-use crate::wire::{check_paths, WriteArgs, DEFAULT_WAIT_SECONDS, EDIT_OPERATION};
+use crate::wire::{WriteArgs, DEFAULT_WAIT_SECONDS, EDIT_OPERATION};
+use winx_release_engine::path_rules::check_shape;
+use winx_release_engine::random::random_hex;
+use winx_release_engine::resolve::mkdir_beneath;
 
 /// A write refused before anything was written.
 pub(crate) fn write_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> Value {
@@ -196,11 +198,11 @@ impl QuotaBook {
 
 /// Writes `content` at `plan` atomically (see the module docs).
 fn write_atomic(plan: &Plan, content: &[u8]) -> io::Result<()> {
-    let mut dir = open_dir_abs(&plan.base).map_err(walk_io)?;
+    let mut dir = open_dir_abs(&plan.base)?;
     for m in &plan.missing {
         dir = mkdir_beneath(dir.as_fd(), m, 0o755)?;
     }
-    let tmp = format!(".winx-write-{}.tmp", random_hex(8)?);
+    let tmp = format!(".winx-write-{}.tmp", random_hex(8));
     let mode = plan.existing.map_or(0o644, |(_, m)| m);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir.as_fd(), tmp.as_str(), flags, Mode::from_raw_mode(mode))?;
@@ -226,7 +228,7 @@ fn write_atomic(plan: &Plan, content: &[u8]) -> io::Result<()> {
 impl Frontend {
     pub(super) fn write(&self, w: &WriteArgs) -> Value {
         let paths = w.paths();
-        if let Err((code, own)) = check_paths(&paths) {
+        if let Err((code, own)) = check_shape(&paths) {
             let own: Vec<Option<Code>> = own.into_iter().map(|o| o.map(Code::from)).collect();
             return write_denial(&paths, &FrontendError::new(code, "a path was refused"), &own);
         }

@@ -11,7 +11,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use winx_release_engine::durable::{create_private_dir_all, random_hex, write_durable};
+use winx_release_engine::durable::{create_private_dir_all, write_durable};
+use winx_release_engine::random::random_hex;
 
 use super::sessions::{lock, Guardian, Session};
 
@@ -222,17 +223,7 @@ fn finish_foreground(session: &Arc<Session>, e: &Arc<Execution>) {
 fn drop_to_scratch(session: &Session, e: &Execution) -> std::io::Result<()> {
     use rustix::fs::{Mode, OFlags};
     use std::os::fd::AsFd;
-    let ws = winx_release_engine::resolve::open_dir_abs(session.layout.workspace())
-        .map_err(|_| std::io::Error::other("workspace cannot be opened without following links"))?;
-    let mut dir = ws;
-    for name in [winx_release_engine::layout::WINX_DIR, winx_release_engine::layout::SCRATCH_DIR] {
-        match rustix::fs::mkdirat(dir.as_fd(), name, Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(err) => return Err(err.into()),
-        }
-        dir = winx_release_engine::resolve::open_dir_beneath(dir.as_fd(), &[name])
-            .map_err(|_| std::io::Error::other("scratch path holds a link"))?;
-    }
+    let dir = session.layout.create_scratch_dir()?;
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir.as_fd(), format!("{}.out", e.id).as_str(), flags, Mode::from_raw_mode(0o600))?;
     let mut dst = File::from(fd);

@@ -199,22 +199,9 @@ fn session_open(g: &Guardian, id: u64, req: &Value) -> Value {
     ok(id, json!({"session_dir": s.session_dir, "instance": g.instance}))
 }
 
-/// Creates `W/.winx/tmp/session-…` (0700) through no-follow handles.
-pub fn ensure_session_dir(layout: &Layout, thread: &str) -> Result<(), String> {
-    use rustix::fs::Mode;
-    use std::os::fd::AsFd;
-    let mut dir = winx_release_engine::resolve::open_dir_abs(layout.workspace())
-        .map_err(|e| format!("workspace cannot be opened without following links: {e:?}"))?;
-    let session = winx_release_engine::layout::session_name(thread);
-    for name in [winx_release_engine::layout::WINX_DIR, winx_release_engine::layout::TMP_DIR, session.as_str()] {
-        match rustix::fs::mkdirat(dir.as_fd(), name, Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(e) => return Err(format!("mkdir {name}: {e}")),
-        }
-        dir = winx_release_engine::resolve::open_dir_beneath(dir.as_fd(), &[name])
-            .map_err(|e| format!("{name} is not a plain directory: {e:?}"))?;
-    }
-    Ok(())
+/// Creates the session directory through the engine's one no-follow path.
+fn ensure_session_dir(layout: &Layout, thread: &str) -> Result<(), String> {
+    layout.create_session_dir(thread).map(drop).map_err(|e| format!("session directory: {e}"))
 }
 
 fn wait_secs(req: &Value, default: f64) -> Duration {

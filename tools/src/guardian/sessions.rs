@@ -2,17 +2,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use winx_release_engine::layout::Layout;
 use winx_release_engine::owner::RuntimeOwner;
 
 use super::exec::{ExecState, Execution};
 
-/// Locks a mutex, recovering the data if a holder panicked.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use winx_release_engine::sync::lock;
 
 /// The guardian's state.
 pub struct Guardian {
@@ -89,7 +86,7 @@ impl Guardian {
     pub fn new(data_dir: &Path) -> Guardian {
         Guardian {
             data_dir: data_dir.to_path_buf(),
-            instance: winx_release_engine::durable::random_hex(16),
+            instance: winx_release_engine::random::random_hex(16),
             sessions: Mutex::new(HashMap::new()),
             executions: Mutex::new(HashMap::new()),
         }

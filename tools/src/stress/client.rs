@@ -14,8 +14,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
+use winx_release_engine::sync::lock;
 
 use serde_json::{json, Value};
 
@@ -77,10 +79,6 @@ impl ToolReply {
 }
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Value>>>>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A connected MCP client.
 pub struct McpClient {
