@@ -77,7 +77,7 @@ pub fn prune_receipts(
             Some(t) if t < cutoff => {}
             _ => continue,
         }
-        let staged = format!("{}-{name}", crate::durable::random_hex(4));
+        let staged = format!("{}-{name}", crate::random::random_hex(4));
         match rename_noreplace(root, &name, staging.dir.as_fd(), &staged) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => continue,
