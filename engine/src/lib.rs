@@ -7,7 +7,7 @@
 //! private quarantine with `RENAME_NOREPLACE`, re-verifies the captured
 //! object, and unlinks only the pinned one.
 //!
-//! Linux only: elsewhere every release is denied with `unsupported_platform`.
+//! Linux only: it calls Linux system calls directly and does not build elsewhere.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

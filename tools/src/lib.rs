@@ -30,17 +30,19 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Scan backing roots as a release would (contract section 5).
+    /// Scan backing roots as a release does (links, aliases, unreadable entries, the entry and depth
+    /// bounds) and print the report as JSON; exit 3 when the scan fails closed.
     Scan(scan_cmd::ScanArgs),
-    /// Report helper usage per session; deletes nothing (section 6).
+    /// Report a workspace's helper usage per session as JSON; deletes nothing.
     Audit(audit_cmd::AuditArgs),
     /// Run the durable guardian in the foreground.
     Guardian(guardian::GuardianArgs),
     /// Run crash recovery without starting a guardian.
     Recover(recover_cmd::RecoverArgs),
-    /// Run the stress workload and check every invariant (section 9).
+    /// Run a real guardian and MCP frontends under a concurrent, adversarial workload and check
+    /// that no byte is lost and every answer is allowed.
     Stress(stress_cmd::StressArgs),
-    /// Run the frontend: an MCP server on stdio with the tools of section 3.
+    /// Run the frontend: an MCP server on stdio with Initialize, ReadFiles, EditFiles and BashCommand.
     Mcp(mcp::McpArgs),
 }
 

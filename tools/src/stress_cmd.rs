@@ -29,7 +29,8 @@ pub struct StressArgs {
     /// top: with the defaults a whole run takes about 20 s.
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     duration: f64,
-    /// Print one JSON object (the contract's keys and more) instead of a summary.
+    /// Print one JSON object (violations, bytes lost, quota violations, latency, throughput and more)
+    /// instead of a summary.
     #[arg(long)]
     json: bool,
     /// Worker sessions, one thread each.
