@@ -30,8 +30,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Scan backing roots as a release does (links, aliases, unreadable entries, the entry and depth
-    /// bounds) and print the report as JSON; exit 3 when the scan fails closed.
+    /// Scan backing roots as a release does; print the report as JSON, exit 3 if it fails closed.
     Scan(scan_cmd::ScanArgs),
     /// Report a workspace's helper usage per session as JSON; deletes nothing.
     Audit(audit_cmd::AuditArgs),
@@ -39,8 +38,7 @@ enum Command {
     Guardian(guardian::GuardianArgs),
     /// Run crash recovery without starting a guardian.
     Recover(recover_cmd::RecoverArgs),
-    /// Run a real guardian and MCP frontends under a concurrent, adversarial workload and check
-    /// that no byte is lost and every answer is allowed.
+    /// Drive a real guardian and MCP frontends with an adversarial workload; check every invariant.
     Stress(stress_cmd::StressArgs),
     /// Run the frontend: an MCP server on stdio with Initialize, ReadFiles, EditFiles and BashCommand.
     Mcp(mcp::McpArgs),
