@@ -6,9 +6,13 @@
 //! depth 1. Symbolic links, fifos, sockets, devices, unreadable entries, the
 //! bound, and any entry whose (device, inode) is in the alias set fail closed.
 //!
-//! Two backends implement [`ScanBackend`]: [`SyncBackend`] (rustix `openat`,
-//! getdents64 and `statx(AT_SYMLINK_NOFOLLOW)`) and, where the kernel allows,
-//! the io_uring backend. Both must give identical results.
+//! Backends implement [`ScanBackend`] side by side: [`SyncBackend`]
+//! (`sync.rs`: rustix `openat`, getdents64 and `statx(AT_SYMLINK_NOFOLLOW)`
+//! on the calling thread) and [`UringBackend`] (`uring/`: parallel walkers
+//! with batched `openat`/`statx` on io_uring where the kernel allows). They
+//! decide what each entry is; the counting and bound rules live once, in
+//! `tally.rs`, and every backend calls them in the same order, so all give
+//! identical reports.
 //!
 //! # References
 //! - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
@@ -18,20 +22,24 @@
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
 mod auto;
 mod root;
-mod sync_impl;
+mod sync;
+mod tally;
+pub(crate) mod uring;
 
 pub use auto::{
     auto_backend, auto_prefers_uring, backend_for, idle_cores, idle_cores_from, BackendChoice, URING_MIN_IDLE_CORES,
 };
 
 pub use root::{fail_report, open_root, open_root_beneath, scan_paths, RootFailure};
-pub use sync_impl::SyncBackend;
+pub use sync::SyncBackend;
+pub use uring::{UringBackend, UringConfig};
 
 /// The contract's bound on entries across all roots of one scan.
 pub const MAX_ENTRIES: u64 = 50_000;
@@ -127,4 +135,24 @@ pub trait ScanBackend: Send + Sync {
     /// Scans `roots` under one shared bound, failing closed on the first
     /// offending entry or any entry whose identity is in `aliases`.
     fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport;
+}
+
+/// Builds a report from a backend's tally and first failure.
+fn report(backend: BackendKind, t: &tally::Tally, failure: Option<tally::Failure>, start: Instant) -> ScanReport {
+    let (verdict, reason, path) = match failure {
+        Some(f) => (Verdict::FailClosed, Some(f.reason), Some(f.path)),
+        None => (Verdict::Clean, None, None),
+    };
+    ScanReport {
+        verdict,
+        reason,
+        path,
+        entries: t.entries,
+        directories: t.directories,
+        files: t.files,
+        bytes: t.bytes.unwrap_or(0),
+        max_depth: t.max_depth,
+        backend,
+        elapsed_us: u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+    }
 }

@@ -1,13 +1,15 @@
-//! io_uring: the batched scan backend, the probe that decides whether
-//! io_uring can be used, and the ring pipeline the rehash pipeline shares.
+//! io_uring: the ring pipeline that the scan's io_uring backend and the
+//! rehash pipeline share, its safe owned-operation layer, and the probe that
+//! decides whether io_uring can be used.
 //!
 //! Unsafe code is allowed in this module only: every operation handed to a
 //! ring names memory and descriptors that must stay valid until its
 //! completion is reaped. [`ring`](self) keeps that invariant in one place
 //! (see its ownership rules); each `unsafe` block says why it holds.
 //!
-//! - [`UringBackend`]: the scan backend (`statx`/`openat` batched, one ring
-//!   per worker thread, getdents64 synchronous);
+//! - `owned`: `openat`/`statx` whose paths and descriptors the pipeline
+//!   holds until completion, so the scan backend
+//!   ([`UringBackend`], in `crate::scan::uring`) needs no `unsafe`;
 //! - [`probe()`], [`probe_with`], [`gather`]: availability and the reason
 //!   it is missing;
 //! - [`RingConfig`]: ring set-up knobs.
@@ -15,11 +17,11 @@
 //! # References
 //! - [`io_uring(7)`](https://man7.org/linux/man-pages/man7/io_uring.7.html)
 
-mod probe;
+pub(crate) mod owned;
+pub(crate) mod probe;
 pub(crate) mod read;
 pub(crate) mod ring;
-mod scan;
 
+pub use crate::scan::{UringBackend, UringConfig};
 pub use probe::{gather, probe, probe_with, Capabilities, ProbeInputs, Unavailable, REQUIRED_OPS};
 pub use ring::RingConfig;
-pub use scan::{UringBackend, UringConfig};

@@ -47,10 +47,9 @@
 //! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 
 use std::collections::HashSet;
-use std::ffi::{CStr, OsStr};
+use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -58,7 +57,8 @@ use rustix::fs::{AtFlags, FileType, Mode, RawDir, Statx, StatxFlags};
 use rustix::io::Errno;
 
 use super::root::DIR_FLAGS;
-use super::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot, Verdict};
+use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -85,23 +85,7 @@ impl ScanBackend for SyncBackend {
         let start = Instant::now();
         let mut scan = Scan::new(limits, aliases);
         let failure = roots.iter().find_map(|root| scan.root(root).err());
-        let elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let (verdict, reason, path) = match failure {
-            Some((reason, path)) => (Verdict::FailClosed, Some(reason), Some(path)),
-            None => (Verdict::Clean, None, None),
-        };
-        ScanReport {
-            verdict,
-            reason,
-            path,
-            entries: scan.entries,
-            directories: scan.directories,
-            files: scan.files,
-            bytes: scan.bytes,
-            max_depth: scan.max_depth,
-            backend: BackendKind::Sync,
-            elapsed_us,
-        }
+        super::report(BackendKind::Sync, &scan.tally, failure, start)
     }
 }
 
@@ -143,18 +127,11 @@ impl Level {
     }
 }
 
-/// A fail-closed outcome: the reason and the offending path.
-type Failure = (Reason, PathBuf);
-
 /// One scan's shared state.
 struct Scan<'a> {
     limits: ScanLimits,
     aliases: &'a HashSet<PhysicalId>,
-    entries: u64,
-    directories: u64,
-    files: u64,
-    bytes: u64,
-    max_depth: u32,
+    tally: Tally,
     /// The getdents64 buffer.
     dirents: Vec<MaybeUninit<u8>>,
     /// State of the directory at each depth of the current chain.
@@ -164,23 +141,19 @@ struct Scan<'a> {
 /// The path of the directory at depth `depth` on the current chain, joined
 /// with `leaf` if any.
 fn chain_path(root: &Path, levels: &[Level], depth: usize, leaf: Option<&[u8]>) -> PathBuf {
-    let mut p = root.to_path_buf();
-    for level in &levels[..depth] {
+    let chain = levels[..depth].iter().map(|level| {
         let name = level.name(level.next - 1);
-        p.push(OsStr::from_bytes(&name[..name.len() - 1]));
-    }
-    if let Some(leaf) = leaf {
-        p.push(OsStr::from_bytes(leaf));
-    }
-    p
+        &name[..name.len() - 1]
+    });
+    join_path(root, chain.chain(leaf))
 }
 
 fn file_type(mode: u16) -> FileType {
     FileType::from_raw_mode(u32::from(mode))
 }
 
-fn physical(st: &Statx) -> PhysicalId {
-    PhysicalId { dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), ino: st.stx_ino }
+fn statx_id(st: &Statx) -> PhysicalId {
+    physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino)
 }
 
 impl<'a> Scan<'a> {
@@ -188,11 +161,7 @@ impl<'a> Scan<'a> {
         Scan {
             limits,
             aliases,
-            entries: 0,
-            directories: 0,
-            files: 0,
-            bytes: 0,
-            max_depth: 0,
+            tally: Tally::new(true),
             dirents: vec![MaybeUninit::uninit(); DIRENT_BUF],
             levels: Vec::new(),
         }
@@ -236,7 +205,7 @@ impl<'a> Scan<'a> {
         depth: usize,
         pending: Pending,
     ) -> Result<Option<OwnedFd>, Failure> {
-        let fail = |reason: Reason| Err((reason, chain_path(root, &self.levels, depth + 1, None)));
+        let fail = |reason: Reason| Err(Failure::new(reason, chain_path(root, &self.levels, depth + 1, None)));
         let Ok(name) = CStr::from_bytes_with_nul(&self.levels[depth].names[pending.start..pending.end]) else {
             return fail(Reason::BackingInaccessible);
         };
@@ -250,7 +219,7 @@ impl<'a> Scan<'a> {
             Ok(st)
                 if st.stx_mask & DIR_MASK.bits() == DIR_MASK.bits()
                     && file_type(st.stx_mode) == FileType::Directory
-                    && physical(&st) == pending.id =>
+                    && statx_id(&st) == pending.id =>
             {
                 Ok(Some(child))
             }
@@ -277,51 +246,28 @@ impl<'a> Scan<'a> {
                 // answers ENOENT for a removed directory, and only an empty
                 // directory can be removed): nothing more is in it.
                 Err(Errno::NOENT) => break,
-                Err(_) => return Err((Reason::BackingInaccessible, chain_path(root, above, depth, None))),
+                Err(_) => return Err(Failure::new(Reason::BackingInaccessible, chain_path(root, above, depth, None))),
             };
             let name = entry.file_name();
             let bytes = name.to_bytes();
             if bytes == b"." || bytes == b".." {
                 continue;
             }
-            let fail = |reason: Reason| Err((reason, chain_path(root, above, depth, Some(bytes))));
-            self.entries += 1;
-            if self.entries > self.limits.max_entries {
-                return fail(Reason::BackingScanLimit);
-            }
-            let deepest = self.max_depth;
-            self.max_depth = deepest.max(child_depth);
-            if child_depth > self.limits.max_depth {
-                return fail(Reason::BackingScanLimit);
-            }
-            let st = match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK) {
-                Ok(st) => st,
-                Err(Errno::NOENT) => {
-                    // Removed since getdents: not an entry any more.
-                    self.entries -= 1;
-                    self.max_depth = deepest;
-                    continue;
-                }
-                Err(_) => return fail(Reason::BackingInaccessible),
-            };
-            if st.stx_mask & ENTRY_MASK.bits() != ENTRY_MASK.bits() {
-                return fail(Reason::BackingInaccessible);
-            }
-            let kind = file_type(st.stx_mode);
-            match kind {
-                FileType::RegularFile | FileType::Directory => {}
-                FileType::Symlink => return fail(Reason::BackingSymlink),
-                _ => return fail(Reason::BackingUnsupportedEntry),
-            }
-            let id = physical(&st);
-            if !self.aliases.is_empty() && self.aliases.contains(&id) {
-                return fail(Reason::BackingAlias);
-            }
-            if kind == FileType::RegularFile {
-                self.files += 1;
-                self.bytes = self.bytes.saturating_add(st.stx_size);
+            // An entry past a bound fails before it is inspected.
+            let class = if self.tally.entries >= self.limits.max_entries || child_depth > self.limits.max_depth {
+                Class::Unstatted
             } else {
-                self.directories += 1;
+                let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
+                let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
+                    complete: st.stx_mask & ENTRY_MASK.bits() == ENTRY_MASK.bits(),
+                    mode: st.stx_mode,
+                    id: statx_id(&st),
+                    size: st.stx_size,
+                });
+                classify_statx(seen, true, self.aliases)
+            };
+            self.tally.admit(&self.limits, class, child_depth, || chain_path(root, above, depth, Some(bytes)))?;
+            if let Class::Dir(id) = class {
                 let start = level.names.len();
                 level.names.extend_from_slice(name.to_bytes_with_nul());
                 level.subdirs.push(Pending { start, end: level.names.len(), id });

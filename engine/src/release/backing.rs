@@ -1,0 +1,46 @@
+//! Step 8 of a release: the backing-root scan, with every target as an
+//! alias.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::error::Reason;
+use crate::identity::PhysicalId;
+use crate::layout::{self, Layout};
+use crate::resolve::open_dir_abs;
+use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanReport, ScanRoot};
+
+/// Opens the three backing roots of `layout`: `W/.winx/scratch` through
+/// no-follow handles from the workspace, `D/executions` and `D/receipts`
+/// with their final component no-follow.
+pub fn open_backing_roots(layout: &Layout) -> Result<Vec<ScanRoot>, (Reason, PathBuf)> {
+    let ws = open_dir_abs(layout.workspace()).map_err(|e| {
+        (Reason::BackingInaccessible, {
+            let _ = e;
+            layout.workspace().to_path_buf()
+        })
+    })?;
+    let scratch = open_root_beneath(ws.as_fd(), layout.workspace(), &[layout::WINX_DIR, layout::SCRATCH_DIR])
+        .map_err(|f| (f.reason, f.path))?;
+    let exec = open_root(&layout.executions_root()).map_err(|f| (f.reason, f.path))?;
+    let receipts = open_root(&layout.receipts_root()).map_err(|f| (f.reason, f.path))?;
+    Ok(vec![scratch, exec, receipts])
+}
+
+/// Scans the backing roots of `layout` with `aliases`.
+pub fn scan_backing_roots(
+    layout: &Layout,
+    backend: &dyn ScanBackend,
+    limits: ScanLimits,
+    aliases: &HashSet<PhysicalId>,
+) -> ScanReport {
+    let start = Instant::now();
+    match open_backing_roots(layout) {
+        Ok(roots) => backend.scan(&roots, limits, aliases),
+        Err((reason, path)) => {
+            crate::scan::fail_report(backend.kind(), reason, path, start.elapsed().as_micros() as u64)
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Step 9 of a release, the synchronous section: a private quarantine and
+//! a journal, then per target `renameat2(RENAME_NOREPLACE)` into the
+//! quarantine, a recheck of the captured object, and `unlinkat` of the
+//! verified pinned object, or a restore without overwriting, or the object
+//! preserved and named.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+use super::check::{Checked, Opened};
+use super::{failed_untouched, fault, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, TargetResult};
+use crate::error::{Reason, TargetReason};
+use crate::fault::FaultPoint;
+use crate::identity::{Identity, Pin, IDENTITY_MASK};
+use crate::journal::{Journal, JournalIntent, JournalMark, JournalTarget};
+use crate::layout;
+use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
+use crate::rehash::{self, HashJob, RehashOptions};
+
+/// A release's quarantine and journal, once both exist.
+pub(super) struct Run {
+    pub(super) q: Quarantine,
+    pub(super) journal: Journal,
+}
+
+/// Creates the quarantine (proving `RENAME_NOREPLACE` works) and durably
+/// writes the journal's intent. On failure nothing was touched.
+pub(super) fn begin(
+    req: &ReleaseRequest<'_>,
+    opts: &ReleaseOptions<'_>,
+    opened: &Opened,
+) -> Result<Run, ReleaseReport> {
+    let paths: Vec<String> = req.targets.iter().map(|t| t.path.clone()).collect();
+    let session = opened.session.as_fd();
+    let q = match Quarantine::create(session, &opened.session_path) {
+        Ok(q) => q,
+        Err(QuarantineError::RenameUnsupported) => {
+            return Err(ReleaseReport::denied(&paths, Reason::RenameUnsupported, &[], "RENAME_NOREPLACE unsupported"))
+        }
+        Err(QuarantineError::Io(e)) => return Err(failed_untouched(&paths, format!("quarantine: {e}"))),
+    };
+    let intent = JournalIntent {
+        version: 1,
+        id: q.name.trim_start_matches(layout::RESERVED_PREFIX).to_owned(),
+        workspace: req.layout.workspace().to_path_buf(),
+        session_dir: opened.session_path.clone(),
+        quarantine_dir: q.path.clone(),
+        targets: opened
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, c)| JournalTarget {
+                file_path: PathBuf::from(&c.helper.path),
+                quarantine_name: entry_name(i),
+                pin: c.pin,
+            })
+            .collect(),
+    };
+    // Two fsyncs (the journal file, then its directory): the intent must be
+    // durable before the first rename, so recovery finds every moved byte.
+    let journal = match Journal::begin(&req.layout.journal_dir(), &intent) {
+        Ok(j) => j,
+        Err(e) => {
+            q.remove_if_empty(session);
+            return Err(failed_untouched(&paths, format!("journal: {e}")));
+        }
+    };
+    if let Err(e) = fault(opts, FaultPoint::AfterJournal { quarantine: &q.path }) {
+        q.remove_if_empty(session);
+        let _ = journal.retire();
+        return Err(failed_untouched(&paths, format!("after journal: {e}")));
+    }
+    Ok(Run { q, journal })
+}
+
+/// Where one target is captured.
+struct Place<'a> {
+    q: &'a Quarantine,
+    target: &'a Checked,
+    /// Its index among the checked targets (its quarantine entry).
+    index: usize,
+    qname: String,
+    qpath: PathBuf,
+}
+
+/// Captures every target in order; after a failure the rest are
+/// `not_attempted`. Returns the per-target results and whether any target
+/// moved.
+pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[Checked]) -> (Vec<TargetResult>, bool) {
+    let mut files: Vec<TargetResult> = Vec::with_capacity(targets.len());
+    let mut stopped = false;
+    let mut touched = false;
+    for (i, c) in targets.iter().enumerate() {
+        let mut result = TargetResult {
+            file_path: c.helper.path.clone(),
+            outcome: Outcome::NotAttempted,
+            reason: Some(TargetReason::StoppedAfterFailure.code().to_owned()),
+            bytes_reclaimed: 0,
+            quarantine_path: None,
+        };
+        if !stopped {
+            let qname = entry_name(i);
+            let place = Place { q: &run.q, target: c, index: i, qpath: run.q.entry_path(&qname), qname };
+            let step = capture_one(&mut run.journal, opts, &place, &mut result);
+            touched |= step.moved;
+            stopped = !step.go_on;
+        }
+        files.push(result);
+    }
+    (files, touched)
+}
+
+/// How capturing one target went.
+struct Step {
+    /// The target left its name (it may be back by now).
+    moved: bool,
+    /// The run goes on to the next target.
+    go_on: bool,
+}
+
+/// Moves one target into quarantine, rechecks it, and unlinks it or puts it
+/// back.
+fn capture_one(journal: &mut Journal, opts: &ReleaseOptions<'_>, p: &Place<'_>, result: &mut TargetResult) -> Step {
+    let (c, i, q) = (p.target, p.index, p.q);
+    let path = c.helper.as_path();
+    let moved = fault(opts, FaultPoint::BeforeRename { index: i, path })
+        .and_then(|()| rename_noreplace(c.parent.as_fd(), c.helper.name(), q.dir.as_fd(), &p.qname));
+    if let Err(e) = moved {
+        tracing::warn!(path = %c.helper.path, error = %e, "rename into quarantine failed");
+        result.outcome = Outcome::Failed;
+        result.reason = Some(TargetReason::IoError.code().to_owned());
+        return Step { moved: false, go_on: false };
+    }
+    let stop = Step { moved: true, go_on: false };
+    let verdict = fault(opts, FaultPoint::AfterRename { index: i, path, quarantined: &p.qpath })
+        .and_then(|()| recheck_captured(q, &p.qname, &c.pin))
+        .and_then(|v| {
+            fault(opts, FaultPoint::AfterRecheck { index: i, quarantined: &p.qpath, verified: v.is_some() })?;
+            Ok(v)
+        });
+    match verdict {
+        Ok(Some(id)) => {
+            let removed = journal.mark(&JournalMark::Verified { index: i }).and_then(|()| {
+                rustix::fs::unlinkat(q.dir.as_fd(), p.qname.as_str(), AtFlags::empty()).map_err(Into::into)
+            });
+            match removed {
+                Ok(()) => {
+                    result.outcome = Outcome::Released;
+                    result.reason = None;
+                    result.bytes_reclaimed = id.allocated_bytes();
+                    if let Err(e) = fault(opts, FaultPoint::AfterUnlink { index: i }) {
+                        tracing::warn!(error = %e, "failure after unlink");
+                        return stop;
+                    }
+                    Step { moved: true, go_on: true }
+                }
+                Err(e) => {
+                    tracing::warn!(path = %c.helper.path, error = %e, "unlink failed");
+                    restore(opts, p, result, Some(TargetReason::IoError));
+                    stop
+                }
+            }
+        }
+        Ok(None) => {
+            restore(opts, p, result, None);
+            Step { moved: true, go_on: true }
+        }
+        Err(e) => {
+            tracing::warn!(path = %c.helper.path, error = %e, "recheck failed");
+            restore(opts, p, result, Some(TargetReason::IoError));
+            stop
+        }
+    }
+}
+
+/// Re-identifies and re-hashes a captured object; returns its identity when
+/// it is exactly the pinned object.
+fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin) -> io::Result<Option<Identity>> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(q.dir.as_fd(), qname, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        // A symlink, or something else that cannot be opened as a file: not
+        // the pinned object.
+        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NXIO) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let id = Identity::of_fd(&fd)?;
+    if !id.is_regular() || id.physical() != pin.physical() || id.nlink != 1 || id.size != pin.size {
+        return Ok(None);
+    }
+    let hashed = rehash::hash_fds(&[HashJob::pinned(fd.as_fd(), pin.size)], &RehashOptions::default());
+    match hashed.into_iter().next() {
+        Some(Ok(h)) if h.matches(pin) => {}
+        Some(Err(e)) => return Err(e),
+        _ => return Ok(None),
+    }
+    // The name must still denote the descriptor we verified.
+    let again = rustix::fs::statx(q.dir.as_fd(), qname, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK)?;
+    if Identity::from_statx(&again).physical() != id.physical() {
+        return Ok(None);
+    }
+    Ok(Some(id))
+}
+
+/// Puts a captured object back under its name without overwriting, or
+/// leaves it in quarantine and names it.
+///
+/// `failure` is set when an error (rather than a mismatch) led here: the
+/// outcome is then `failed` when the object is back, `preserved` otherwise.
+fn restore(opts: &ReleaseOptions<'_>, p: &Place<'_>, result: &mut TargetResult, failure: Option<TargetReason>) {
+    let c = p.target;
+    let back = fault(opts, FaultPoint::BeforeRestore { index: p.index, path: c.helper.as_path() })
+        .and_then(|()| rename_noreplace(p.q.dir.as_fd(), &p.qname, c.parent.as_fd(), c.helper.name()));
+    match back {
+        Ok(()) => {
+            // One fsync per restored target (its parent directory): the
+            // name is back durably before the response says so.
+            let _ = rustix::fs::fsync(c.parent.as_fd());
+            match failure {
+                Some(r) => {
+                    result.outcome = Outcome::Failed;
+                    result.reason = Some(r.code().to_owned());
+                }
+                None => {
+                    result.outcome = Outcome::Restored;
+                    result.reason = Some(TargetReason::ReplacedDuringRelease.code().to_owned());
+                }
+            }
+        }
+        Err(e) => {
+            let blocked = e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error());
+            result.outcome = Outcome::Preserved;
+            result.reason = Some(
+                if blocked && failure.is_none() {
+                    TargetReason::RestoreBlocked
+                } else {
+                    failure.unwrap_or(TargetReason::IoError)
+                }
+                .code()
+                .to_owned(),
+            );
+            if blocked && failure.is_some() {
+                result.reason = Some(TargetReason::RestoreBlocked.code().to_owned());
+            }
+            result.quarantine_path = Some(p.qpath.clone());
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Steps 6–7 of a release: the request's shape, the owner's execution
+//! state, and every target opened through directory handles, re-identified
+//! and re-hashed against its pin.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+
+use super::{ReleaseReport, ReleaseRequest};
+use crate::error::Reason;
+use crate::identity::{Identity, Pin};
+use crate::layout::{self, Layout};
+use crate::owner::RuntimeOwner;
+use crate::path_rules::{place_helper, HelperPath};
+use crate::rehash::{self, HashJob, RehashOptions};
+use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
+
+/// A target that passed its identity check.
+pub(super) struct Checked {
+    /// Its original index in the request.
+    pub(super) index: usize,
+    pub(super) helper: HelperPath,
+    pub(super) pin: Pin,
+    /// Its parent directory, opened through handles.
+    pub(super) parent: OwnedFd,
+    /// The target, opened without following a link.
+    pub(super) file: OwnedFd,
+}
+
+/// The session and its targets, opened and re-identified.
+pub(super) struct Opened {
+    pub(super) session: OwnedFd,
+    pub(super) session_path: PathBuf,
+    pub(super) targets: Vec<Checked>,
+    /// How many targets the request named.
+    pub(super) count: usize,
+}
+
+/// Validates the request's shape: count, exact paths, duplicates, placement.
+///
+/// Returns the placed helpers, or the request-level reason and each
+/// target's own reason.
+pub fn validate_paths(
+    layout: &Layout,
+    thread_id: &str,
+    paths: &[String],
+) -> Result<Vec<HelperPath>, (Reason, Vec<Option<Reason>>)> {
+    crate::path_rules::check_shape(paths)?;
+    let mut own = vec![None; paths.len()];
+    let mut helpers = Vec::with_capacity(paths.len());
+    for (i, p) in paths.iter().enumerate() {
+        match place_helper(layout, thread_id, p) {
+            Ok(h) => helpers.push(h),
+            Err(r) => own[i] = Some(r),
+        }
+    }
+    match own.iter().flatten().next().copied() {
+        Some(first) => Err((first, own)),
+        None => Ok(helpers),
+    }
+}
+
+/// Opens the session directory of `thread_id` through directory handles.
+pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Reason> {
+    let ws = open_dir_abs(layout.workspace()).map_err(|e| e.reason())?;
+    let session = layout::session_name(thread_id);
+    open_dir_beneath(ws.as_fd(), &[layout::WINX_DIR, layout::TMP_DIR, session.as_str()]).map_err(|e| e.reason())
+}
+
+/// Checks the request's shape and the owner's state, then opens every
+/// target through directory handles and matches its identity against its
+/// pin. Any refusal is the whole request's denial, nothing touched.
+pub(super) fn open_targets(
+    req: &ReleaseRequest<'_>,
+    owner: &dyn RuntimeOwner,
+    paths: &[String],
+) -> Result<Opened, ReleaseReport> {
+    let helpers = match validate_paths(req.layout, req.thread_id, paths) {
+        Ok(h) => h,
+        Err((r, own)) => return Err(ReleaseReport::denied(paths, r, &own, "a target path was refused")),
+    };
+    if !owner.supports_temporary_release() {
+        return Err(ReleaseReport::denied(
+            paths,
+            Reason::OwnerUnsupported,
+            &[],
+            "runtime owner lacks temporary_release",
+        ));
+    }
+    // Pending actions first: a queued command is about to run.
+    let pending = owner.pending_actions(req.thread_id);
+    if pending > 0 {
+        return Err(ReleaseReport::denied(paths, Reason::PendingActions, &[], format!("{pending} action(s) pending")));
+    }
+    let running = owner.running_executions(req.thread_id);
+    if running > 0 {
+        return Err(ReleaseReport::denied(
+            paths,
+            Reason::ExecutionActive,
+            &[],
+            format!("{running} execution(s) running"),
+        ));
+    }
+    let session_path = req.layout.session_dir(req.thread_id);
+    let session = match open_session_dir(req.layout, req.thread_id) {
+        Ok(fd) => fd,
+        Err(r) => return Err(ReleaseReport::denied(paths, r, &[], "session directory cannot be opened")),
+    };
+    let session_dev = match Identity::of_fd(&session) {
+        Ok(id) => id.dev,
+        Err(e) => return Err(ReleaseReport::denied(paths, Reason::NotFound, &[], format!("session directory: {e}"))),
+    };
+    let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
+    let mut targets = Vec::with_capacity(helpers.len());
+    for (index, (helper, target)) in helpers.into_iter().zip(req.targets).enumerate() {
+        let opened = match open_regular_beneath(session.as_fd(), &helper.rel) {
+            Ok(o) => o,
+            Err(r) => {
+                own[index] = Some(r);
+                continue;
+            }
+        };
+        if opened.identity.dev != session_dev {
+            own[index] = Some(Reason::RenameUnsupported);
+            continue;
+        }
+        if !target.pin.matches_identity(&opened.identity) {
+            own[index] = Some(Reason::ReadRequired);
+            continue;
+        }
+        targets.push(Checked { index, helper, pin: target.pin, parent: opened.parent, file: opened.file });
+    }
+    if let Some(first) = own.iter().flatten().next().copied() {
+        return Err(ReleaseReport::denied(paths, first, &own, "a target failed its check"));
+    }
+    Ok(Opened { session, session_path, targets, count: paths.len() })
+}
+
+/// Re-hashes every opened target in one batch (io_uring reads and every
+/// core for large batches; see `rehash`). Returns each request index's
+/// reason: `read_required` where the bytes are not the pinned ones.
+pub(super) fn rehash_targets(opened: &Opened) -> Vec<Option<Reason>> {
+    let mut own = vec![None; opened.count];
+    let jobs: Vec<HashJob<'_>> = opened.targets.iter().map(|c| HashJob::pinned(c.file.as_fd(), c.pin.size)).collect();
+    let hashes = rehash::hash_fds(&jobs, &RehashOptions::default());
+    for (c, h) in opened.targets.iter().zip(hashes) {
+        if !matches!(&h, Ok(h) if h.matches(&c.pin)) {
+            own[c.index] = Some(Reason::ReadRequired);
+        }
+    }
+    own
+}

@@ -1,0 +1,256 @@
+//! The guarded release transaction.
+//!
+//! All targets are checked before removal begins: exact paths, the owner's
+//! execution state, each target opened through directory handles and
+//! re-identified and re-hashed against its pin, and the backing roots
+//! scanned for links, unsupported entries and aliases. Then, as a small
+//! synchronous section, each target is moved with `RENAME_NOREPLACE` into a
+//! private quarantine, the captured object is re-identified and re-hashed,
+//! and only the verified pinned object is unlinked. Anything else is put
+//! back without overwriting, or preserved in quarantine and named.
+//!
+//! [`release`] runs the steps of the architecture's data flow, one file
+//! each:
+//! - `check.rs` (steps 6–7): request shape, the owner's execution state,
+//!   every target opened through directory handles and re-identified, then
+//!   re-hashed in one batch;
+//! - `backing.rs` (step 8): the backing-root scan. It needs only the
+//!   targets' identities, so it runs on its own thread while step 7 hashes;
+//!   both finish before anything moves;
+//! - `capture.rs` (step 9): quarantine and journal, then per target
+//!   rename, recheck, unlink or restore;
+//! - `finish.rs` (step 10): durability and the report.
+//!
+//! # References
+//! - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html)
+//! - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
+//! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+
+use std::collections::HashSet;
+use std::io;
+use std::path::PathBuf;
+
+use crate::error::{Reason, TargetReason};
+use crate::fault::{FaultHook, FaultPoint};
+use crate::identity::Pin;
+use crate::layout::Layout;
+use crate::owner::RuntimeOwner;
+use crate::scan::{ScanBackend, ScanLimits};
+
+mod backing;
+mod capture;
+mod check;
+mod finish;
+
+pub use backing::{open_backing_roots, scan_backing_roots};
+pub use check::{open_session_dir, validate_paths};
+
+pub use crate::path_rules::MAX_TARGETS;
+
+/// One target of a release: its exact path and what its read pinned.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Target {
+    /// The exact path.
+    pub path: String,
+    /// The pinned identity and digest.
+    pub pin: Pin,
+}
+
+/// A release request as the engine receives it.
+#[derive(Clone, Debug)]
+pub struct ReleaseRequest<'a> {
+    /// The workspace and data directory.
+    pub layout: &'a Layout,
+    /// The thread whose session the targets must belong to.
+    pub thread_id: &'a str,
+    /// The targets, in request order.
+    pub targets: &'a [Target],
+}
+
+/// Knobs of one release.
+pub struct ReleaseOptions<'a> {
+    /// The scan bound.
+    pub scan_limits: ScanLimits,
+    /// The scan backend (default: [`crate::scan::auto_backend`]).
+    pub backend: &'a dyn ScanBackend,
+    /// Fault points, for tests.
+    pub faults: Option<&'a dyn FaultHook>,
+}
+
+impl Default for ReleaseOptions<'_> {
+    fn default() -> Self {
+        ReleaseOptions { scan_limits: ScanLimits::default(), backend: crate::scan::auto_backend(), faults: None }
+    }
+}
+
+/// The outcome of one target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The pinned object was verified in quarantine and removed.
+    Released,
+    /// What was captured was not the pinned object; it is back under its name.
+    Restored,
+    /// It could not be put back; it stays at `quarantine_path`.
+    Preserved,
+    /// The whole request was refused before anything was touched.
+    Denied,
+    /// A late failure stopped the run before this target; it was not touched.
+    NotAttempted,
+    /// This target failed; it is at its original path.
+    Failed,
+}
+
+/// The result of one target.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TargetResult {
+    /// The exact path, as requested.
+    pub file_path: String,
+    /// What happened.
+    pub outcome: Outcome,
+    /// The reason code, if any.
+    pub reason: Option<String>,
+    /// Bytes its removal freed (allocated blocks × 512).
+    pub bytes_reclaimed: u64,
+    /// Where it stays, for `preserved`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub quarantine_path: Option<PathBuf>,
+}
+
+/// The status of a whole release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every target was released.
+    Completed,
+    /// The filesystem was touched but not every target was released.
+    Partial,
+    /// Refused; nothing was touched.
+    Denied,
+    /// Malformed request; nothing was touched.
+    InvalidInput,
+    /// An unexpected error before any target moved; nothing was touched.
+    Failed,
+}
+
+/// The report of one release.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReleaseReport {
+    /// Overall status.
+    pub status: Status,
+    /// The request-level reason, for `denied` and `invalid_input`.
+    pub error_code: Option<Reason>,
+    /// A human-readable detail of a denial or failure.
+    pub detail: Option<String>,
+    /// Whether any target moved (the run must be recorded as a receipt).
+    pub touched: bool,
+    /// Total bytes reclaimed.
+    pub bytes_reclaimed: u64,
+    /// Per-target results, in request order.
+    pub files: Vec<TargetResult>,
+}
+
+impl ReleaseReport {
+    /// A report refusing every target with `reason`; per-target reasons
+    /// override it where a target has its own.
+    pub fn denied(targets: &[String], reason: Reason, own: &[Option<Reason>], detail: impl Into<String>) -> Self {
+        let files = targets
+            .iter()
+            .enumerate()
+            .map(|(i, p)| TargetResult {
+                file_path: p.clone(),
+                outcome: Outcome::Denied,
+                reason: Some(own.get(i).copied().flatten().unwrap_or(reason).code().to_owned()),
+                bytes_reclaimed: 0,
+                quarantine_path: None,
+            })
+            .collect();
+        ReleaseReport {
+            status: if reason.is_invalid_input() { Status::InvalidInput } else { Status::Denied },
+            error_code: Some(reason),
+            detail: Some(detail.into()),
+            touched: false,
+            bytes_reclaimed: 0,
+            files,
+        }
+    }
+}
+
+/// Runs one release under the caller's admission barrier.
+///
+/// Never panics on bad input; every refusal is a [`ReleaseReport`] with
+/// status `denied` or `invalid_input` and nothing touched.
+pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
+    let paths: Vec<String> = req.targets.iter().map(|t| t.path.clone()).collect();
+    if !cfg!(target_os = "linux") {
+        return ReleaseReport::denied(&paths, Reason::UnsupportedPlatform, &[], "release is supported on Linux only");
+    }
+    // Steps 6–7 (identities), then 7 (bytes) and 8 (scan) side by side.
+    let opened = match check::open_targets(req, owner, &paths) {
+        Ok(o) => o,
+        Err(report) => return report,
+    };
+    let aliases: HashSet<_> = opened.targets.iter().map(|c| c.pin.physical()).collect();
+    let (own, scan) = std::thread::scope(|s| {
+        let scan = s.spawn(|| {
+            fault(opts, FaultPoint::BeforeScan)
+                .map(|()| scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases))
+        });
+        let own = check::rehash_targets(&opened);
+        (own, scan.join())
+    });
+    if let Some(first) = own.iter().flatten().next().copied() {
+        return ReleaseReport::denied(&paths, first, &own, "a target failed its check");
+    }
+    let scan = match scan {
+        Ok(Ok(scan)) => scan,
+        Ok(Err(e)) => return failed_untouched(&paths, format!("before scan: {e}")),
+        Err(_) => return failed_untouched(&paths, "the backing-root scan panicked".to_owned()),
+    };
+    if scan.failed_closed() {
+        let reason = scan.reason.unwrap_or(Reason::BackingInaccessible);
+        let at = scan.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        return ReleaseReport::denied(&paths, reason, &[], format!("backing-root scan failed closed at {at}"));
+    }
+    if let Err(e) = fault(opts, FaultPoint::AfterChecks) {
+        return failed_untouched(&paths, format!("after checks: {e}"));
+    }
+    // Step 9, then 10.
+    let mut run = match capture::begin(req, opts, &opened) {
+        Ok(run) => run,
+        Err(report) => return report,
+    };
+    let (files, touched) = capture::capture_all(&mut run, opts, &opened.targets);
+    finish::finish(run, &opened.session, files, touched)
+}
+
+fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
+    match opts.faults {
+        Some(h) => h.at(&point),
+        None => Ok(()),
+    }
+}
+
+fn failed_untouched(paths: &[String], detail: String) -> ReleaseReport {
+    let files = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TargetResult {
+            file_path: p.clone(),
+            outcome: if i == 0 { Outcome::Failed } else { Outcome::NotAttempted },
+            reason: Some(
+                if i == 0 { TargetReason::IoError } else { TargetReason::StoppedAfterFailure }.code().to_owned(),
+            ),
+            bytes_reclaimed: 0,
+            quarantine_path: None,
+        })
+        .collect();
+    ReleaseReport {
+        status: Status::Failed,
+        error_code: None,
+        detail: Some(detail),
+        touched: false,
+        bytes_reclaimed: 0,
+        files,
+    }
+}
