@@ -17,20 +17,15 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use winx_release_engine::{Reason, ReleaseReport, Target};
+
+use crate::protocol::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
+pub use crate::protocol::{ExecReply, Hello, SessionOpened, StatusReply};
 
 /// This client's name in `hello`.
 pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSION"));
-/// The protocol version spoken.
-pub const PROTOCOL_VERSION: u64 = 1;
-/// The capability a guardian must advertise for releases.
-pub const CAP_TEMPORARY_RELEASE: &str = "temporary_release";
-/// The error code of an op the guardian does not know.
-pub const UNKNOWN_OP: &str = "unknown_op";
-/// Longest reply line accepted.
-pub const MAX_REPLY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The guardian socket when none is given on the command line:
 /// `$WINX_GUARDIAN_SOCKET`, else `$XDG_RUNTIME_DIR/winx/guardian.sock`, else
@@ -118,52 +113,8 @@ impl fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
-/// The guardian's `hello` answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hello {
-    /// Protocol version.
-    pub protocol: u64,
-    /// Name and version of the guardian.
-    #[serde(default)]
-    pub guardian: String,
-    /// Its platform (`linux`).
-    #[serde(default)]
-    pub platform: String,
-    /// What it supports.
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-    /// Random id made when it started.
-    #[serde(default)]
-    pub instance: Option<String>,
-    /// Its process id.
-    #[serde(default)]
-    pub pid: Option<u64>,
-}
-
-impl Hello {
-    /// Whether it advertises `cap`.
-    pub fn supports(&self, cap: &str) -> bool {
-        self.capabilities.iter().any(|c| c == cap)
-    }
-
-    /// Whether it advertises `temporary_release` (and speaks protocol 1).
-    pub fn supports_temporary_release(&self) -> bool {
-        self.protocol == PROTOCOL_VERSION && self.supports(CAP_TEMPORARY_RELEASE)
-    }
-}
-
-/// The `session_open` answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionOpened {
-    /// The session directory.
-    pub session_dir: String,
-    /// The guardian instance.
-    #[serde(default)]
-    pub instance: Option<String>,
-}
-
-/// An `exec` request.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What `exec` runs.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ExecRequest {
     /// The workspace (cwd).
     pub workspace: String,
@@ -171,31 +122,10 @@ pub struct ExecRequest {
     pub thread_id: String,
     /// The command, run with `bash -c`.
     pub command: String,
-    /// Seconds to wait for it.
+    /// Seconds a foreground call waits for it.
     pub wait_for_seconds: f64,
     /// Whether it runs in the background.
     pub is_background: bool,
-}
-
-/// An `exec` / `exec_status` answer (unknown fields kept in `extra`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ExecReply {
-    /// The command's id.
-    pub command_id: String,
-    /// `completed`, `running` or `queued`.
-    pub status: String,
-    /// Its exit code, `null` while running.
-    #[serde(default)]
-    pub exit_code: Option<i64>,
-    /// Its inline output.
-    #[serde(default)]
-    pub output: String,
-    /// Whether the inline output is cut.
-    #[serde(default)]
-    pub output_truncated: bool,
-    /// Anything else the guardian said.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
 }
 
 /// Timeouts of one connection.
@@ -247,21 +177,17 @@ impl GuardianClient {
         self.hello.as_ref()
     }
 
-    /// Sends `{"id", "op", ...fields}` and returns the fields of an `ok`
-    /// reply. An `unknown_op` error is [`ClientError::Unsupported`].
-    pub fn request(
-        &mut self,
-        op: &str,
-        fields: Map<String, Value>,
-        timeout: Duration,
-    ) -> Result<Map<String, Value>, ClientError> {
+    /// Sends one request and decodes the `ok` reply's body as `T`.
+    ///
+    /// An `unknown_op` error is [`ClientError::Unsupported`]; any other error
+    /// reply is [`ClientError::Remote`]; a lost or torn reply is
+    /// [`ClientError::Transport`] and is never re-sent.
+    pub fn call<T: DeserializeOwned>(&mut self, request: Request, timeout: Duration) -> Result<T, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut req = Map::new();
-        req.insert("id".into(), json!(id));
-        req.insert("op".into(), json!(op));
-        req.extend(fields);
-        let mut line = serde_json::to_vec(&Value::Object(req)).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let op = request.op();
+        let mut line =
+            serde_json::to_vec(&RequestLine { id, request }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         line.push(b'\n');
         self.writer
             .write_all(&line)
@@ -286,67 +212,52 @@ impl GuardianClient {
             let error = io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed inside the reply");
             return Err(ClientError::Transport { phase: Phase::Read, error });
         }
-        let reply: Value = serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(format!("reply: {e}")))?;
-        let Value::Object(mut reply) = reply else {
-            return Err(ClientError::Protocol("reply is not an object".into()));
-        };
-        if reply.get("id").and_then(Value::as_u64) != Some(id) {
-            return Err(ClientError::Protocol(format!("reply id {:?} is not {id}", reply.get("id"))));
+        let reply: ReplyLine =
+            serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(format!("{op} reply: {e}")))?;
+        if reply.id != id {
+            return Err(ClientError::Protocol(format!("reply id {} is not {id}", reply.id)));
         }
-        match reply.get("ok") {
-            Some(Value::Bool(true)) => {
-                reply.remove("id");
-                reply.remove("ok");
-                Ok(reply)
+        if !reply.ok {
+            let err = reply.error.ok_or_else(|| ClientError::Protocol("error reply lacks \"error\"".into()))?;
+            if err.code == ErrorCode::UnknownOp {
+                return Err(ClientError::Unsupported(format!("op {op:?} unknown to the guardian: {}", err.message)));
             }
-            Some(Value::Bool(false)) => {
-                let err = reply.get("error");
-                let code = err.and_then(|e| e.get("code")).and_then(Value::as_str).unwrap_or("unknown").to_owned();
-                let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("").to_owned();
-                if code == UNKNOWN_OP {
-                    return Err(ClientError::Unsupported(format!("op {op:?} unknown to the guardian: {message}")));
-                }
-                Err(ClientError::Remote { code, message })
-            }
-            _ => Err(ClientError::Protocol("reply lacks a boolean \"ok\"".into())),
+            return Err(ClientError::Remote { code: err.code.as_str().to_owned(), message: err.message });
         }
-    }
-
-    fn decode<T: serde::de::DeserializeOwned>(op: &str, m: Map<String, Value>) -> Result<T, ClientError> {
-        serde_json::from_value(Value::Object(m)).map_err(|e| ClientError::Protocol(format!("{op} reply: {e}")))
-    }
-
-    fn fields(v: Value) -> Map<String, Value> {
-        match v {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        }
+        serde_json::from_value(Value::Object(reply.body)).map_err(|e| ClientError::Protocol(format!("{op} reply: {e}")))
     }
 
     /// `hello`: protocol, capabilities, instance. Recorded for
     /// [`GuardianClient::release`].
     pub fn hello(&mut self) -> Result<Hello, ClientError> {
-        let fields = Self::fields(json!({"protocol": PROTOCOL_VERSION, "client": CLIENT_NAME}));
-        let h: Hello = Self::decode("hello", self.request("hello", fields, self.timeouts.io)?)?;
+        let req = Request::Hello { protocol: PROTOCOL_VERSION, client: CLIENT_NAME.to_owned() };
+        let h: Hello = self.call(req, self.timeouts.io)?;
         self.hello = Some(h.clone());
         Ok(h)
     }
 
     /// `session_open`: registers the session and creates its directory.
     pub fn session_open(&mut self, workspace: &str, thread_id: &str) -> Result<SessionOpened, ClientError> {
-        let fields = Self::fields(json!({"workspace": workspace, "thread_id": thread_id}));
-        Self::decode("session_open", self.request("session_open", fields, self.timeouts.io)?)
+        let req = Request::SessionOpen { workspace: workspace.to_owned(), thread_id: thread_id.to_owned() };
+        self.call(req, self.timeouts.io)
     }
 
     fn exec_timeout(&self, wait: f64) -> Duration {
         Duration::from_secs_f64(wait.clamp(0.0, 86_400.0)) + self.timeouts.exec_slack
     }
 
-    /// `exec`: runs a command, waiting up to its `wait_for_seconds`.
+    /// `exec`: runs a command; a foreground call waits up to
+    /// `wait_for_seconds`, a background one answers at once.
     pub fn exec(&mut self, req: &ExecRequest) -> Result<ExecReply, ClientError> {
-        let fields = Self::fields(serde_json::to_value(req).map_err(|e| ClientError::Protocol(e.to_string()))?);
-        let timeout = self.exec_timeout(req.wait_for_seconds);
-        Self::decode("exec", self.request("exec", fields, timeout)?)
+        let timeout = self.exec_timeout(if req.is_background { 0.0 } else { req.wait_for_seconds });
+        let request = Request::Exec {
+            workspace: req.workspace.clone(),
+            thread_id: req.thread_id.clone(),
+            command: req.command.clone(),
+            wait_for_seconds: Some(req.wait_for_seconds),
+            is_background: req.is_background,
+        };
+        self.call(request, timeout)
     }
 
     /// `exec_status`: reports on a command, waiting up to `wait_for_seconds`.
@@ -356,10 +267,13 @@ impl GuardianClient {
         command_id: &str,
         wait_for_seconds: f64,
     ) -> Result<ExecReply, ClientError> {
-        let fields = Self::fields(json!({"thread_id": thread_id, "command_id": command_id,
-            "wait_for_seconds": wait_for_seconds}));
+        let req = Request::ExecStatus {
+            thread_id: Some(thread_id.to_owned()),
+            command_id: command_id.to_owned(),
+            wait_for_seconds: Some(wait_for_seconds),
+        };
         let timeout = self.exec_timeout(wait_for_seconds);
-        Self::decode("exec_status", self.request("exec_status", fields, timeout)?)
+        self.call(req, timeout)
     }
 
     /// `release`: runs a release under the guardian's admission barrier.
@@ -379,16 +293,19 @@ impl GuardianClient {
             }
             None => return Err(ClientError::Unsupported("no hello on this connection".into())),
         }
-        let fields = Self::fields(json!({"workspace": workspace, "thread_id": thread_id, "targets": targets}));
-        let mut reply = self.request("release", fields, self.timeouts.release)?;
-        let report =
-            reply.remove("report").ok_or_else(|| ClientError::Protocol("release reply lacks report".into()))?;
-        serde_json::from_value(report).map_err(|e| ClientError::Protocol(format!("release report: {e}")))
+        let req = Request::Release {
+            workspace: workspace.to_owned(),
+            thread_id: thread_id.to_owned(),
+            targets: targets.to_vec(),
+        };
+        let reply: ReleaseReply = self.call(req, self.timeouts.release)?;
+        Ok(reply.report)
     }
 
     /// `status`: the thread's running and pending executions (diagnostics).
-    pub fn status(&mut self, thread_id: &str) -> Result<Map<String, Value>, ClientError> {
-        self.request("status", Self::fields(json!({"thread_id": thread_id})), self.timeouts.io)
+    pub fn status(&mut self, workspace: &str, thread_id: &str) -> Result<StatusReply, ClientError> {
+        let req = Request::Status { workspace: workspace.to_owned(), thread_id: thread_id.to_owned() };
+        self.call(req, self.timeouts.io)
     }
 }
 
@@ -397,6 +314,7 @@ pub(crate) mod fake {
     //! A minimal scripted guardian for unit tests.
 
     use super::*;
+    use serde_json::json;
     use std::io::BufRead;
     use std::os::unix::net::UnixListener;
     use std::sync::{Arc, Mutex};
@@ -461,6 +379,7 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::*;
     use super::*;
+    use serde_json::json;
     use std::sync::Arc;
 
     fn timeouts() -> Timeouts {
@@ -506,7 +425,7 @@ mod tests {
         );
         let (mut c, _) = GuardianClient::connect_hello(&g.path, timeouts()).unwrap();
         assert_eq!(c.release("/w", "t", &[]).unwrap_err().reason(), Some(Reason::OwnerUnsupported));
-        assert_eq!(c.status("t").unwrap_err().reason(), Some(Reason::ThreadMismatch));
+        assert_eq!(c.status("/w", "t").unwrap_err().reason(), Some(Reason::ThreadMismatch));
         // A dropped connection is a lost reply.
         let e = c.session_open("/w", "t").unwrap_err();
         assert!(e.outcome_unknown(), "{e}");

@@ -7,6 +7,8 @@
 //!   length-framed fields);
 //! - [`receipt`]: durable receipts of releases that touched the filesystem,
 //!   replayed by request fingerprint;
+//! - [`protocol`]: the guardian socket protocol as types, shared with the
+//!   guardian server;
 //! - [`client`]: the synchronous guardian socket client;
 //! - [`frontend`]: [`Frontend`], whose tool methods take the arguments as
 //!   JSON and return the contract's `structuredContent` objects;
@@ -23,6 +25,7 @@ pub mod client;
 pub mod error;
 pub mod frontend;
 pub mod policy;
+pub mod protocol;
 pub mod receipt;
 pub mod schema;
 pub mod token;

@@ -16,25 +16,21 @@ use serde_json::{json, Value};
 use winx_release_engine::Reason;
 
 use super::{Frontend, Session};
-use crate::client::{ExecReply, ExecRequest};
+use crate::client::ExecRequest;
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
+use crate::protocol::{ExecReply, ExecStatus};
 use crate::wire::{BashAction, BashCommandArgs};
 
 fn pass_through(r: ExecReply) -> Value {
-    let queued = r.status == "queued";
+    let queued = r.status == ExecStatus::Queued;
     let mut v = json!({
-        "status": if queued { "running" } else { r.status.as_str() },
+        "status": if queued { ExecStatus::Running } else { r.status },
         "command_id": r.command_id,
         "exit_code": r.exit_code,
         "output": r.output,
         "output_truncated": r.output_truncated,
     });
-    for (k, x) in r.extra {
-        if v.get(&k).is_none() {
-            v[k] = x;
-        }
-    }
     if queued {
         v["queued"] = json!(true);
     }

@@ -10,9 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use winx_release_engine::durable::{create_private_dir_all, write_durable};
 use winx_release_engine::random::random_hex;
+use winx_release_frontend_adapter::protocol::{ExecReply, ExecStatus};
 
 use super::sessions::{lock, Guardian, Session};
 
@@ -75,23 +76,16 @@ impl Execution {
         }
     }
 
-    /// The reply object for this execution.
-    pub fn reply(&self) -> Value {
-        let st = self.state();
-        let (status, exit_code) = match st {
-            ExecState::Resolved(code) => ("completed", json!(code)),
-            ExecState::FailedToStart => ("completed", json!(127)),
-            ExecState::Queued => ("queued", Value::Null),
-            ExecState::Running | ExecState::Exited => ("running", Value::Null),
+    /// The `exec` / `exec_status` reply for this execution.
+    pub fn reply(&self) -> ExecReply {
+        let (status, exit_code) = match self.state() {
+            ExecState::Resolved(code) => (ExecStatus::Completed, code.map(i64::from)),
+            ExecState::FailedToStart => (ExecStatus::Completed, Some(127)),
+            ExecState::Queued => (ExecStatus::Queued, None),
+            ExecState::Running | ExecState::Exited => (ExecStatus::Running, None),
         };
-        let (output, truncated) = read_tail(&self.dir.join("output"));
-        json!({
-            "command_id": self.id,
-            "status": status,
-            "exit_code": exit_code,
-            "output": output,
-            "output_truncated": truncated,
-        })
+        let (output, output_truncated) = read_tail(&self.dir.join("output"));
+        ExecReply { command_id: self.id.clone(), status, exit_code, output, output_truncated }
     }
 }
 

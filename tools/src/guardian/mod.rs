@@ -16,7 +16,7 @@ pub use sessions::Guardian;
 /// Capabilities this guardian advertises in `hello`.
 pub const CAPABILITIES: &[&str] = &["temporary_release", "executions"];
 /// Protocol version.
-pub const PROTOCOL: u64 = 1;
+pub const PROTOCOL: u64 = winx_release_frontend_adapter::protocol::PROTOCOL_VERSION;
 
 /// Arguments of `winx-release guardian`.
 #[derive(Args, Debug)]

@@ -9,17 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::{json, Value};
+use serde_json::json;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Target};
 use winx_release_engine::Reason;
+use winx_release_frontend_adapter::protocol::{
+    error_line, ok_line, parse_request, ErrorCode, ExecutionState, ExecutionSummary, Hello, ReleaseReply, Request,
+    RequestLine, SessionOpened, StatusReply, MAX_REQUEST_BYTES,
+};
 
 use super::exec::{self, ExecState};
 use super::sessions::{lock, Guardian, SessionOwner};
 use super::{CAPABILITIES, PROTOCOL};
-
-/// Longest request line accepted.
-const MAX_LINE: u64 = 1024 * 1024;
 
 struct Shared {
     guardian: Guardian,
@@ -104,7 +105,7 @@ fn connection(shared: Arc<Shared>, stream: UnixStream) {
             return;
         }
         let before = line.len();
-        let res = (&mut reader).take(MAX_LINE + 1 - before as u64).read_until(b'\n', &mut line);
+        let res = (&mut reader).take(MAX_REQUEST_BYTES + 1 - before as u64).read_until(b'\n', &mut line);
         match res {
             Ok(0) if line.len() == before => return,
             Ok(_) => {}
@@ -113,173 +114,155 @@ fn connection(shared: Arc<Shared>, stream: UnixStream) {
             Err(_) => return,
         }
         if line.last() != Some(&b'\n') {
-            if line.len() as u64 > MAX_LINE {
-                let _ = write_line(&mut writer, &error(0, "invalid_input", "request line too long"));
+            if line.len() as u64 > MAX_REQUEST_BYTES {
+                let _ = write_line(&mut writer, &error_line(0, ErrorCode::InvalidInput, "request line too long"));
                 return;
             }
             continue; // partial line; keep reading
         }
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let reply = handle_line(&shared.guardian, &line);
+        let (reply, close) = handle_line(&shared.guardian, &line);
         shared.in_flight.fetch_sub(1, Ordering::SeqCst);
         line.clear();
-        let close = reply.get("error").and_then(|e| e.get("code")).and_then(Value::as_str) == Some("invalid_input")
-            && reply.get("id") == Some(&json!(0));
         if write_line(&mut writer, &reply).is_err() || close {
             return;
         }
     }
 }
 
-fn write_line(w: &mut UnixStream, v: &Value) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec(v).map_err(std::io::Error::other)?;
-    bytes.push(b'\n');
-    w.write_all(&bytes)
+fn write_line(w: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
+    w.write_all(line)
 }
 
-fn error(id: u64, code: &str, message: impl Into<String>) -> Value {
-    json!({"id": id, "ok": false, "error": {"code": code, "message": message.into()}})
+/// Handles one request line and returns the reply line (with its newline).
+///
+/// The second value is true when the line could not be read as a request
+/// at all; the connection is then closed.
+pub fn handle_line(g: &Guardian, line: &[u8]) -> (Vec<u8>, bool) {
+    match parse_request(line) {
+        Ok(RequestLine { id, request }) => (handle(g, id, request), false),
+        Err(e) => {
+            let close = e.code == ErrorCode::InvalidInput && e.id == 0;
+            (error_line(e.id, e.code, &e.message), close)
+        }
+    }
 }
 
-fn ok(id: u64, mut body: Value) -> Value {
-    body["id"] = json!(id);
-    body["ok"] = json!(true);
-    body
-}
-
-/// Handles one request line and returns the response object.
-pub fn handle_line(g: &Guardian, line: &[u8]) -> Value {
-    let req: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => return error(0, "invalid_input", format!("not JSON: {e}")),
-    };
-    let (Some(id), Some(op)) = (req.get("id").and_then(Value::as_u64), req.get("op").and_then(Value::as_str)) else {
-        return error(0, "invalid_input", "a request needs a numeric id and a string op");
-    };
-    match op {
-        "hello" => ok(
+/// Runs one parsed request.
+fn handle(g: &Guardian, id: u64, request: Request) -> Vec<u8> {
+    let reply = match request {
+        Request::Hello { .. } => Ok(ok_line(
             id,
-            json!({"protocol": PROTOCOL, "guardian": concat!("winx-release-guardian/", env!("CARGO_PKG_VERSION")),
-                "platform": std::env::consts::OS, "capabilities": CAPABILITIES, "instance": g.instance,
-                "pid": std::process::id()}),
-        ),
-        "session_open" => session_open(g, id, &req),
-        "exec" => exec_op(g, id, &req),
-        "exec_status" => exec_status(g, id, &req),
-        "release" => release_op(g, id, &req),
-        "status" => status_op(g, id, &req),
-        other => error(id, "unknown_op", format!("unknown op {other:?}")),
-    }
-}
-
-fn str_field<'a>(req: &'a Value, name: &str) -> Result<&'a str, String> {
-    req.get(name).and_then(Value::as_str).ok_or_else(|| format!("missing string field {name:?}"))
-}
-
-fn layout_of(g: &Guardian, req: &Value) -> Result<(Layout, String), Value> {
-    let id = req.get("id").and_then(Value::as_u64).unwrap_or(0);
-    let ws = str_field(req, "workspace").map_err(|m| error(id, "invalid_input", m))?;
-    let thread = str_field(req, "thread_id").map_err(|m| error(id, "invalid_input", m))?;
-    if thread.is_empty() || thread.len() > 256 {
-        return Err(error(id, "invalid_input", "thread_id must be 1-256 bytes"));
-    }
-    let layout = Layout::new(ws, &g.data_dir).map_err(|d| error(id, d.reason.code(), d.to_string()))?;
-    Ok((layout, thread.to_owned()))
-}
-
-fn session_open(g: &Guardian, id: u64, req: &Value) -> Value {
-    let (layout, thread) = match layout_of(g, req) {
-        Ok(v) => v,
-        Err(e) => return e,
+            &Hello {
+                protocol: PROTOCOL,
+                guardian: concat!("winx-release-guardian/", env!("CARGO_PKG_VERSION")).to_owned(),
+                platform: std::env::consts::OS.to_owned(),
+                capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
+                instance: Some(g.instance.clone()),
+                pid: Some(u64::from(std::process::id())),
+            },
+        )),
+        Request::SessionOpen { workspace, thread_id } => session_open(g, id, &workspace, &thread_id),
+        Request::Exec { workspace, thread_id, command, wait_for_seconds, is_background } => {
+            exec_op(g, id, &workspace, &thread_id, &command, wait_for_seconds, is_background)
+        }
+        Request::ExecStatus { command_id, wait_for_seconds, .. } => exec_status(g, id, &command_id, wait_for_seconds),
+        Request::Release { workspace, thread_id, targets } => release_op(g, id, &workspace, &thread_id, &targets),
+        Request::Status { workspace, thread_id } => status_op(g, id, &workspace, &thread_id),
     };
-    if let Err(e) = ensure_session_dir(&layout, &thread) {
-        return error(id, "session_unavailable", e);
+    reply.unwrap_or_else(|(code, message)| error_line(id, code, &message))
+}
+
+/// An op's failure: the code and message of its error reply.
+type OpError = (ErrorCode, String);
+
+fn layout_of(g: &Guardian, workspace: &str, thread: &str) -> Result<Layout, OpError> {
+    if thread.is_empty() || thread.len() > 256 {
+        return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes".into()));
     }
-    let s = g.register(layout, &thread);
-    ok(id, json!({"session_dir": s.session_dir, "instance": g.instance}))
+    Layout::new(workspace, &g.data_dir).map_err(|d| (ErrorCode::Reason(d.reason), d.to_string()))
+}
+
+fn session_open(g: &Guardian, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
+    let layout = layout_of(g, workspace, thread)?;
+    ensure_session_dir(&layout, thread)?;
+    let s = g.register(layout, thread);
+    Ok(ok_line(
+        id,
+        &SessionOpened { session_dir: s.session_dir.display().to_string(), instance: Some(g.instance.clone()) },
+    ))
 }
 
 /// Creates the session directory through the engine's one no-follow path.
-fn ensure_session_dir(layout: &Layout, thread: &str) -> Result<(), String> {
-    layout.create_session_dir(thread).map(drop).map_err(|e| format!("session directory: {e}"))
+fn ensure_session_dir(layout: &Layout, thread: &str) -> Result<(), OpError> {
+    layout
+        .create_session_dir(thread)
+        .map(drop)
+        .map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))
 }
 
-fn wait_secs(req: &Value, default: f64) -> Duration {
-    let s = req.get("wait_for_seconds").and_then(Value::as_f64).unwrap_or(default);
-    Duration::from_secs_f64(s.clamp(0.0, 3600.0))
+fn wait_secs(wait: Option<f64>, default: f64) -> Duration {
+    Duration::from_secs_f64(wait.unwrap_or(default).clamp(0.0, 3600.0))
 }
 
-fn exec_op(g: &Guardian, id: u64, req: &Value) -> Value {
-    let (layout, thread) = match layout_of(g, req) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    let Ok(command) = str_field(req, "command") else { return error(id, "invalid_input", "missing command") };
-    let background = req.get("is_background").and_then(Value::as_bool).unwrap_or(false);
-    if let Err(e) = ensure_session_dir(&layout, &thread) {
-        return error(id, "session_unavailable", e);
-    }
-    let session = g.register(layout, &thread);
+fn exec_op(
+    g: &Guardian,
+    id: u64,
+    workspace: &str,
+    thread: &str,
+    command: &str,
+    wait: Option<f64>,
+    background: bool,
+) -> Result<Vec<u8>, OpError> {
+    let layout = layout_of(g, workspace, thread)?;
+    ensure_session_dir(&layout, thread)?;
+    let session = g.register(layout, thread);
     let submitted = {
         let _admission = lock(&session.admission);
         exec::submit(g, &session, command, background)
     };
-    let e = match submitted {
-        Ok(e) => e,
-        Err(err) => return error(id, "io_error", err.to_string()),
-    };
-    e.wait(wait_secs(req, 5.0));
-    ok(id, e.reply())
+    let e = submitted.map_err(|err| (ErrorCode::IoError, err.to_string()))?;
+    e.wait(wait_secs(wait, 5.0));
+    Ok(ok_line(id, &e.reply()))
 }
 
-fn exec_status(g: &Guardian, id: u64, req: &Value) -> Value {
-    let Ok(cid) = str_field(req, "command_id") else { return error(id, "invalid_input", "missing command_id") };
-    let Some(e) = g.execution(cid) else { return error(id, "not_found", format!("no command {cid}")) };
-    e.wait(wait_secs(req, 0.0));
-    ok(id, e.reply())
+fn exec_status(g: &Guardian, id: u64, command_id: &str, wait: Option<f64>) -> Result<Vec<u8>, OpError> {
+    let e = g.execution(command_id).ok_or_else(|| (ErrorCode::NotFound, format!("no command {command_id}")))?;
+    e.wait(wait_secs(wait, 0.0));
+    Ok(ok_line(id, &e.reply()))
 }
 
-fn status_op(g: &Guardian, id: u64, req: &Value) -> Value {
-    let (layout, thread) = match layout_of(g, req) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    let Some(s) = g.session(layout.workspace(), &thread) else {
-        return ok(id, json!({"known": false, "running": 0, "pending": 0, "executions": []}));
+fn status_op(g: &Guardian, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
+    let layout = layout_of(g, workspace, thread)?;
+    let Some(s) = g.session(layout.workspace(), thread) else {
+        return Ok(ok_line(id, &StatusReply { known: false, running: 0, pending: 0, executions: vec![] }));
     };
     let st = lock(&s.state);
-    let execs: Vec<Value> = st
+    let executions = st
         .all
         .iter()
-        .map(|e| {
-            let state = match e.state() {
-                ExecState::Queued => "queued",
-                ExecState::Running => "running",
-                ExecState::Exited => "exited",
-                ExecState::Resolved(_) => "resolved",
-                ExecState::FailedToStart => "failed_to_start",
-            };
-            json!({"command_id": e.id, "state": state, "background": e.background})
+        .map(|e| ExecutionSummary {
+            command_id: e.id.clone(),
+            state: match e.state() {
+                ExecState::Queued => ExecutionState::Queued,
+                ExecState::Running => ExecutionState::Running,
+                ExecState::Exited => ExecutionState::Exited,
+                ExecState::Resolved(_) => ExecutionState::Resolved,
+                ExecState::FailedToStart => ExecutionState::FailedToStart,
+            },
+            background: e.background,
         })
         .collect();
-    ok(id, json!({"known": true, "running": st.live(), "pending": st.pending(), "executions": execs}))
+    Ok(ok_line(id, &StatusReply { known: true, running: st.live(), pending: st.pending(), executions }))
 }
 
-fn release_op(g: &Guardian, id: u64, req: &Value) -> Value {
-    let (layout, thread) = match layout_of(g, req) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    let targets: Vec<Target> = match req.get("targets").cloned().map(serde_json::from_value) {
-        Some(Ok(t)) => t,
-        Some(Err(e)) => return error(id, "invalid_input", format!("targets: {e}")),
-        None => return error(id, "invalid_input", "missing targets"),
-    };
+fn release_op(g: &Guardian, id: u64, workspace: &str, thread: &str, targets: &[Target]) -> Result<Vec<u8>, OpError> {
+    let layout = layout_of(g, workspace, thread)?;
     let paths: Vec<String> = targets.iter().map(|t| t.path.clone()).collect();
-    let Some(session) = g.session(layout.workspace(), &thread) else {
+    let Some(session) = g.session(layout.workspace(), thread) else {
         let report =
             ReleaseReport::denied(&paths, Reason::OwnerUnavailable, &[], "session is not owned by this guardian");
-        return ok(id, json!({"report": report}));
+        return Ok(ok_line(id, &ReleaseReply { report }));
     };
     let report = {
         let _admission = lock(&session.admission);
@@ -288,9 +271,9 @@ fn release_op(g: &Guardian, id: u64, req: &Value) -> Value {
             let st = lock(&session.state);
             SessionOwner { live: st.live(), pending: st.pending() }
         };
-        let req = ReleaseRequest { layout: &session.layout, thread_id: &thread, targets: &targets };
+        let req = ReleaseRequest { layout: &session.layout, thread_id: thread, targets };
         release(&req, &owner, &ReleaseOptions::default())
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");
-    ok(id, json!({"report": report}))
+    Ok(ok_line(id, &ReleaseReply { report }))
 }
