@@ -15,6 +15,7 @@ pub mod audit;
 pub mod durable;
 pub mod error;
 pub mod fault;
+pub mod generation;
 pub mod hash;
 pub mod identity;
 pub mod journal;
@@ -30,6 +31,7 @@ pub mod release;
 pub mod resolve;
 pub mod retention;
 pub mod scan;
+pub mod socket_trust;
 pub mod sync;
 #[allow(unsafe_code)]
 pub mod uring;

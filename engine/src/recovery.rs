@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType};
 
-use crate::identity::{Identity, IDENTITY_MASK};
+use crate::identity::Identity;
 use crate::journal::{read_journal, ReadJournal};
 use crate::layout::{self, RESERVED_PREFIX};
 use crate::quarantine::rename_noreplace;
@@ -149,14 +149,10 @@ fn recover_one(intent: &crate::journal::JournalIntent, verified: &[usize], repor
         let Some((name, parents)) = rel.split_last() else { continue };
         let parent = open_dir_beneath(session.as_fd(), parents).ok();
         let qpath = intent.quarantine_dir.join(&t.quarantine_name);
-        let in_q = quarantine.as_ref().and_then(|q| {
-            rustix::fs::statx(q.as_fd(), t.quarantine_name.as_str(), AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK)
-                .ok()
-                .map(|st| Identity::from_statx(&st))
-        });
+        let in_q = quarantine.as_ref().and_then(|q| Identity::of_name(q, &t.quarantine_name).ok().flatten());
         match in_q {
             Some(id) => {
-                let matches = id.file_type() == FileType::RegularFile && id.physical() == t.pin.physical();
+                let matches = id.file_type() == FileType::RegularFile && t.pin.same_object(&id);
                 if !matches {
                     report.preserved.push(Preserved {
                         file_path: Some(t.file_path.clone()),
@@ -186,12 +182,8 @@ fn recover_one(intent: &crate::journal::JournalIntent, verified: &[usize], repor
                 }
             }
             None => {
-                let at_path = parent.as_ref().and_then(|p| {
-                    rustix::fs::statx(p.as_fd(), name.as_str(), AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK)
-                        .ok()
-                        .map(|st| Identity::from_statx(&st))
-                });
-                if at_path.is_some_and(|id| id.physical() == t.pin.physical()) {
+                let at_path = parent.as_ref().and_then(|p| Identity::of_name(p, name).ok().flatten());
+                if at_path.is_some_and(|id| t.pin.same_object(&id)) {
                     report.untouched.push(Removed { file_path: t.file_path.clone() });
                 } else if verified.contains(&i) {
                     report.removed_before_crash.push(Removed { file_path: t.file_path.clone() });

@@ -264,8 +264,8 @@ pub fn open_and_hash_at(
         .map(|(o, job)| {
             let fd = o?;
             let id = Identity::of_fd(&fd)?;
-            let hash_it = id.is_regular()
-                && job.pin.map_or(true, |p| id.physical() == p.physical() && id.nlink == 1 && id.size == p.size);
+            let hash_it =
+                id.is_regular() && job.pin.map_or(true, |p| p.same_object(&id) && id.nlink == 1 && id.size == p.size);
             Ok((fd, id, hash_it))
         })
         .collect();

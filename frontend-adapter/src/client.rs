@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use winx_release_engine::socket_trust;
 use winx_release_engine::{Reason, ReleaseReport, Target};
 
 use crate::protocol::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
@@ -54,6 +55,10 @@ pub enum Phase {
 pub enum ClientError {
     /// No connection could be made (`owner_unavailable`).
     Unavailable(io::Error),
+    /// The socket's directory or its peer is not trusted (contract section
+    /// 1): nothing was sent, and no guardian may be started there
+    /// (`owner_unavailable`). The error names the failed check.
+    Untrusted(io::Error),
     /// The guardian is too old for what was asked (`owner_unsupported`).
     Unsupported(String),
     /// The guardian answered with an error.
@@ -81,9 +86,10 @@ impl ClientError {
     /// guardian's own code when it is a contract reason, else `None`.
     pub fn reason(&self) -> Option<Reason> {
         match self {
-            ClientError::Unavailable(_) | ClientError::Transport { .. } | ClientError::Protocol(_) => {
-                Some(Reason::OwnerUnavailable)
-            }
+            ClientError::Unavailable(_)
+            | ClientError::Untrusted(_)
+            | ClientError::Transport { .. }
+            | ClientError::Protocol(_) => Some(Reason::OwnerUnavailable),
             ClientError::Unsupported(_) => Some(Reason::OwnerUnsupported),
             ClientError::Remote { code, .. } => Reason::from_code(code),
         }
@@ -100,6 +106,7 @@ impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientError::Unavailable(e) => write!(f, "guardian unreachable: {e}"),
+            ClientError::Untrusted(e) => write!(f, "guardian socket not trusted: {e}"),
             ClientError::Unsupported(m) => write!(f, "guardian unsupported: {m}"),
             ClientError::Remote { code, message } => write!(f, "guardian refused ({code}): {message}"),
             ClientError::Transport { phase: Phase::Write, error } => {
@@ -157,9 +164,24 @@ pub struct GuardianClient {
 
 impl GuardianClient {
     /// Connects to the guardian at `socket` (no request is sent).
+    ///
+    /// Before connecting, the socket's directory must pass
+    /// [`socket_trust::trusted_socket_dir`]; after connecting, the peer must
+    /// pass [`socket_trust::check_peer`]. A failed check is
+    /// [`ClientError::Untrusted`] and nothing is sent. A directory or socket
+    /// that does not exist is [`ClientError::Unavailable`].
     pub fn connect(socket: &Path, timeouts: Timeouts) -> Result<GuardianClient, ClientError> {
+        let untrusted = |e: io::Error| {
+            if e.kind() == io::ErrorKind::PermissionDenied {
+                ClientError::Untrusted(e)
+            } else {
+                ClientError::Unavailable(e)
+            }
+        };
+        socket_trust::trusted_socket_dir(socket_trust::socket_dir(socket), false).map_err(untrusted)?;
         let stream = UnixStream::connect(socket)
             .map_err(|e| ClientError::Unavailable(io::Error::new(e.kind(), format!("{}: {e}", socket.display()))))?;
+        socket_trust::check_peer(&stream).map_err(ClientError::Untrusted)?;
         stream.set_write_timeout(Some(timeouts.io)).map_err(ClientError::Unavailable)?;
         let writer = stream.try_clone().map_err(ClientError::Unavailable)?;
         Ok(GuardianClient { reader: BufReader::new(stream), writer, next_id: 1, timeouts, hello: None })
@@ -368,12 +390,24 @@ pub(crate) mod fake {
         }
     }
 
+    /// A temporary directory of mode 0700 (one that may hold a socket).
+    pub fn private_tempdir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }
+
     /// A hello reply with `caps`.
     pub fn hello_reply(caps: &[&str], instance: &str) -> Value {
         json!({"ok": true, "protocol": 1, "guardian": "fake/0", "platform": "linux",
             "capabilities": caps, "instance": instance, "pid": 1})
     }
 }
+
+#[cfg(test)]
+#[path = "client_trust_tests.rs"]
+mod trust_tests;
 
 #[cfg(test)]
 mod tests {
@@ -388,14 +422,14 @@ mod tests {
 
     #[test]
     fn unavailable_when_nothing_listens() {
-        let d = tempfile::tempdir().unwrap();
+        let d = private_tempdir();
         let e = GuardianClient::connect(&d.path().join("none.sock"), timeouts()).unwrap_err();
         assert_eq!(e.reason(), Some(Reason::OwnerUnavailable));
     }
 
     #[test]
     fn hello_without_capability_blocks_release_unsent() {
-        let d = tempfile::tempdir().unwrap();
+        let d = private_tempdir();
         let g = FakeGuardian::start(
             d.path().join("g.sock"),
             Arc::new(|op: &str, _: &Value| match op {
@@ -413,7 +447,7 @@ mod tests {
 
     #[test]
     fn unknown_op_is_unsupported_and_remote_codes_map() {
-        let d = tempfile::tempdir().unwrap();
+        let d = private_tempdir();
         let g = FakeGuardian::start(
             d.path().join("g.sock"),
             Arc::new(|op: &str, _: &Value| match op {
@@ -434,7 +468,7 @@ mod tests {
 
     #[test]
     fn wrong_id_is_a_protocol_error() {
-        let d = tempfile::tempdir().unwrap();
+        let d = private_tempdir();
         let path = d.path().join("g.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         std::thread::spawn(move || {

@@ -8,7 +8,15 @@
 //! 2. the thread id, 3. the workspace root, 4. the exact path,
 //! 5. device, 6. inode, 7. size (each a big-endian `u64`),
 //! 8. change time seconds (big-endian `i64`), 9. nanoseconds (big-endian `u32`),
-//! 10. the 32 bytes of the SHA-256 of the bytes read.
+//! 10. the 32 bytes of the SHA-256 of the bytes read,
+//! 11. the birth time (`STATX_BTIME`): seconds (big-endian `i64`) then
+//!     nanoseconds (big-endian `u32`), or an empty field where the
+//!     filesystem reports none,
+//! 12. the inode generation number (`FS_IOC_GETVERSION`, big-endian `u32`),
+//!     or an empty field where the filesystem answers none.
+//!
+//! Fields 11 and 12 tell a file recreated under a reused inode number within
+//! one change-time tick from the one that was read.
 //!
 //! Nothing is stored per file: a token verifies only against the same fields
 //! and the same secret, so a new frontend process (a new secret) expires every
@@ -22,7 +30,7 @@ use sha2::Sha256;
 use winx_release_engine::{Pin, Reason};
 
 /// The domain tag, the first framed field of every token message.
-pub const TOKEN_DOMAIN: &str = "winx-release/artifact-generation/v1";
+pub const TOKEN_DOMAIN: &str = "winx-release/artifact-generation/v2";
 /// The prefix of every token's text.
 pub const TOKEN_PREFIX: &str = "g1.";
 
@@ -65,6 +73,14 @@ impl TokenSubject<'_> {
         frame(&mut m, &p.ctime_sec.to_be_bytes());
         frame(&mut m, &p.ctime_nsec.to_be_bytes());
         frame(&mut m, &p.sha256);
+        match p.btime {
+            Some((sec, nsec)) => frame(&mut m, &[sec.to_be_bytes().as_slice(), &nsec.to_be_bytes()].concat()),
+            None => frame(&mut m, &[]),
+        }
+        match p.generation {
+            Some(g) => frame(&mut m, &g.to_be_bytes()),
+            None => frame(&mut m, &[]),
+        }
         m
     }
 }
@@ -132,7 +148,16 @@ mod tests {
     use super::*;
 
     fn pin() -> Pin {
-        Pin { dev: 2049, ino: 1234, size: 10, ctime_sec: 1_700_000_000, ctime_nsec: 5, sha256: [7u8; 32] }
+        Pin {
+            dev: 2049,
+            ino: 1234,
+            size: 10,
+            ctime_sec: 1_700_000_000,
+            ctime_nsec: 5,
+            sha256: [7u8; 32],
+            btime: Some((1_700_000_000, 4)),
+            generation: Some(77),
+        }
     }
 
     fn subject(pin: Pin) -> TokenSubject<'static> {
@@ -169,11 +194,48 @@ mod tests {
             Pin { ctime_sec: p.ctime_sec + 1, ..p },
             Pin { ctime_nsec: p.ctime_nsec + 1, ..p },
             Pin { sha256: [8u8; 32], ..p },
+            Pin { btime: Some((1_700_000_000, 5)), ..p },
+            Pin { btime: None, ..p },
+            Pin { generation: Some(78), ..p },
+            Pin { generation: None, ..p },
         ] {
             variants.push(subject(q));
         }
         for v in &variants {
             assert_eq!(k.verify(Some(&t), v), Err(Reason::ReadRequired), "{v:?}");
+        }
+    }
+
+    /// An inode number reused within one change-time tick, same bytes: only
+    /// the generation number or the birth time differs. The tokens differ,
+    /// and the release's comparison refuses the recreated file.
+    #[test]
+    fn reused_inode_differing_only_in_generation_or_birth_is_another_generation() {
+        let k = TokenKey::from_secret([6u8; 32]);
+        let p = pin();
+        let read = winx_release_engine::Identity {
+            dev: p.dev,
+            ino: p.ino,
+            mode: 0o100600,
+            nlink: 1,
+            size: p.size,
+            ctime_sec: p.ctime_sec,
+            ctime_nsec: p.ctime_nsec,
+            blocks: 8,
+            btime: p.btime,
+            generation: p.generation,
+        };
+        assert!(p.matches_identity(&read));
+        let t = k.mint(&subject(p));
+        for recreated in [
+            winx_release_engine::Identity { generation: Some(78), ..read },
+            winx_release_engine::Identity { btime: Some((1_700_000_000, 6)), ..read },
+        ] {
+            let q = Pin::new(&recreated, p.sha256);
+            assert_ne!(k.mint(&subject(q)), t);
+            assert_eq!(k.verify(Some(&t), &subject(q)), Err(Reason::ReadRequired));
+            assert!(!p.matches_identity(&recreated), "{recreated:?}");
+            assert!(!p.same_object(&recreated), "{recreated:?}");
         }
     }
 

@@ -53,9 +53,13 @@ impl Env {
         let ws = root.join("ws");
         let data_home = root.join("data");
         let home = root.join("home");
-        for d in [&ws, &data_home, &home, &root.join("run")] {
+        for d in [&ws, &data_home, &home] {
             fs::create_dir_all(d).expect("mkdir");
         }
+        // The socket's directory is private, as the frontend requires.
+        std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700)
+            .create(root.join("run"))
+            .expect("mkdir run");
         let ws = ws.canonicalize().expect("canonical workspace");
         Env {
             sock: root.join("run").join("g.sock"),

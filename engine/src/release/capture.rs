@@ -188,7 +188,7 @@ fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin) -> io::Result<Option
         Err(e) => return Err(e.into()),
     };
     let id = Identity::of_fd(&fd)?;
-    if !id.is_regular() || id.physical() != pin.physical() || id.nlink != 1 || id.size != pin.size {
+    if !id.is_regular() || !pin.same_object(&id) || id.nlink != 1 || id.size != pin.size {
         return Ok(None);
     }
     let hashed = rehash::hash_fds(&[HashJob::pinned(fd.as_fd(), pin.size)], &RehashOptions::default());

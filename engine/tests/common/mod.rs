@@ -74,7 +74,19 @@ pub fn target(path: &Path) -> Target {
 
 /// A target with an arbitrary pin, for paths that cannot be pinned.
 pub fn unpinned(path: &str) -> Target {
-    Target { path: path.to_owned(), pin: Pin { dev: 0, ino: 0, size: 0, ctime_sec: 0, ctime_nsec: 0, sha256: [0; 32] } }
+    Target {
+        path: path.to_owned(),
+        pin: Pin {
+            dev: 0,
+            ino: 0,
+            size: 0,
+            ctime_sec: 0,
+            ctime_nsec: 0,
+            sha256: [0; 32],
+            btime: None,
+            generation: None,
+        },
+    }
 }
 
 /// Snapshot of a tree: every path with its bytes (files) or a marker.

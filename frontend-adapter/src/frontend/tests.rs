@@ -25,7 +25,7 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::client::fake::private_tempdir();
         let root = dir.path().canonicalize().unwrap();
         let ws = root.join("ws");
         std::fs::create_dir(&ws).unwrap();

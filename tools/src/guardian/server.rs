@@ -1,7 +1,7 @@
 //! The socket server: bind, peer checks, JSON-lines dispatch, shutdown.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,6 +12,7 @@ use anyhow::Context;
 use serde_json::json;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Target};
+use winx_release_engine::socket_trust;
 use winx_release_engine::Reason;
 use winx_release_frontend_adapter::protocol::{
     error_line, ok_line, parse_request, ErrorCode, ExecutionState, ExecutionSummary, Hello, ReleaseReply, Request,
@@ -30,10 +31,14 @@ struct Shared {
 
 /// Binds `socket`, prints the ready line, and serves until SIGTERM/SIGINT.
 pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
-    let dir = socket.parent().context("socket path has no parent")?;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).with_context(|| format!("{}", dir.display()))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    if socket.exists() {
+    // A directory it did not create is never chmodded: an untrusted one
+    // (another owner, not 0700, a link) is refused.
+    let dir = socket_trust::socket_dir(socket);
+    socket_trust::trusted_socket_dir(dir, true).with_context(|| format!("socket directory {}", dir.display()))?;
+    if let Ok(meta) = std::fs::symlink_metadata(socket) {
+        if !meta.file_type().is_socket() {
+            anyhow::bail!("{} exists and is not a socket; not removing it", socket.display());
+        }
         if UnixStream::connect(socket).is_ok() {
             anyhow::bail!("a guardian already listens on {}", socket.display());
         }
@@ -58,20 +63,12 @@ pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
     }
     tracing::info!(socket = %socket.display(), instance = %shared.guardian.instance, "guardian ready");
 
-    let my_uid = rustix::process::getuid().as_raw();
     while !shared.shutdown.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
-                match rustix::net::sockopt::socket_peercred(&stream) {
-                    Ok(cred) if cred.uid.as_raw() == my_uid => {}
-                    Ok(cred) => {
-                        tracing::warn!(uid = cred.uid.as_raw(), "refused a peer with another uid");
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "no peer credentials; refused");
-                        continue;
-                    }
+                if let Err(e) = socket_trust::check_peer(&stream) {
+                    tracing::warn!(error = %e, "refused a peer");
+                    continue;
                 }
                 let shared = shared.clone();
                 std::thread::spawn(move || connection(shared, stream));

@@ -8,13 +8,15 @@
 //! the frontend that started it.
 
 use std::io::{self, BufRead, BufReader};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use rustix::fs::{Mode, OFlags};
+use winx_release_engine::socket_trust;
 
 /// How long a new guardian may take to print its ready line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -27,22 +29,25 @@ pub const LOG_NAME: &str = "guardian.log";
 ///
 /// When the new guardian exits without one (another frontend started one
 /// first, say) but a guardian now answers at `socket`, that is success too.
+///
+/// Refuses (`PermissionDenied`, naming the failed check) before writing
+/// anything or starting anything unless the socket's directory passes
+/// [`socket_trust::trusted_socket_dir`] (a missing one is created 0700).
 pub fn launch_guardian(socket: &Path) -> io::Result<()> {
+    // The socket's directory must be trusted (created 0700 here, or owned by
+    // this user with mode 0700 and not a link) before a log is written into
+    // it or a guardian is started there.
+    let dir = socket_trust::socket_dir(socket);
+    let dir_fd = socket_trust::trusted_socket_dir(dir, true)?;
     let exe = std::env::current_exe()?;
-    let stderr = match socket.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => {
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(dir.join(LOG_NAME))
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null())
-        }
-        None => Stdio::null(),
-    };
+    let stderr = rustix::fs::openat(
+        &dir_fd,
+        LOG_NAME,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::RUSR | Mode::WUSR,
+    )
+    .map(|fd| Stdio::from(std::fs::File::from(fd)))
+    .unwrap_or_else(|_| Stdio::null());
     let mut child = Command::new(exe)
         .arg("guardian")
         .arg("--socket")
