@@ -2,6 +2,7 @@
 
 use super::fake::*;
 use super::*;
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
