@@ -209,6 +209,46 @@ impl fmt::Display for TargetReason {
     }
 }
 
+/// The reason on one target's result: a request-level [`Reason`] (on a
+/// `denied` target) or a [`TargetReason`] (on a target of a run that touched
+/// the filesystem). On the wire it is the plain code string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum TargetCode {
+    /// A request-level reason.
+    Request(Reason),
+    /// A target-level reason.
+    Target(TargetReason),
+}
+
+impl TargetCode {
+    /// The contract's wire spelling.
+    pub fn code(self) -> &'static str {
+        match self {
+            TargetCode::Request(r) => r.code(),
+            TargetCode::Target(r) => r.code(),
+        }
+    }
+}
+
+impl From<Reason> for TargetCode {
+    fn from(r: Reason) -> TargetCode {
+        TargetCode::Request(r)
+    }
+}
+
+impl From<TargetReason> for TargetCode {
+    fn from(r: TargetReason) -> TargetCode {
+        TargetCode::Target(r)
+    }
+}
+
+impl fmt::Display for TargetCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 /// A refusal together with the path it concerns, if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Denial {

@@ -36,7 +36,7 @@ pub mod sync;
 #[allow(unsafe_code)]
 pub mod uring;
 
-pub use error::{Denial, Reason, TargetReason};
+pub use error::{Denial, Reason, TargetCode, TargetReason};
 pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};

@@ -19,6 +19,7 @@ use common::{target, Fixture};
 use winx_release_engine::identity::Identity;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status};
+use winx_release_engine::TargetCode;
 
 fn tries(default: usize) -> usize {
     std::env::var("WINX_RACE_TRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -79,7 +80,7 @@ where
             }
             Outcome::Restored => {
                 tally.restored += 1;
-                assert_eq!(f.reason.as_deref(), Some("replaced_during_release"));
+                assert_eq!(f.reason.map(TargetCode::code), Some("replaced_during_release"));
             }
             Outcome::Preserved => {
                 tally.preserved += 1;
@@ -93,7 +94,7 @@ where
             }
             Outcome::Failed => {
                 tally.failed += 1;
-                assert_eq!(f.reason.as_deref(), Some("io_error"));
+                assert_eq!(f.reason.map(TargetCode::code), Some("io_error"));
             }
             Outcome::NotAttempted => panic!("{name} #{i}: single target not attempted"),
         }

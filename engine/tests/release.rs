@@ -14,7 +14,7 @@ use winx_release_engine::fault::{FaultHook, FaultPoint};
 use winx_release_engine::owner::{IdleOwner, RuntimeOwner};
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target};
 use winx_release_engine::scan::ScanLimits;
-use winx_release_engine::Reason;
+use winx_release_engine::{Reason, TargetCode};
 
 fn run(fx: &Fixture, targets: &[Target]) -> ReleaseReport {
     run_with(fx, targets, &IdleOwner, &ReleaseOptions::default())
@@ -313,7 +313,7 @@ fn identical_replacement_after_checks_is_restored_not_deleted() {
     let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Partial, "{r:?}");
     assert_eq!(r.files[0].outcome, Outcome::Restored);
-    assert_eq!(r.files[0].reason.as_deref(), Some("replaced_during_release"));
+    assert_eq!(r.files[0].reason.map(TargetCode::code), Some("replaced_during_release"));
     assert_eq!(r.bytes_reclaimed, 0);
     assert_eq!(fs::read(&h).unwrap(), b"same text");
     assert_ne!(fs::metadata(&h).unwrap().ino(), original_ino);
@@ -359,7 +359,7 @@ fn occupied_name_during_restore_is_preserved_and_named() {
     assert_eq!(r.status, Status::Partial);
     let f = &r.files[0];
     assert_eq!(f.outcome, Outcome::Preserved, "{r:?}");
-    assert_eq!(f.reason.as_deref(), Some("restore_blocked"));
+    assert_eq!(f.reason.map(TargetCode::code), Some("restore_blocked"));
     let q = f.quarantine_path.as_ref().expect("quarantine path named");
     assert!(q.starts_with(&fx.session));
     assert_eq!(fs::read(q).unwrap(), b"replacement");
@@ -389,12 +389,12 @@ fn injected_failure_at(point: &'static str, k: usize) {
             }
             std::cmp::Ordering::Equal => {
                 assert_eq!(f.outcome, Outcome::Failed, "{r:?}");
-                assert_eq!(f.reason.as_deref(), Some("io_error"));
+                assert_eq!(f.reason.map(TargetCode::code), Some("io_error"));
                 assert_eq!(fs::read(p).unwrap(), format!("helper {i}").as_bytes());
             }
             std::cmp::Ordering::Greater => {
                 assert_eq!(f.outcome, Outcome::NotAttempted);
-                assert_eq!(f.reason.as_deref(), Some("stopped_after_failure"));
+                assert_eq!(f.reason.map(TargetCode::code), Some("stopped_after_failure"));
                 assert_eq!(fs::read(p).unwrap(), format!("helper {i}").as_bytes());
             }
         }

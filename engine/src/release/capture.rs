@@ -97,7 +97,7 @@ pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[C
         let mut result = TargetResult {
             file_path: c.helper.path.clone(),
             outcome: Outcome::NotAttempted,
-            reason: Some(TargetReason::StoppedAfterFailure.code().to_owned()),
+            reason: Some(TargetReason::StoppedAfterFailure.into()),
             bytes_reclaimed: 0,
             quarantine_path: None,
         };
@@ -131,7 +131,7 @@ fn capture_one(journal: &mut Journal, opts: &ReleaseOptions<'_>, p: &Place<'_>, 
     if let Err(e) = moved {
         tracing::warn!(path = %c.helper.path, error = %e, "rename into quarantine failed");
         result.outcome = Outcome::Failed;
-        result.reason = Some(TargetReason::IoError.code().to_owned());
+        result.reason = Some(TargetReason::IoError.into());
         return Step { moved: false, go_on: false };
     }
     let stop = Step { moved: true, go_on: false };
@@ -222,11 +222,11 @@ fn restore(opts: &ReleaseOptions<'_>, p: &Place<'_>, result: &mut TargetResult, 
             match failure {
                 Some(r) => {
                     result.outcome = Outcome::Failed;
-                    result.reason = Some(r.code().to_owned());
+                    result.reason = Some(r.into());
                 }
                 None => {
                     result.outcome = Outcome::Restored;
-                    result.reason = Some(TargetReason::ReplacedDuringRelease.code().to_owned());
+                    result.reason = Some(TargetReason::ReplacedDuringRelease.into());
                 }
             }
         }
@@ -239,11 +239,10 @@ fn restore(opts: &ReleaseOptions<'_>, p: &Place<'_>, result: &mut TargetResult, 
                 } else {
                     failure.unwrap_or(TargetReason::IoError)
                 }
-                .code()
-                .to_owned(),
+                .into(),
             );
             if blocked && failure.is_some() {
-                result.reason = Some(TargetReason::RestoreBlocked.code().to_owned());
+                result.reason = Some(TargetReason::RestoreBlocked.into());
             }
             result.quarantine_path = Some(p.qpath.clone());
         }

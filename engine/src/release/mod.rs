@@ -30,7 +30,7 @@ use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
 
-use crate::error::{Reason, TargetReason};
+use crate::error::{Reason, TargetCode, TargetReason};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Pin;
 use crate::layout::Layout;
@@ -109,7 +109,7 @@ pub struct TargetResult {
     /// What happened.
     pub outcome: Outcome,
     /// The reason code, if any.
-    pub reason: Option<String>,
+    pub reason: Option<TargetCode>,
     /// Bytes its removal freed (allocated blocks × 512).
     pub bytes_reclaimed: u64,
     /// Where it stays, for `preserved`.
@@ -160,7 +160,7 @@ impl ReleaseReport {
             .map(|(i, p)| TargetResult {
                 file_path: p.clone(),
                 outcome: Outcome::Denied,
-                reason: Some(own.get(i).copied().flatten().unwrap_or(reason).code().to_owned()),
+                reason: Some(own.get(i).copied().flatten().unwrap_or(reason).into()),
                 bytes_reclaimed: 0,
                 quarantine_path: None,
             })
@@ -238,9 +238,7 @@ fn failed_untouched(paths: &[String], detail: String) -> ReleaseReport {
         .map(|(i, p)| TargetResult {
             file_path: p.clone(),
             outcome: if i == 0 { Outcome::Failed } else { Outcome::NotAttempted },
-            reason: Some(
-                if i == 0 { TargetReason::IoError } else { TargetReason::StoppedAfterFailure }.code().to_owned(),
-            ),
+            reason: Some(if i == 0 { TargetReason::IoError } else { TargetReason::StoppedAfterFailure }.into()),
             bytes_reclaimed: 0,
             quarantine_path: None,
         })

@@ -36,13 +36,14 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 use winx_release_engine::hash::parse_revision;
 use winx_release_engine::path_rules::place_helper;
 use winx_release_engine::release::open_session_dir;
 use winx_release_engine::resolve::open_regular_beneath;
 use winx_release_engine::Pin;
-use winx_release_engine::{Reason, ReleaseReport, Status, Target};
+use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, Target, TargetCode, TargetReason, TargetResult};
 
 use super::read::read_helper;
 use super::{Frontend, Session};
@@ -54,78 +55,103 @@ use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
 use winx_release_engine::path_rules::check_shape;
 use winx_release_engine::sync::lock;
 
+/// The contract's `EditFiles` result of a release, built from the engine's
+/// own types (outcomes, statuses and reason codes are never spelled here).
+#[derive(Debug, Serialize)]
+struct ReleaseResult<'a> {
+    status: Status,
+    operation: &'static str,
+    #[serde(rename = "errorCode", skip_serializing_if = "Option::is_none")]
+    error_code: Option<TargetCode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receipt_id: Option<&'a str>,
+    replayed: bool,
+    bytes_reclaimed: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    outcome_unknown: bool,
+    files: Vec<TargetResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+impl ReleaseResult<'_> {
+    fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_else(|e| json!({"status": Status::Failed, "message": e.to_string()}))
+    }
+}
+
+/// The code of a refusal as a target reason: a contract reason, or
+/// `io_error` (the only other code a release can be refused with).
+fn target_code(code: Code) -> TargetCode {
+    code.reason().map_or(TargetCode::Target(TargetReason::IoError), TargetCode::Request)
+}
+
+fn result_of(file_path: &str, outcome: Outcome, reason: TargetCode) -> TargetResult {
+    TargetResult {
+        file_path: file_path.to_owned(),
+        outcome,
+        reason: Some(reason),
+        bytes_reclaimed: 0,
+        quarantine_path: None,
+    }
+}
+
 /// A release refused before anything was touched: every file `denied`, with
 /// its own reason where it has one, else the request's code.
 pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> Value {
-    let files: Vec<Value> = paths
+    let files = paths
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            let reason = own.get(i).copied().flatten().unwrap_or(e.code);
-            json!({"file_path": p, "outcome": "denied", "reason": reason.as_str(), "bytes_reclaimed": 0})
-        })
+        .map(|(i, p)| result_of(p, Outcome::Denied, target_code(own.get(i).copied().flatten().unwrap_or(e.code))))
         .collect();
-    json!({
-        "status": e.status(),
-        "operation": RELEASE_MODE,
-        "errorCode": e.code.as_str(),
-        "replayed": false,
-        "bytes_reclaimed": 0,
-        "files": files,
-        "message": e.message,
-    })
-}
-
-fn status_str(s: Status) -> &'static str {
-    match s {
-        Status::Completed => "completed",
-        Status::Partial => "partial",
-        Status::Denied => "denied",
-        Status::InvalidInput => "invalid_input",
-        Status::Failed => "failed",
+    let invalid = e.code.reason().is_some_and(Reason::is_invalid_input);
+    ReleaseResult {
+        status: if invalid { Status::InvalidInput } else { Status::Denied },
+        operation: RELEASE_MODE,
+        error_code: Some(target_code(e.code)),
+        receipt_id: None,
+        replayed: false,
+        bytes_reclaimed: 0,
+        outcome_unknown: false,
+        files,
+        message: Some(e.message.clone()),
     }
+    .to_value()
 }
 
 /// The contract's release result for a guardian report.
 pub(crate) fn release_result(report: &ReleaseReport, receipt_id: Option<&str>) -> Value {
-    let mut v = json!({
-        "status": status_str(report.status),
-        "operation": RELEASE_MODE,
-        "replayed": false,
-        "bytes_reclaimed": report.bytes_reclaimed,
-        "files": serde_json::to_value(&report.files).unwrap_or(Value::Array(Vec::new())),
-    });
-    if matches!(report.status, Status::Denied | Status::InvalidInput) {
-        let code = report.error_code.unwrap_or(Reason::InvalidInput);
-        v["errorCode"] = json!(code.code());
+    let refused = matches!(report.status, Status::Denied | Status::InvalidInput);
+    ReleaseResult {
+        status: report.status,
+        operation: RELEASE_MODE,
+        error_code: refused.then(|| report.error_code.unwrap_or(Reason::InvalidInput).into()),
+        receipt_id,
+        replayed: false,
+        bytes_reclaimed: report.bytes_reclaimed,
+        outcome_unknown: false,
+        files: report.files.clone(),
+        message: report.detail.clone(),
     }
-    if let Some(id) = receipt_id {
-        v["receipt_id"] = json!(id);
-    }
-    if let Some(d) = &report.detail {
-        v["message"] = json!(d);
-    }
-    v
+    .to_value()
 }
 
 fn lost_reply(paths: &[String], e: &ClientError) -> Value {
-    let files: Vec<Value> = paths
-        .iter()
-        .map(|p| json!({"file_path": p, "outcome": "failed", "reason": "owner_unavailable", "bytes_reclaimed": 0}))
-        .collect();
-    json!({
-        "status": "failed",
-        "operation": RELEASE_MODE,
-        "errorCode": Reason::OwnerUnavailable.code(),
-        "replayed": false,
-        "bytes_reclaimed": 0,
-        "outcome_unknown": true,
-        "files": files,
-        "message": format!(
+    ReleaseResult {
+        status: Status::Failed,
+        operation: RELEASE_MODE,
+        error_code: Some(Reason::OwnerUnavailable.into()),
+        receipt_id: None,
+        replayed: false,
+        bytes_reclaimed: 0,
+        outcome_unknown: true,
+        files: paths.iter().map(|p| result_of(p, Outcome::Failed, Reason::OwnerUnavailable.into())).collect(),
+        message: Some(format!(
             "{e}. The release was sent but its reply was lost; it is not re-sent automatically. Inspect the exact \
              targets (ReadFiles): missing or changed generations fail closed on a later explicit retry."
-        ),
-    })
+        )),
+    }
+    .to_value()
 }
 
 impl Frontend {
