@@ -5,7 +5,7 @@
 //! session directory is ever touched.
 //!
 //! `WINX_RACE_TRIES` sets the tries per attack (CI default 1,000; the
-//! `#[ignore]`d long versions run 20,000).
+//! `#[ignore]`d long version runs 25,000 per attack, 100,000 in all).
 
 mod common;
 
@@ -250,10 +250,10 @@ fn race_hardlink_into_backing_root() {
 }
 
 #[test]
-#[ignore = "long: 20,000 tries per attack"]
+#[ignore = "long: 25,000 tries per attack, 100,000 in all"]
 fn race_long() {
-    swap_identical(20_000);
-    parent_symlink(20_000);
-    exchange(20_000);
-    hardlink_into_backing(20_000);
+    swap_identical(25_000);
+    parent_symlink(25_000);
+    exchange(25_000);
+    hardlink_into_backing(25_000);
 }
