@@ -60,6 +60,12 @@ pub enum FaultPoint<'a> {
         /// The original path.
         path: &'a Path,
     },
+    /// Recovery is about to open a journal's quarantine directory; an error
+    /// returned here stands for the open's error.
+    RecoveryOpenQuarantine {
+        /// The quarantine directory.
+        quarantine: &'a Path,
+    },
 }
 
 impl FaultPoint<'_> {
@@ -74,13 +80,17 @@ impl FaultPoint<'_> {
             FaultPoint::AfterRecheck { .. } => "after_recheck",
             FaultPoint::AfterUnlink { .. } => "after_unlink",
             FaultPoint::BeforeRestore { .. } => "before_restore",
+            FaultPoint::RecoveryOpenQuarantine { .. } => "recovery_open_quarantine",
         }
     }
 
     /// The target index, if the point concerns one target.
     pub fn index(&self) -> Option<usize> {
         match self {
-            FaultPoint::BeforeScan | FaultPoint::AfterChecks | FaultPoint::AfterJournal { .. } => None,
+            FaultPoint::BeforeScan
+            | FaultPoint::AfterChecks
+            | FaultPoint::AfterJournal { .. }
+            | FaultPoint::RecoveryOpenQuarantine { .. } => None,
             FaultPoint::BeforeRename { index, .. }
             | FaultPoint::AfterRename { index, .. }
             | FaultPoint::AfterRecheck { index, .. }

@@ -11,11 +11,24 @@
 //!
 //! A torn last line (a crash during an append) is ignored by the reader; a
 //! torn or unparsable intent line makes recovery preserve everything.
+//!
+//! A live journal is guarded by a shared `flock(2)` on `D/journal`
+//! ([`JournalLock::shared`], held by [`Journal`] until it is retired or
+//! dropped); recovery takes the lock exclusively
+//! ([`JournalLock::exclusive`]), so it never runs beside a release in
+//! flight, and two recoveries never run at once.
+//!
+//! # References
+//! - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use crate::durable::{create_private_dir_all, fsync_dir};
 use crate::identity::Pin;
@@ -59,17 +72,79 @@ pub enum JournalMark {
     },
 }
 
-/// An open journal of a running release.
+/// A `flock(2)` on the journal directory `D/journal`, released on drop.
+#[derive(Debug)]
+pub struct JournalLock {
+    _dir: OwnedFd,
+}
+
+impl JournalLock {
+    fn open(dir: &Path) -> io::Result<OwnedFd> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        Ok(rustix::fs::openat(rustix::fs::CWD, dir, flags, Mode::empty())?)
+    }
+
+    /// Takes the lock shared, as a release does while its journal is live;
+    /// creates `dir` (mode 0700) when missing. Blocks while a recovery
+    /// holds it.
+    pub fn shared(dir: &Path) -> io::Result<JournalLock> {
+        create_private_dir_all(dir)?;
+        let fd = Self::open(dir)?;
+        loop {
+            match rustix::fs::flock(&fd, FlockOperation::LockShared) {
+                Ok(()) => return Ok(JournalLock { _dir: fd }),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Takes the lock exclusively, as recovery does, waiting at most
+    /// `wait`; `Ok(None)` when `dir` does not exist (no journal at all).
+    /// Fails with [`io::ErrorKind::WouldBlock`] when a release in flight or
+    /// another recovery still holds it after `wait`.
+    pub fn exclusive(dir: &Path, wait: Duration) -> io::Result<Option<JournalLock>> {
+        let fd = match Self::open(dir) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let deadline = Instant::now() + wait;
+        loop {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(Some(JournalLock { _dir: fd })),
+                Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!("{} is locked by a release in flight or another recovery", dir.display()),
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// An open journal of a running release. It holds the journal directory's
+/// shared lock until it is retired or dropped.
 #[derive(Debug)]
 pub struct Journal {
     file: File,
     path: PathBuf,
     dir: PathBuf,
+    _lock: JournalLock,
 }
 
 impl Journal {
     /// Durably writes the intent into `dir` and returns the open journal.
-    pub fn begin(dir: &Path, intent: &JournalIntent) -> io::Result<Journal> {
+    ///
+    /// `lock` is the shared lock of `dir` ([`JournalLock::shared`]), taken by
+    /// the caller before it created the quarantine, so that no recovery can
+    /// see the quarantine or the journal while they are live.
+    pub fn begin(lock: JournalLock, dir: &Path, intent: &JournalIntent) -> io::Result<Journal> {
         create_private_dir_all(dir)?;
         let path = dir.join(format!("{}.jsonl", intent.id));
         let mut line = serde_json::to_vec(intent).map_err(io::Error::other)?;
@@ -78,7 +153,7 @@ impl Journal {
         file.write_all(&line)?;
         file.sync_all()?;
         fsync_dir(dir)?;
-        Ok(Journal { file, path, dir: dir.to_path_buf() })
+        Ok(Journal { file, path, dir: dir.to_path_buf(), _lock: lock })
     }
 
     /// Appends a progress mark and makes it durable.

@@ -6,8 +6,15 @@
 //! `RENAME_NOREPLACE` when that name is free, and otherwise leaves it in
 //! place and names it. It never deletes a file, finishes nothing
 //! destructive, removes quarantine directories only when empty, and retires
-//! a journal only when its quarantine is gone. It is idempotent. A torn or
-//! corrupt journal preserves everything and is reported.
+//! a journal only when its quarantine is verifiably gone (`ENOENT`, or
+//! removed by this run): any other error opening or reading it keeps the
+//! journal, the only map from quarantine names back to original paths, and
+//! is reported in [`RecoveryReport::kept_journals`]. It is idempotent. A
+//! torn or corrupt journal preserves everything and is reported.
+//!
+//! One recovery at a time, and never beside a release in flight: recovery
+//! holds an exclusive `flock(2)` on `D/journal` (see [`JournalLock`]), and a
+//! release holds it shared while its journal is live.
 //!
 //! With workspaces given, orphan `.winx-release-*` directories in their
 //! sessions (no journal names them: a crash before the journal was written)
@@ -18,14 +25,16 @@ use std::fs;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rustix::fs::{AtFlags, FileType};
 
+use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Identity;
-use crate::journal::{read_journal, ReadJournal};
+use crate::journal::{read_journal, JournalLock, ReadJournal};
 use crate::layout::{self, RESERVED_PREFIX};
 use crate::quarantine::rename_noreplace;
-use crate::resolve::{open_dir_abs, open_dir_beneath};
+use crate::resolve::{open_dir_abs, open_dir_beneath, WalkError};
 
 /// A captured object put back under its name.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -77,27 +86,79 @@ pub struct RecoveryReport {
     pub torn_journals: Vec<PathBuf>,
     /// Journals processed.
     pub journals: u64,
+    /// Journals kept because something could not be opened or read (not
+    /// `ENOENT`): the error, so that nothing is forgotten silently.
+    pub kept_journals: Vec<KeptJournal>,
+}
+
+/// A journal kept because recovery met an error other than `ENOENT`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KeptJournal {
+    /// The journal file.
+    pub journal: PathBuf,
+    /// What failed.
+    pub error: String,
+}
+
+/// Options of a recovery run.
+pub struct RecoveryOptions<'a> {
+    /// How long to wait for the exclusive lock on `D/journal` (a release in
+    /// flight or another recovery holds it) before refusing with
+    /// [`io::ErrorKind::WouldBlock`].
+    pub lock_wait: Duration,
+    /// Fault injection at [`FaultPoint::RecoveryOpenQuarantine`] (tests).
+    pub faults: Option<&'a dyn FaultHook>,
+}
+
+impl Default for RecoveryOptions<'_> {
+    fn default() -> Self {
+        RecoveryOptions { lock_wait: Duration::from_secs(30), faults: None }
+    }
 }
 
 /// Runs recovery over `data_dir`'s journals, and sweeps orphan quarantines
 /// in `workspaces`' sessions. With `workspaces` non-empty, only journals of
-/// those workspaces are processed.
+/// those workspaces are processed. Waits up to 30 s for the journal lock.
 pub fn recover(data_dir: &Path, workspaces: &[PathBuf]) -> io::Result<RecoveryReport> {
+    recover_with(data_dir, workspaces, &RecoveryOptions::default())
+}
+
+/// [`recover`] with options.
+///
+/// Fails with [`io::ErrorKind::WouldBlock`] when the exclusive lock on
+/// `D/journal` is not granted within `opts.lock_wait`; nothing is touched
+/// then.
+pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOptions<'_>) -> io::Result<RecoveryReport> {
     let mut report = RecoveryReport::default();
     let jdir = data_dir.join("journal");
-    let mut known_quarantines = HashSet::new();
-    let mut journals: Vec<PathBuf> = match fs::read_dir(&jdir) {
-        Ok(rd) => rd
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
+    let _lock = match JournalLock::exclusive(&jdir, opts.lock_wait)? {
+        Some(l) => l,
+        None => {
+            // No journal directory: nothing to recover from journals.
+            for ws in workspaces {
+                sweep_orphans(ws, &HashSet::new(), &mut report);
+            }
+            return Ok(report);
+        }
     };
+    let mut known_quarantines = HashSet::new();
+    let mut journals: Vec<PathBuf> = fs::read_dir(&jdir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
     journals.sort();
     for jpath in journals {
-        match read_journal(&jpath)? {
+        let read = match read_journal(&jpath) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                tracing::warn!(journal = %jpath.display(), error = %e, "journal unreadable; kept");
+                report.kept_journals.push(KeptJournal { journal: jpath, error: format!("reading the journal: {e}") });
+                continue;
+            }
+        };
+        match read {
             ReadJournal::Torn => {
                 tracing::warn!(journal = %jpath.display(), "torn intent: the release never started moving");
                 fs::remove_file(&jpath)?;
@@ -114,10 +175,16 @@ pub fn recover(data_dir: &Path, workspaces: &[PathBuf]) -> io::Result<RecoveryRe
                 }
                 report.journals += 1;
                 known_quarantines.insert(intent.quarantine_dir.clone());
-                let done = recover_one(&intent, &verified, &mut report);
-                if done {
-                    fs::remove_file(&jpath)?;
-                    crate::durable::fsync_dir(&jdir)?;
+                match recover_one(&intent, &verified, opts, &mut report) {
+                    Ok(true) => {
+                        fs::remove_file(&jpath)?;
+                        crate::durable::fsync_dir(&jdir)?;
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(journal = %jpath.display(), %error, "quarantine not verifiably gone; journal kept");
+                        report.kept_journals.push(KeptJournal { journal: jpath, error });
+                    }
                 }
             }
         }
@@ -128,18 +195,43 @@ pub fn recover(data_dir: &Path, workspaces: &[PathBuf]) -> io::Result<RecoveryRe
     Ok(report)
 }
 
-/// Recovers one journal; returns whether its quarantine is gone.
-fn recover_one(intent: &crate::journal::JournalIntent, verified: &[usize], report: &mut RecoveryReport) -> bool {
-    let Ok(session) = open_dir_abs(&intent.session_dir) else {
-        // The session directory is gone or holds a link: touch nothing.
-        for t in &intent.targets {
-            report.unaccounted.push(Removed { file_path: t.file_path.clone() });
+/// Recovers one journal; returns whether its quarantine is gone (and the
+/// journal may be retired), or the error that keeps the journal.
+fn recover_one(
+    intent: &crate::journal::JournalIntent,
+    verified: &[usize],
+    opts: &RecoveryOptions<'_>,
+    report: &mut RecoveryReport,
+) -> Result<bool, String> {
+    let session = match open_dir_abs(&intent.session_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            // The session directory is gone, holds a link, or cannot be
+            // opened: touch nothing, keep the journal.
+            for t in &intent.targets {
+                report.unaccounted.push(Removed { file_path: t.file_path.clone() });
+            }
+            return Err(format!("session directory {}: {e}", intent.session_dir.display()));
         }
-        return false;
     };
     let qname = intent.quarantine_dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-    let quarantine =
-        if qname.starts_with(RESERVED_PREFIX) { open_dir_beneath(session.as_fd(), &[&qname]).ok() } else { None };
+    if !qname.starts_with(RESERVED_PREFIX) || intent.quarantine_dir.parent() != Some(intent.session_dir.as_path()) {
+        return Err(format!("quarantine {} is not a reserved name in the session", intent.quarantine_dir.display()));
+    }
+    let opened =
+        match opts.faults.map(|f| f.at(&FaultPoint::RecoveryOpenQuarantine { quarantine: &intent.quarantine_dir })) {
+            Some(Err(e)) => Err(WalkError::Io(0, e)),
+            _ => open_dir_beneath(session.as_fd(), &[&qname]),
+        };
+    // Only ENOENT means gone; anything else (EACCES, EMFILE, a link or a
+    // non-directory at the name) keeps the journal.
+    let quarantine = match opened {
+        Ok(q) => Some(q),
+        Err(WalkError::NotFound(_)) => None,
+        Err(WalkError::Io(_, e)) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("opening quarantine {}: {e}", intent.quarantine_dir.display())),
+    };
+    let mut keep: Option<String> = None;
     for (i, t) in intent.targets.iter().enumerate() {
         let Ok(rel) = t.file_path.strip_prefix(&intent.session_dir) else {
             report.unaccounted.push(Removed { file_path: t.file_path.clone() });
@@ -149,7 +241,20 @@ fn recover_one(intent: &crate::journal::JournalIntent, verified: &[usize], repor
         let Some((name, parents)) = rel.split_last() else { continue };
         let parent = open_dir_beneath(session.as_fd(), parents).ok();
         let qpath = intent.quarantine_dir.join(&t.quarantine_name);
-        let in_q = quarantine.as_ref().and_then(|q| Identity::of_name(q, &t.quarantine_name).ok().flatten());
+        let in_q = match quarantine.as_ref().map(|q| Identity::of_name(q, &t.quarantine_name)) {
+            Some(Ok(id)) => id,
+            None => None,
+            Some(Err(e)) => {
+                // Cannot tell whether it is there: name it, keep the journal.
+                report.preserved.push(Preserved {
+                    file_path: Some(t.file_path.clone()),
+                    quarantine_path: qpath,
+                    why: "inaccessible",
+                });
+                keep.get_or_insert(format!("{}: {e}", intent.quarantine_dir.join(&t.quarantine_name).display()));
+                continue;
+            }
+        };
         match in_q {
             Some(id) => {
                 let matches = id.file_type() == FileType::RegularFile && t.pin.same_object(&id);
@@ -193,12 +298,20 @@ fn recover_one(intent: &crate::journal::JournalIntent, verified: &[usize], repor
             }
         }
     }
+    if let Some(why) = keep {
+        return Err(why);
+    }
     match quarantine {
-        None => true,
+        None => Ok(true),
         Some(q) => {
             name_leftovers(&q, &intent.quarantine_dir, intent, report);
             drop(q);
-            rustix::fs::unlinkat(session.as_fd(), qname.as_str(), AtFlags::REMOVEDIR).is_ok()
+            match rustix::fs::unlinkat(session.as_fd(), qname.as_str(), AtFlags::REMOVEDIR) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(true),
+                // Not empty: the named objects stay, and so does the journal.
+                Err(rustix::io::Errno::NOTEMPTY) | Err(rustix::io::Errno::EXIST) => Ok(false),
+                Err(e) => Err(format!("removing quarantine {}: {e}", intent.quarantine_dir.display())),
+            }
         }
     }
 }

@@ -55,6 +55,17 @@ impl WalkError {
     }
 }
 
+impl std::fmt::Display for WalkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WalkError::NotFound(i) => write!(f, "component {i} does not exist"),
+            WalkError::Symlink(i) => write!(f, "component {i} is a symbolic link"),
+            WalkError::NotDirectory(i) => write!(f, "component {i} is not a directory"),
+            WalkError::Io(i, e) => write!(f, "component {i}: {e}"),
+        }
+    }
+}
+
 impl From<WalkError> for io::Error {
     fn from(e: WalkError) -> io::Error {
         match e {

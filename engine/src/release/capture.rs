@@ -15,7 +15,7 @@ use super::{failed_untouched, fault, Outcome, ReleaseOptions, ReleaseReport, Rel
 use crate::error::{Reason, TargetReason};
 use crate::fault::FaultPoint;
 use crate::identity::{Identity, Pin, IDENTITY_MASK};
-use crate::journal::{Journal, JournalIntent, JournalMark, JournalTarget};
+use crate::journal::{Journal, JournalIntent, JournalLock, JournalMark, JournalTarget};
 use crate::layout;
 use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
 use crate::rehash::{self, HashJob, RehashOptions};
@@ -35,6 +35,12 @@ pub(super) fn begin(
 ) -> Result<Run, ReleaseReport> {
     let paths: Vec<String> = req.targets.iter().map(|t| t.path.clone()).collect();
     let session = opened.session.as_fd();
+    // The journal directory's shared lock, before the quarantine exists: no
+    // recovery sweeps or retires anything of this run while it is live.
+    let lock = match JournalLock::shared(&req.layout.journal_dir()) {
+        Ok(l) => l,
+        Err(e) => return Err(failed_untouched(&paths, format!("journal lock: {e}"))),
+    };
     let q = match Quarantine::create(session, &opened.session_path) {
         Ok(q) => q,
         Err(QuarantineError::RenameUnsupported) => {
@@ -61,7 +67,7 @@ pub(super) fn begin(
     };
     // Two fsyncs (the journal file, then its directory): the intent must be
     // durable before the first rename, so recovery finds every moved byte.
-    let journal = match Journal::begin(&req.layout.journal_dir(), &intent) {
+    let journal = match Journal::begin(lock, &req.layout.journal_dir(), &intent) {
         Ok(j) => j,
         Err(e) => {
             q.remove_if_empty(session);

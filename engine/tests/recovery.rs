@@ -1,0 +1,158 @@
+//! Recovery never forgets: only `ENOENT` means a quarantine is gone; any
+//! other error keeps the journal and is reported. Recovery holds `D/journal`
+//! exclusively and never runs beside a release in flight.
+
+mod common;
+
+use std::fs;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{target, Fixture};
+use winx_release_engine::fault::FaultPoint;
+use winx_release_engine::journal::{Journal, JournalIntent, JournalLock, JournalTarget};
+use winx_release_engine::owner::IdleOwner;
+use winx_release_engine::quarantine::{entry_name, rename_noreplace, Quarantine};
+use winx_release_engine::recovery::{recover, recover_with, RecoveryOptions};
+use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest, Status};
+use winx_release_engine::resolve::open_dir_abs;
+
+/// The state a release leaves when it dies right after moving `h` into its
+/// quarantine: a journal naming it, the object in the quarantine, its name
+/// free. Returns (journal path, quarantined path).
+fn crashed_after_rename(fx: &Fixture, h: &Path) -> (PathBuf, PathBuf) {
+    let t = target(h);
+    let session = open_dir_abs(&fx.session).unwrap();
+    let q = Quarantine::create(session.as_fd(), &fx.session).unwrap();
+    let jdir = fx.layout.journal_dir();
+    let intent = JournalIntent {
+        version: 1,
+        id: q.name.trim_start_matches(".winx-release-").to_owned(),
+        workspace: fx.layout.workspace().to_path_buf(),
+        session_dir: fx.session.clone(),
+        quarantine_dir: q.path.clone(),
+        targets: vec![JournalTarget { file_path: h.to_path_buf(), quarantine_name: entry_name(0), pin: t.pin }],
+    };
+    let journal = Journal::begin(JournalLock::shared(&jdir).unwrap(), &jdir, &intent).unwrap();
+    let jpath = journal.path().to_path_buf();
+    let name = h.file_name().unwrap().to_str().unwrap();
+    rename_noreplace(session.as_fd(), name, q.dir.as_fd(), &entry_name(0)).unwrap();
+    drop(journal); // the process died: its lock is gone, its journal stays
+    (jpath, q.path.join(entry_name(0)))
+}
+
+#[test]
+fn injected_emfile_opening_the_quarantine_keeps_the_journal() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"keep me");
+    let (jpath, qpath) = crashed_after_rename(&fx, &h);
+    let hook = |p: &FaultPoint<'_>| match p {
+        FaultPoint::RecoveryOpenQuarantine { .. } => Err(io::Error::from_raw_os_error(libc::EMFILE)),
+        _ => Ok(()),
+    };
+    let opts = RecoveryOptions { faults: Some(&hook), ..RecoveryOptions::default() };
+    let r = recover_with(fx.layout.data_dir(), &[], &opts).unwrap();
+    assert!(jpath.exists(), "the journal, the only map back to {}, was retired: {r:?}", h.display());
+    assert_eq!(r.kept_journals.len(), 1, "{r:?}");
+    assert!(r.kept_journals[0].error.contains("os error 24"), "{r:?}");
+    assert!(r.restored.is_empty() && r.removed_before_crash.is_empty(), "{r:?}");
+    assert_eq!(fs::read(&qpath).unwrap(), b"keep me");
+
+    // Once the error is gone, recovery puts it back and retires the journal.
+    let r = recover(fx.layout.data_dir(), &[]).unwrap();
+    assert_eq!(r.restored.len(), 1, "{r:?}");
+    assert_eq!(fs::read(&h).unwrap(), b"keep me");
+    assert!(!jpath.exists());
+}
+
+/// A real `EACCES`: recovery runs in a thread whose credentials are
+/// `nobody`'s, and the quarantine is root's 0700 directory.
+#[test]
+fn real_eacces_opening_the_quarantine_keeps_the_journal() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to take another uid in one thread");
+        return;
+    }
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"keep me too");
+    let (jpath, qpath) = crashed_after_rename(&fx, &h);
+    // Everything readable by nobody except the quarantine itself (0700).
+    let mut p = fx.session.clone();
+    loop {
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        if p == fx._tmp.path().canonicalize().unwrap() || !p.pop() {
+            break;
+        }
+    }
+    for d in [fx.layout.data_dir().to_path_buf(), fx.layout.journal_dir()] {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::set_permissions(&jpath, fs::Permissions::from_mode(0o644)).unwrap();
+    let data = fx.layout.data_dir().to_path_buf();
+    let r = std::thread::spawn(move || {
+        let nobody = rustix::process::Uid::from_raw(65534);
+        rustix::thread::set_thread_res_uid(nobody, nobody, nobody).unwrap();
+        recover(&data, &[])
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    assert!(jpath.exists(), "journal retired on EACCES: {r:?}");
+    assert_eq!(r.kept_journals.len(), 1, "{r:?}");
+    assert!(r.kept_journals[0].error.contains("ermission denied"), "{r:?}");
+    assert_eq!(fs::read(&qpath).unwrap(), b"keep me too");
+}
+
+/// A release paused after its first rename holds `D/journal` shared; a
+/// recovery beside it refuses within its wait, or waits for it, and never
+/// retires or restores anything of the live run.
+#[test]
+fn recovery_beside_a_release_in_flight_waits_or_refuses() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"in flight");
+    let t = [target(&h)];
+    let (at_tx, at_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let at_tx = std::sync::Mutex::new(at_tx);
+    let hook = move |p: &FaultPoint<'_>| {
+        if let FaultPoint::AfterRename { .. } = p {
+            at_tx.lock().unwrap().send(()).unwrap();
+            go_rx.lock().unwrap().recv().unwrap();
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        let releasing = s.spawn(|| {
+            let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
+            release(&ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t }, &IdleOwner, &opts)
+        });
+        at_rx.recv().unwrap();
+        let journals: Vec<_> = fs::read_dir(fx.layout.journal_dir()).unwrap().collect();
+        assert_eq!(journals.len(), 1, "a live journal");
+        assert!(!h.exists(), "the target sits in quarantine");
+
+        // Refuses within its wait, touching nothing.
+        let opts = RecoveryOptions { lock_wait: Duration::from_millis(200), ..RecoveryOptions::default() };
+        let e = recover_with(fx.layout.data_dir(), &[fx.layout.workspace().to_path_buf()], &opts).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{e}");
+        assert!(!h.exists(), "recovery restored a target of a live release");
+        assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 1, "live journal retired");
+
+        // Waits: it runs once the release is done, and finds nothing left.
+        let waiting = s.spawn(|| recover(fx.layout.data_dir(), &[fx.layout.workspace().to_path_buf()]));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!waiting.is_finished(), "recovery did not wait for the release");
+        go_tx.send(()).unwrap();
+        let report = releasing.join().unwrap();
+        assert_eq!(report.status, Status::Completed, "{report:?}");
+        let r = waiting.join().unwrap().unwrap();
+        assert_eq!(r.journals, 0, "{r:?}");
+        assert!(r.restored.is_empty() && r.preserved.is_empty(), "{r:?}");
+    });
+    assert!(!h.exists());
+}
