@@ -21,6 +21,15 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
     anyhow::ensure!(meta.is_dir(), "workspace {} is not a directory", args.workspace.display());
     let ws = std::fs::canonicalize(&args.workspace).context("canonical workspace")?;
     let report = winx_release_engine::audit::audit(&ws).with_context(|| format!("audit of {}", ws.display()))?;
-    print_json(&report)?;
+    let mut v = serde_json::to_value(&report)?;
+    // How much of the shared 50,000-entry scan bound the backing roots use
+    // (contract section 6b), with a warning past 80 %.
+    let data_dir = winx_release_engine::layout::default_data_dir();
+    let layout = winx_release_engine::Layout::new(ws.clone(), data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let usage = winx_release_engine::retention::backing_usage(&layout);
+    if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), serde_json::to_value(&usage)?) {
+        obj.extend(extra);
+    }
+    print_json(&v)?;
     Ok(EXIT_OK)
 }

@@ -3,7 +3,8 @@
 //! An execution directory is a candidate only when its `status.json` says
 //! `"state": "resolved"` (the guardian writes that once no process of the
 //! execution remains) *and* the guardian's `claim` agrees. Resolved
-//! executions are ordered by `ended_unix` (then by name); the newest
+//! executions are ordered by when that status was written (the status
+//! file's modification time, in nanoseconds; then by name); the newest
 //! `keep` stay. Each removed one is first moved whole, with
 //! `RENAME_NOREPLACE`, out of the backing root into the private staging
 //! directory `D/retention`, so a concurrent backing-root scan sees the
@@ -48,7 +49,8 @@ pub struct ExecutionPrune {
 /// What a status file says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecStatus {
-    /// Resolved, ended at this time (seconds since the epoch).
+    /// Resolved; its status file was last written at this time
+    /// (nanoseconds since the epoch).
     Resolved(u64),
     /// Anything else: running, unreadable, missing.
     Unresolved,
@@ -74,8 +76,13 @@ pub fn read_status(exec_root: BorrowedFd<'_>, name: &str) -> ExecStatus {
     if v.get("state").and_then(serde_json::Value::as_str) != Some("resolved") {
         return ExecStatus::Unresolved;
     }
-    let fallback = mtime.map_or(0, |st| u64::try_from(st.stx_mtime.tv_sec).unwrap_or(0));
-    ExecStatus::Resolved(v.get("ended_unix").and_then(serde_json::Value::as_u64).unwrap_or(fallback))
+    // The status file is rewritten when the execution resolves, so its
+    // modification time (to the nanosecond; `ended_unix` is whole seconds)
+    // orders resolutions.
+    let ns = mtime.map_or(0, |st| {
+        u64::try_from(st.stx_mtime.tv_sec).unwrap_or(0).saturating_mul(1_000_000_000) + u64::from(st.stx_mtime.tv_nsec)
+    });
+    ExecStatus::Resolved(ns)
 }
 
 /// Prunes `exec_root` (the opened `D/executions`) down to the newest `keep`

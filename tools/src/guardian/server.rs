@@ -29,8 +29,20 @@ struct Shared {
     in_flight: AtomicUsize,
 }
 
-/// Binds `socket`, prints the ready line, and serves until SIGTERM/SIGINT.
+/// How a guardian runs.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// What its retention worker keeps.
+    pub retention: winx_release_engine::retention::RetentionPolicy,
+}
+
+/// [`serve_with`] the default options.
 pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
+    serve_with(socket, data_dir, &ServeOptions::default())
+}
+
+/// Binds `socket`, prints the ready line, and serves until SIGTERM/SIGINT.
+pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow::Result<()> {
     // A directory it did not create is never chmodded: an untrusted one
     // (another owner, not 0700, a link) is refused.
     let dir = socket_trust::socket_dir(socket);
@@ -54,6 +66,10 @@ pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
     let shared = Arc::new(Shared { guardian: Guardian::new(data_dir), shutdown, in_flight: AtomicUsize::new(0) });
 
     crate::recover_cmd::recover_at_start(data_dir);
+    let worker = {
+        let (shared, policy) = (shared.clone(), opts.retention);
+        std::thread::spawn(move || super::retention::run(&shared.guardian, policy, &shared.shutdown))
+    };
 
     let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES});
     {
@@ -87,6 +103,7 @@ pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
     while shared.in_flight.load(Ordering::SeqCst) > 0 {
         std::thread::sleep(Duration::from_millis(10));
     }
+    let _ = worker.join();
     tracing::info!("guardian stopped");
     Ok(())
 }
@@ -161,10 +178,22 @@ fn handle(g: &Guardian, id: u64, request: Request) -> Vec<u8> {
         )),
         Request::SessionOpen { workspace, thread_id } => session_open(g, id, &workspace, &thread_id),
         Request::Exec { workspace, thread_id, command, wait_for_seconds, is_background } => {
-            exec_op(g, id, &workspace, &thread_id, &command, wait_for_seconds, is_background)
+            let r = exec_op(g, id, &workspace, &thread_id, &command, wait_for_seconds, is_background);
+            // A command completed (or was left running): retention catches
+            // up, debounced.
+            g.retention.kick(Some(&workspace));
+            r
         }
-        Request::ExecStatus { command_id, wait_for_seconds, .. } => exec_status(g, id, &command_id, wait_for_seconds),
-        Request::Release { workspace, thread_id, targets } => release_op(g, id, &workspace, &thread_id, &targets),
+        Request::ExecStatus { command_id, wait_for_seconds, .. } => {
+            let r = exec_status(g, id, &command_id, wait_for_seconds);
+            g.retention.kick(None);
+            r
+        }
+        Request::Release { workspace, thread_id, targets } => {
+            let r = release_op(g, id, &workspace, &thread_id, &targets);
+            g.retention.kick(Some(&workspace));
+            r
+        }
         Request::Status { workspace, thread_id } => status_op(g, id, &workspace, &thread_id),
     };
     reply.unwrap_or_else(|(code, message)| error_line(id, code, &message))
@@ -224,7 +253,12 @@ fn exec_op(
 }
 
 fn exec_status(g: &Guardian, id: u64, command_id: &str, wait: Option<f64>) -> Result<Vec<u8>, OpError> {
-    let e = g.execution(command_id).ok_or_else(|| (ErrorCode::NotFound, format!("no command {command_id}")))?;
+    let e = g.execution(command_id).ok_or_else(|| {
+        let msg = format!(
+            "unknown command_id {command_id}: not started by this guardian, or its record was removed by retention"
+        );
+        (ErrorCode::NotFound, msg)
+    })?;
     e.wait(wait_secs(wait, 0.0));
     Ok(ok_line(id, &e.reply()))
 }

@@ -19,6 +19,8 @@ pub struct Guardian {
     pub instance: String,
     sessions: Mutex<HashMap<(PathBuf, String), Arc<Session>>>,
     executions: Mutex<HashMap<String, Arc<Execution>>>,
+    /// Wakes the retention worker.
+    pub retention: super::retention::Kick,
 }
 
 /// One session owned by the guardian.
@@ -89,6 +91,7 @@ impl Guardian {
             instance: winx_release_engine::random::random_hex(16),
             sessions: Mutex::new(HashMap::new()),
             executions: Mutex::new(HashMap::new()),
+            retention: super::retention::Kick::default(),
         }
     }
 
@@ -122,5 +125,32 @@ impl Guardian {
     /// Looks an execution up by id.
     pub fn execution(&self, id: &str) -> Option<Arc<Execution>> {
         lock(&self.executions).get(id).cloned()
+    }
+
+    /// Whether retention may remove execution `id`'s payload: false while
+    /// this guardian holds it as anything but final; otherwise true, and the
+    /// execution is forgotten (a status check then answers `not_found`).
+    /// Call [`Guardian::drop_from_sessions`] after a pass.
+    pub fn claim_for_retention(&self, id: &str) -> bool {
+        let mut ex = lock(&self.executions);
+        match ex.get(id).map(|e| e.state()) {
+            Some(ExecState::Resolved(_) | ExecState::FailedToStart) => {
+                ex.remove(id);
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
+    }
+
+    /// Drops the executions retention removed from every session's table.
+    pub fn drop_from_sessions(&self, ids: &std::collections::HashSet<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        for s in sessions {
+            lock(&s.state).all.retain(|e| !ids.contains(&e.id));
+        }
     }
 }

@@ -1,0 +1,198 @@
+//! Retention of the backing stores with a real guardian (contract section
+//! 6b): `--keep-executions 5` holds `D/executions` at the newest five
+//! resolved payloads plus the running ones, a pruned execution's status
+//! check is one clear error, the newest one's still answers, releases still
+//! complete, and a replay whose receipt was pruned is judged afresh.
+
+mod support;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{read_line_timeout, release_req, Env, Mcp};
+
+/// A guardian this test started: SIGTERM and reaped on drop.
+struct Guardian(Child);
+
+impl Drop for Guardian {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `guardian --socket <sock> <extra>` and waits for its ready line.
+fn start_guardian(env: &Env, extra: &[&str]) -> Guardian {
+    let sock = env.sock.to_str().unwrap();
+    let mut args = vec!["guardian", "--socket", sock];
+    args.extend_from_slice(extra);
+    let (_, log) = env.log_file("guardian");
+    let mut child = env.command(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log).spawn().unwrap();
+    let line = read_line_timeout(child.stdout.take().unwrap(), Duration::from_secs(10)).expect("ready line");
+    assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["event"], "ready", "{line}");
+    Guardian(child)
+}
+
+/// (resolved, other) execution directories in `D/executions`.
+fn executions(data: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut resolved, mut other) = (Vec::new(), Vec::new());
+    let Ok(rd) = fs::read_dir(data.join("executions")) else { return (resolved, other) };
+    for e in rd.flatten() {
+        let name = e.file_name().into_string().unwrap();
+        let status: Value = fs::read(e.path().join("status.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        if status["state"] == "resolved" {
+            resolved.push(name);
+        } else {
+            other.push(name);
+        }
+    }
+    (resolved, other)
+}
+
+/// Waits until `cond` holds (or panics after `secs`).
+fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+async fn status_check(mcp: &Mcp, thread: &str, id: &str) -> Value {
+    let r = mcp
+        .try_call("BashCommand", json!({"thread_id": thread, "status_check": true, "command_id": id}))
+        .await
+        .expect("a status check is answered");
+    r.structured_content.clone().unwrap_or_else(|| panic!("no structuredContent: {r:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_executions_5_bounds_the_store_and_releases_still_complete() {
+    let env = Env::new();
+    let _g = start_guardian(&env, &["--keep-executions", "5"]);
+    let mcp = env.mcp(&[]).await;
+    let thread = "retention-5";
+    mcp.init(&env.ws, thread).await;
+
+    // A background command that runs throughout: never pruned.
+    let gate = env.root.join("gate");
+    let cmd = format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo bg-done", gate.display());
+    let bg = mcp.call("BashCommand", json!({"thread_id": thread, "command": cmd, "is_background": true})).await;
+    let bg_id = bg["command_id"].as_str().unwrap().to_owned();
+
+    let mut ids = Vec::new();
+    let mut peak = 0;
+    for i in 0..16 {
+        let v = mcp.bash(thread, &format!("echo out-{i}")).await;
+        ids.push(v["command_id"].as_str().unwrap().to_owned());
+        // The debounced pass follows each completed command.
+        eventually(10, "the retention pass", || executions(&env.data).0.len() <= 5);
+        let (resolved, other) = executions(&env.data);
+        peak = peak.max(resolved.len());
+        assert!(other.contains(&bg_id), "the running execution was removed: {other:?}");
+        assert!(resolved.contains(ids.last().unwrap()), "the newest execution was removed");
+    }
+    assert_eq!(peak, 5);
+    let (resolved, _) = executions(&env.data);
+    let mut newest: Vec<String> = ids[ids.len() - 5..].to_vec();
+    newest.sort();
+    let mut kept = resolved.clone();
+    kept.sort();
+    assert_eq!(kept, newest, "the newest five are the ones kept");
+
+    // The newest execution's status check answers; a pruned one's is one
+    // clear error.
+    let newest_id = ids.last().unwrap();
+    let v = status_check(&mcp, thread, newest_id).await;
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(v["output"].as_str().unwrap().contains("out-15"), "{v}");
+    let v = status_check(&mcp, thread, &ids[0]).await;
+    assert_eq!(v["status"], "denied", "{v}");
+    assert_eq!(v["errorCode"], "not_found", "{v}");
+    assert!(v.to_string().contains("unknown command_id"), "{v}");
+    // The running one still reports running.
+    let v = status_check(&mcp, thread, &bg_id).await;
+    assert_eq!(v["status"], "running", "{v}");
+
+    // A release still completes (the running background command blocks its
+    // thread, so it is let go first).
+    fs::write(&gate, b"").unwrap();
+    eventually(10, "the background command", || executions(&env.data).1.is_empty());
+    let helper = env.session_dir(thread).join("helper.txt");
+    fs::write(&helper, b"temporary\n").unwrap();
+    let (rev, generation) = mcp.read_helper(thread, &helper).await;
+    let r = mcp.edit(release_req(thread, &env.ws, &[(&helper, &rev, &generation)])).await;
+    assert_eq!(r["status"], "completed", "{r}");
+    assert!(!helper.exists());
+    eventually(10, "the pass after the release", || executions(&env.data).0.len() <= 5);
+    mcp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_whose_receipt_was_pruned_is_judged_afresh() {
+    let env = Env::new();
+    let _g = start_guardian(&env, &["--keep-receipts-days", "0"]);
+    let mcp = env.mcp(&[]).await;
+    let thread = "retention-receipt";
+    mcp.init(&env.ws, thread).await;
+    let helper = env.session_dir(thread).join("once.txt");
+    fs::write(&helper, b"once\n").unwrap();
+    let (rev, generation) = mcp.read_helper(thread, &helper).await;
+    let req = release_req(thread, &env.ws, &[(&helper, &rev, &generation)]);
+    let first = mcp.edit(req.clone()).await;
+    assert_eq!(first["status"], "completed", "{first}");
+    let receipt = env.data.join("receipts").join(format!("{}.json", first["receipt_id"].as_str().unwrap()));
+    assert!(receipt.exists());
+    // Replayed while the receipt stands.
+    let again = mcp.edit(req.clone()).await;
+    assert_eq!(again["replayed"], true, "{again}");
+    // A window of 0 days prunes it once its second has passed; a command
+    // kicks a pass.
+    std::thread::sleep(Duration::from_millis(1100));
+    mcp.bash(thread, "true").await;
+    eventually(10, "the receipt pruned", || !receipt.exists());
+    let fresh = mcp.edit(req).await;
+    assert_eq!(fresh["replayed"], false, "{fresh}");
+    assert_eq!(fresh["status"], "denied", "{fresh}");
+    assert_eq!(fresh["files"][0]["reason"], "not_found", "{fresh}");
+    mcp.stop().await;
+}
+
+#[test]
+fn audit_counts_backing_entries_and_warns_past_80_percent() {
+    let env = Env::new();
+    let scratch = env.ws.join(".winx/scratch");
+    fs::create_dir_all(&scratch).unwrap();
+    for i in 0..10 {
+        fs::write(scratch.join(format!("s{i}")), b"").unwrap();
+    }
+    fs::create_dir_all(env.data.join("executions/e1")).unwrap();
+    fs::write(env.data.join("executions/e1/output"), b"").unwrap();
+    let audit = |env: &Env| -> Value {
+        let out = env.command(&["audit", "--workspace", env.ws.to_str().unwrap()]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = audit(&env);
+    assert_eq!(v["backing_entries"], 12, "{v}");
+    assert_eq!(v["backing_limit"], 50_000, "{v}");
+    assert_eq!(v["backing_warning"], Value::Null, "{v}");
+    assert_eq!(v["deletion_deferred"], "runtime_protection_unknown", "{v}");
+    // 40,001 entries: over 80 % of the bound.
+    let receipts = env.data.join("receipts");
+    fs::create_dir_all(&receipts).unwrap();
+    for i in 0..(40_001 - 12) {
+        fs::write(receipts.join(format!("r{i}")), b"").unwrap();
+    }
+    let v = audit(&env);
+    assert_eq!(v["backing_entries"], 40_001, "{v}");
+    assert!(v["backing_warning"].as_str().is_some_and(|w| w.contains("80%")), "{v}");
+}

@@ -1,0 +1,160 @@
+//! The guardian's retention worker (contract section 6b).
+//!
+//! One background thread keeps `D/executions` and `D/receipts` within
+//! budget with [`winx_release_engine::retention`]: a pass at start, then one
+//! after every completed command and release, debounced (kicks that arrive
+//! while a pass is pending are folded into it), and one at least every
+//! [`PERIOD`] so that receipts age out on an idle guardian too.
+//!
+//! An execution's payload is removed only when its `status.json` says it is
+//! resolved *and* this guardian's table does not hold it as anything but
+//! final ([`Guardian::claim_for_retention`]); the guardian then forgets it,
+//! so a later status check answers `not_found` ("unknown command_id").
+//!
+//! After a pass (at most every [`USAGE_EVERY`]) the worker counts the
+//! backing roots of every workspace it has served, as a release would scan
+//! them, and logs a warning past 80 % of the 50,000-entry bound.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use winx_release_engine::layout::Layout;
+use winx_release_engine::retention::{backing_usage, data_usage, BackingUsage, Retention, RetentionPolicy};
+
+use super::sessions::{lock, Guardian};
+
+/// How long a kick waits for more kicks before the pass runs.
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+/// Longest time between passes.
+pub const PERIOD: Duration = Duration::from_secs(600);
+/// Shortest time between two backing-usage counts.
+pub const USAGE_EVERY: Duration = Duration::from_secs(5);
+
+/// Wakes the retention worker.
+#[derive(Default)]
+pub struct Kick {
+    state: Mutex<KickState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct KickState {
+    pending: bool,
+    workspaces: BTreeSet<PathBuf>,
+    passes: u64,
+}
+
+impl Kick {
+    /// Asks for a pass soon; `workspace`, when given, is counted in the
+    /// backing-usage check from now on.
+    pub fn kick(&self, workspace: Option<&str>) {
+        let mut st = lock(&self.state);
+        st.pending = true;
+        if let Some(ws) = workspace {
+            if !st.workspaces.contains(Path::new(ws)) {
+                st.workspaces.insert(PathBuf::from(ws));
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    /// Passes completed so far.
+    pub fn passes(&self) -> u64 {
+        lock(&self.state).passes
+    }
+
+    /// Waits until kicked (true) or `timeout` passes or `stop` is set
+    /// (false). Takes the kick.
+    fn wait(&self, timeout: Duration, stop: &AtomicBool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.state);
+        loop {
+            if st.pending {
+                st.pending = false;
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            let step = (deadline - now).min(Duration::from_millis(100));
+            st = self.cv.wait_timeout(st, step).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+/// Runs the worker until `stop` is set.
+pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
+    let mut retention = Retention::new(&g.data_dir, policy);
+    let mut last_usage: Option<Instant> = None;
+    let mut warned = false;
+    loop {
+        pass(g, &mut retention);
+        if last_usage.map_or(true, |t| t.elapsed() >= USAGE_EVERY) {
+            last_usage = Some(Instant::now());
+            warned = check_usage(g, warned);
+        }
+        lock(&g.retention.state).passes += 1;
+        g.retention.cv.notify_all();
+        let kicked = g.retention.wait(PERIOD, stop);
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if kicked {
+            // Fold the kicks of a burst into one pass.
+            std::thread::sleep(DEBOUNCE);
+            lock(&g.retention.state).pending = false;
+        }
+    }
+}
+
+fn pass(g: &Guardian, retention: &mut Retention) {
+    let mut forgotten: HashSet<String> = HashSet::new();
+    let result = retention.pass(SystemTime::now(), &mut |id| {
+        let ok = g.claim_for_retention(id);
+        if ok {
+            forgotten.insert(id.to_owned());
+        }
+        ok
+    });
+    g.drop_from_sessions(&forgotten);
+    match result {
+        Ok(r) if r.executions.removed + r.receipts.removed + r.staging_cleared > 0 => tracing::info!(
+            executions_removed = r.executions.removed,
+            executions_kept = r.executions.resolved - r.executions.removed,
+            unresolved = r.executions.unresolved,
+            receipts_removed = r.receipts.removed,
+            "retention pass"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "retention pass failed; nothing more removed this time"),
+    }
+}
+
+/// Counts the backing roots of every workspace served (or the data
+/// directory's alone) and warns past the threshold. Returns whether a
+/// warning stands, so it is logged once per crossing.
+fn check_usage(g: &Guardian, warned: bool) -> bool {
+    let workspaces: Vec<PathBuf> = lock(&g.retention.state).workspaces.iter().cloned().collect();
+    let mut usages: Vec<(Option<PathBuf>, BackingUsage)> = workspaces
+        .into_iter()
+        .filter_map(|ws| Layout::new(ws.clone(), &g.data_dir).ok().map(|l| (Some(ws), backing_usage(&l))))
+        .collect();
+    if usages.is_empty() {
+        usages.push((None, data_usage(&g.data_dir)));
+    }
+    let mut over = false;
+    for (ws, u) in usages {
+        if let Some(w) = &u.backing_warning {
+            over = true;
+            if !warned {
+                let ws = ws.map(|p| p.display().to_string()).unwrap_or_default();
+                tracing::warn!(workspace = %ws, entries = u.backing_entries, limit = u.backing_limit, "{w}");
+            }
+        }
+    }
+    over
+}
