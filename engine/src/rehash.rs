@@ -265,7 +265,7 @@ pub fn open_and_hash_at(
             let fd = o?;
             let id = Identity::of_fd(&fd)?;
             let hash_it =
-                id.is_regular() && job.pin.map_or(true, |p| p.same_object(&id) && id.nlink == 1 && id.size == p.size);
+                id.is_regular() && job.pin.is_none_or(|p| p.same_object(&id) && id.nlink == 1 && id.size == p.size);
             Ok((fd, id, hash_it))
         })
         .collect();

@@ -93,7 +93,7 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
     let mut warned = false;
     loop {
         pass(g, &mut retention);
-        if last_usage.map_or(true, |t| t.elapsed() >= USAGE_EVERY) {
+        if last_usage.is_none_or(|t| t.elapsed() >= USAGE_EVERY) {
             last_usage = Some(Instant::now());
             warned = check_usage(g, warned);
         }

@@ -155,7 +155,7 @@ pub fn worker(w: &World, mut sess: Session, deadline: Instant) -> Session {
         ops::verify(w, &mut sess, "after a step");
         Stats::inc(&w.stats.steps);
         n += 1;
-        if n % 25 == 0 {
+        if n.is_multiple_of(25) {
             w.workspaces[sess.ws].sources.lock().unwrap_or_else(|e| e.into_inner()).verify(
                 &w.findings,
                 "sources",
