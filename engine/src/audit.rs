@@ -16,9 +16,6 @@ use crate::quota;
 /// The contract's `deletion_deferred` value.
 pub const DELETION_DEFERRED: &str = "runtime_protection_unknown";
 
-/// Deepest level the audit descends below a session directory.
-const AUDIT_MAX_DEPTH: usize = 16;
-
 /// Usage of one session directory.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SessionUsage {
@@ -81,39 +78,47 @@ fn vanished(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
-fn walk(dir: &Path, depth: usize, in_reserved: bool, acc: &mut Walk) -> io::Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if vanished(&e) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = match entry {
-            Ok(e) => e,
+/// Counts every entry below `root`, whatever its depth: quotas are not the
+/// backing-root scan's bound, and a helper 17 levels down occupies the
+/// quota like any other. The walk keeps its own stack (no recursion), so a
+/// deep tree cannot exhaust the thread's stack; a path the kernel refuses
+/// as too long is an error, and the quota check fails closed.
+fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
+    let mut stack: Vec<(PathBuf, bool)> = vec![(root.to_path_buf(), false)];
+    while let Some((dir, in_reserved)) = stack.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Ok(rd) => rd,
             Err(e) if vanished(&e) => continue,
             Err(e) => return Err(e),
         };
-        let name = entry.file_name();
-        let reserved = in_reserved || name.to_string_lossy().starts_with(RESERVED_PREFIX);
-        let meta = match entry.path().symlink_metadata() {
-            Ok(m) => m,
-            Err(e) if vanished(&e) => continue,
-            Err(e) => return Err(e),
-        };
-        let ft = meta.file_type();
-        if reserved && !ft.is_dir() {
-            acc.quarantined += 1;
-        } else if ft.is_file() {
-            acc.files += 1;
-            acc.bytes += meta.len();
-            if let Ok(m) = meta.modified() {
-                acc.oldest = Some(acc.oldest.map_or(m, |o| o.min(m)));
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) if vanished(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let name = entry.file_name();
+            let reserved = in_reserved || name.to_string_lossy().starts_with(RESERVED_PREFIX);
+            let meta = match entry.path().symlink_metadata() {
+                Ok(m) => m,
+                Err(e) if vanished(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let ft = meta.file_type();
+            if reserved && !ft.is_dir() {
+                acc.quarantined += 1;
+            } else if ft.is_file() {
+                acc.files += 1;
+                acc.bytes += meta.len();
+                if let Ok(m) = meta.modified() {
+                    acc.oldest = Some(acc.oldest.map_or(m, |o| o.min(m)));
+                }
+            } else if !ft.is_dir() {
+                acc.other += 1;
             }
-        } else if !ft.is_dir() {
-            acc.other += 1;
-        }
-        if ft.is_dir() && depth < AUDIT_MAX_DEPTH {
-            walk(&entry.path(), depth + 1, reserved, acc)?;
+            if ft.is_dir() {
+                stack.push((entry.path(), reserved));
+            }
         }
     }
     Ok(())
@@ -121,7 +126,8 @@ fn walk(dir: &Path, depth: usize, in_reserved: bool, acc: &mut Walk) -> io::Resu
 
 /// Audits the sessions of `workspace`; deletes nothing.
 ///
-/// Symbolic links are never followed. A workspace without sessions yields
+/// Every file below a session directory counts, at any depth. Symbolic
+/// links are never followed. A workspace without sessions yields
 /// an empty report.
 pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
     let parent = workspace.join(layout::WINX_DIR).join(layout::TMP_DIR);
@@ -139,7 +145,7 @@ pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
             continue;
         }
         let mut acc = Walk::default();
-        walk(&entry.path(), 1, false, &mut acc)?;
+        walk(&entry.path(), &mut acc)?;
         let age = acc.oldest.map(|o| now.duration_since(o).unwrap_or(Duration::ZERO).as_secs());
         let over_quota = acc.files > quota::MAX_SESSION_FILES || acc.bytes > quota::MAX_SESSION_BYTES;
         let past_ttl = age.is_some_and(|a| a > quota::SESSION_TTL_SECS);

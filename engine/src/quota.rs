@@ -1,4 +1,19 @@
 //! The helper quotas (contract section 6).
+//!
+//! A quota check measures usage and then writes; two writers measuring at
+//! once could each pass alone and together exceed it. Every check-and-write
+//! into a workspace's sessions therefore runs under [`QuotaLock`], an
+//! exclusive `flock(2)` on the workspace directory, shared by every
+//! frontend process and thread.
+//!
+//! # References
+//! - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use rustix::fs::{FlockOperation, Mode, OFlags};
 
 /// Most files in one session directory.
 pub const MAX_SESSION_FILES: u64 = 128;
@@ -33,4 +48,30 @@ pub fn write_allowed(usage: Usage, old_size: Option<u64>, new_size: u64) -> bool
         && files <= MAX_SESSION_FILES
         && session <= MAX_SESSION_BYTES
         && workspace <= MAX_WORKSPACE_BYTES
+}
+
+/// The per-workspace lock that serialises quota check and write, released
+/// on drop.
+#[derive(Debug)]
+pub struct QuotaLock {
+    _dir: OwnedFd,
+}
+
+impl QuotaLock {
+    /// Takes the exclusive lock of `workspace` (its directory, opened
+    /// without following a link), blocking while another writer holds it.
+    ///
+    /// # References
+    /// - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
+    pub fn workspace(workspace: &Path) -> io::Result<QuotaLock> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(rustix::fs::CWD, workspace, flags, Mode::empty())?;
+        loop {
+            match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(QuotaLock { _dir: fd }),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
 }

@@ -447,3 +447,6 @@ impl Session {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod quota_tests;

@@ -16,8 +16,10 @@
 //! 5. quotas (`quota_exceeded`, status `denied`): a target inside a session
 //!    directory `…/.winx/tmp/session-<16 hex>/…` is checked with
 //!    `engine::quota::write_allowed` against the usage the audit measures for
-//!    that session and its workspace, entries of one request counted
-//!    cumulatively.
+//!    that session and its workspace (every file at any depth), entries of
+//!    one request counted cumulatively. Measuring and writing run under
+//!    `engine::quota::QuotaLock` of each workspace touched, so concurrent
+//!    writers (threads or frontend processes) cannot pass a quota together.
 //!
 //! Then each file is written atomically: missing parent directories are
 //! created through no-follow handles from the canonical ancestor, the
@@ -41,7 +43,7 @@ use winx_release_engine::audit::audit;
 use winx_release_engine::hash::{revision, sha256_bytes};
 use winx_release_engine::layout::{self, is_session_name};
 use winx_release_engine::path_rules::in_reserved_namespace;
-use winx_release_engine::quota::{write_allowed, Usage};
+use winx_release_engine::quota::{write_allowed, QuotaLock, Usage};
 use winx_release_engine::resolve::open_dir_abs;
 use winx_release_engine::Reason;
 
@@ -249,9 +251,8 @@ impl Frontend {
         let ws = Path::new(&session.workspace);
         let mut own: Vec<Option<Code>> = vec![None; paths.len()];
         let mut plans = Vec::with_capacity(paths.len());
-        let mut quota = QuotaBook::default();
         for (i, e) in w.entries.iter().enumerate() {
-            let code = if !session.policy.mutation_allowed(ws, Path::new(&e.file_path)) {
+            own[i] = if !session.policy.mutation_allowed(ws, Path::new(&e.file_path)) {
                 Some(Code::from(Reason::PolicyDenied))
             } else if in_reserved_namespace(&e.file_path) {
                 Some(Reason::ReservedNamespace.into())
@@ -259,18 +260,37 @@ impl Frontend {
                 match resolve(&e.file_path) {
                     Ok(plan) if !session.policy.mutation_allowed(ws, &plan.target) => Some(Reason::PolicyDenied.into()),
                     Ok(plan) => {
-                        match quota.admit(&plan.target, plan.existing.map(|(s, _)| s), e.content.len() as u64) {
-                            Ok(()) => {
-                                plans.push(plan);
-                                None
-                            }
-                            Err(c) => Some(c),
-                        }
+                        plans.push(plan);
+                        None
                     }
                     Err(c) => Some(c),
                 }
             };
-            own[i] = code;
+        }
+        // Quota check and write under each touched workspace's lock (taken
+        // in path order), so that concurrent writers cannot pass a quota
+        // together.
+        let mut locks = Vec::new();
+        if own.iter().all(Option::is_none) {
+            let mut touched: Vec<PathBuf> =
+                plans.iter().filter_map(|p| session_of(&p.target)).map(|(w, _)| w).collect();
+            touched.sort();
+            touched.dedup();
+            for t in touched {
+                match QuotaLock::workspace(&t) {
+                    Ok(l) => locks.push(l),
+                    Err(err) => {
+                        let msg = format!("quota lock of {}: {err}", t.display());
+                        return write_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]);
+                    }
+                }
+            }
+            let mut quota = QuotaBook::default();
+            for (i, (e, plan)) in w.entries.iter().zip(&plans).enumerate() {
+                if let Err(c) = quota.admit(&plan.target, plan.existing.map(|(s, _)| s), e.content.len() as u64) {
+                    own[i] = Some(c);
+                }
+            }
         }
         if let Some(first) = own.iter().flatten().next().copied() {
             let msg = match first {
@@ -299,6 +319,7 @@ impl Frontend {
                 }
             }
         }
+        drop(locks);
         let written = files.iter().filter(|f| f["outcome"] == "written").count();
         let status = match written {
             n if n == files.len() => "completed",
