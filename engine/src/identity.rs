@@ -189,6 +189,22 @@ impl Pin {
         }
     }
 
+    /// Pins an opened file: its identity, then the SHA-256 of every byte
+    /// read from the same descriptor.
+    ///
+    /// The identity is read before the bytes. A file that changes meanwhile
+    /// gives a pin that no longer matches it, so a release with that pin is
+    /// refused (fail closed), never applied to the changed file.
+    ///
+    /// # References
+    /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+    /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+    pub fn of_fd<Fd: AsFd>(fd: Fd) -> std::io::Result<Pin> {
+        let id = Identity::of_fd(fd.as_fd())?;
+        let (digest, _) = crate::hash::sha256_fd(fd.as_fd())?;
+        Ok(Pin::new(&id, digest))
+    }
+
     /// The physical (device, inode) pair.
     pub fn physical(&self) -> PhysicalId {
         PhysicalId { dev: self.dev, ino: self.ino }

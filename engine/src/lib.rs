@@ -1,13 +1,96 @@
-//! Guardian-side engine that releases managed temporary helpers exactly and
-//! fail-closed.
+//! Releases (deletes) the temporary helpers a coding agent left in its
+//! session directory: exactly the file that was read, only that physical
+//! file, and only when no execution of the session could still need it.
 //!
-//! A guardian links this crate and calls [`release::release`] while it holds
-//! a session's admission barrier. The engine checks every target and the
-//! backing roots before anything moves, then moves each target into a
-//! private quarantine with `RENAME_NOREPLACE`, re-verifies the captured
-//! object, and unlinks only the pinned one.
+//! A *guardian* (the durable process that owns a session's shell and
+//! executions) links this crate. It implements [`RuntimeOwner`] over its
+//! execution table, runs [`recovery::recover`] once when it starts, and calls
+//! [`release()`] while it holds the session's admission barrier. The engine
+//! checks every target and the backing roots before anything moves, then
+//! moves each target into a private quarantine with `RENAME_NOREPLACE`,
+//! re-verifies the captured object, and unlinks only the pinned one. It never
+//! follows a symbolic link, never overwrites a name, and never signals or
+//! kills a process.
 //!
-//! Linux only: it calls Linux system calls directly and does not build elsewhere.
+//! # Example: a minimal guardian
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::collections::HashMap;
+//! use std::fs::File;
+//! use std::sync::Mutex;
+//!
+//! use winx_release_engine::{
+//!     recovery, release, Layout, Outcome, Pin, Reason, ReleaseOptions, ReleaseRequest, RuntimeOwner, Status,
+//!     Target,
+//! };
+//!
+//! /// The guardian's execution table: how many commands of each thread run.
+//! struct Executions(HashMap<String, usize>);
+//!
+//! impl RuntimeOwner for Executions {
+//!     fn supports_temporary_release(&self) -> bool {
+//!         true
+//!     }
+//!     fn running_executions(&self, thread_id: &str) -> usize {
+//!         self.0.get(thread_id).copied().unwrap_or(0)
+//!     }
+//!     fn pending_actions(&self, _thread_id: &str) -> usize {
+//!         0
+//!     }
+//! }
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let workspace = tmp.path().canonicalize()?.join("ws");
+//! std::fs::create_dir(&workspace)?;
+//! let layout = Layout::new(workspace, tmp.path().canonicalize()?.join("data"))?;
+//!
+//! // Once, when the guardian starts: put back what a crash left in quarantine.
+//! let recovered = recovery::recover(layout.data_dir(), &[layout.workspace().to_path_buf()])?;
+//! assert!(recovered.restored.is_empty());
+//!
+//! // The agent wrote a helper and read it; the read pinned its identity and bytes.
+//! layout.create_session_dir("thread-1")?;
+//! let helper = layout.session_dir("thread-1").join("helper.py");
+//! std::fs::write(&helper, "print('hi')\n")?;
+//! let pin = Pin::of_fd(File::open(&helper)?)?;
+//! let targets = [Target { path: helper.to_str().unwrap().to_owned(), pin }];
+//! let request = ReleaseRequest { layout: &layout, thread_id: "thread-1", targets: &targets };
+//!
+//! // The session's admission barrier: no command of the thread may start
+//! // while a release runs, so the owner's answers stay true throughout.
+//! let barrier = Mutex::new(());
+//!
+//! // A command of the thread still runs: the release is refused, nothing moves.
+//! let busy = Executions(HashMap::from([("thread-1".to_owned(), 1)]));
+//! let report = {
+//!     let _admission = barrier.lock().unwrap();
+//!     release(&request, &busy, &ReleaseOptions::default())
+//! };
+//! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
+//! assert!(helper.exists());
+//!
+//! // Nothing runs: the pinned helper is released and its bytes reported.
+//! let idle = Executions(HashMap::new());
+//! let report = {
+//!     let _admission = barrier.lock().unwrap();
+//!     release(&request, &idle, &ReleaseOptions::default())
+//! };
+//! assert_eq!(report.status, Status::Completed);
+//! assert_eq!(report.files[0].outcome, Outcome::Released);
+//! assert!(!helper.exists());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `engine/examples/tokio_guardian.rs` shows the same from an async guardian:
+//! the release is blocking work, run with `tokio::task::spawn_blocking` while
+//! the barrier's guard is held. What an embedder must get right (the
+//! barrier's contract, the owner's answers, threads and rings, the files the
+//! engine owns) is in `docs/DESIGN.md`, section "Embedding".
+//!
+//! Linux only: the engine calls Linux system calls directly and does not
+//! build elsewhere.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
