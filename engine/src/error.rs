@@ -58,6 +58,9 @@ pub enum Reason {
     UnsupportedPlatform,
     /// A command of the thread is running.
     ExecutionActive,
+    /// A process of the user other than the owner and its frontends holds
+    /// a target open or mapped.
+    InUse,
     /// The session has queued or unresolved actions.
     PendingActions,
     /// A backing-store entry is the same physical file as a target.
@@ -76,7 +79,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in contract order.
-    pub const ALL: [Reason; 31] = [
+    pub const ALL: [Reason; 32] = [
         Reason::InvalidInput,
         Reason::FileCount,
         Reason::DuplicatePath,
@@ -101,6 +104,7 @@ impl Reason {
         Reason::EmbeddedRuntime,
         Reason::UnsupportedPlatform,
         Reason::ExecutionActive,
+        Reason::InUse,
         Reason::PendingActions,
         Reason::BackingAlias,
         Reason::BackingSymlink,
@@ -137,6 +141,7 @@ impl Reason {
             Reason::EmbeddedRuntime => "embedded_runtime",
             Reason::UnsupportedPlatform => "unsupported_platform",
             Reason::ExecutionActive => "execution_active",
+            Reason::InUse => "in_use",
             Reason::PendingActions => "pending_actions",
             Reason::BackingAlias => "backing_alias",
             Reason::BackingSymlink => "backing_symlink",

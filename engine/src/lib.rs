@@ -103,6 +103,7 @@ pub mod hash;
 pub mod identity;
 pub mod journal;
 pub mod layout;
+pub mod liveness;
 pub mod owner;
 pub mod path_rules;
 pub mod quarantine;

@@ -18,6 +18,21 @@ pub trait RuntimeOwner {
 
     /// How many actions of `thread_id` are queued or unresolved.
     fn pending_actions(&self, thread_id: &str) -> usize;
+
+    /// What is running, for the denial's message (the processes found, for
+    /// instance). Only asked when [`RuntimeOwner::running_executions`] is
+    /// not 0.
+    fn running_detail(&self, thread_id: &str) -> Option<String> {
+        let _ = thread_id;
+        None
+    }
+
+    /// The processes whose open descriptors and mappings never make a
+    /// target `in_use`: the owner itself and its frontends. The default is
+    /// this process alone.
+    fn in_use_exempt(&self) -> Vec<i32> {
+        vec![std::process::id() as i32]
+    }
 }
 
 /// An owner with nothing running and nothing pending, for tools that act

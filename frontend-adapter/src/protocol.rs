@@ -294,6 +294,17 @@ pub struct ExecReply {
     /// Whether the inline output is cut.
     #[serde(default)]
     pub output_truncated: bool,
+    /// The shell's exit code, when it exited while processes it started
+    /// still run (`status` is then `running` and `exit_code` `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_exit_code: Option<i64>,
+    /// Whether the shell exited while processes it started still run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leader_exited: bool,
+    /// Whether this guardian found the command in `D/executions` (started
+    /// by an earlier guardian) rather than started it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 /// The `release` reply.
@@ -309,10 +320,10 @@ pub struct ReleaseReply {
 pub enum ExecutionState {
     /// Waiting behind the running foreground command.
     Queued,
-    /// Its process, or one it left behind, runs.
+    /// Its leader runs.
     Running,
-    /// Its leader exited; its result is being made durable.
-    Exited,
+    /// Its leader exited; processes it started may still run.
+    Lingering,
     /// Ended and recorded.
     Resolved,
     /// Could not be started.
@@ -439,6 +450,9 @@ mod tests {
                 exit_code: None,
                 output: String::new(),
                 output_truncated: false,
+                leader_exit_code: None,
+                leader_exited: false,
+                adopted: false,
             },
         );
         let v: Value = serde_json::from_slice(&ok).unwrap();

@@ -93,12 +93,8 @@ pub(super) fn open_targets(
     }
     let running = owner.running_executions(req.thread_id);
     if running > 0 {
-        return Err(ReleaseReport::denied(
-            paths,
-            Reason::ExecutionActive,
-            &[],
-            format!("{running} execution(s) running"),
-        ));
+        let detail = owner.running_detail(req.thread_id).unwrap_or_else(|| format!("{running} execution(s) running"));
+        return Err(ReleaseReport::denied(paths, Reason::ExecutionActive, &[], detail));
     }
     let session_path = req.layout.session_dir(req.thread_id);
     let session = match open_session_dir(req.layout, req.thread_id) {

@@ -215,6 +215,10 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     if let Err(e) = fault(opts, FaultPoint::AfterChecks) {
         return failed_untouched(&paths, format!("after checks: {e}"));
     }
+    // Last check before anything moves: no other process holds a target.
+    if let Some(detail) = crate::liveness::in_use_detail(&aliases, &owner.in_use_exempt()) {
+        return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
+    }
     // Step 9, then 10.
     let mut run = match capture::begin(req, opts, &opened) {
         Ok(run) => run,

@@ -34,6 +34,13 @@ fn pass_through(r: ExecReply) -> Value {
     if queued {
         v["queued"] = json!(true);
     }
+    if r.leader_exited {
+        v["leader_exited"] = json!(true);
+        v["leader_exit_code"] = json!(r.leader_exit_code);
+    }
+    if r.adopted {
+        v["adopted"] = json!(true);
+    }
     v
 }
 

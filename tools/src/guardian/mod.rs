@@ -2,7 +2,9 @@
 //! executions, serving the JSON-lines protocol of `docs/PROTOCOL.md` on a
 //! Unix socket.
 
+mod adopt;
 mod exec;
+mod liveness;
 mod retention;
 mod server;
 mod sessions;

@@ -21,10 +21,11 @@ use winx_release_frontend_adapter::protocol::{
 
 use super::exec::{self, ExecState};
 use super::sessions::{lock, Guardian, SessionOwner};
+use super::{adopt, liveness};
 use super::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
-    guardian: Guardian,
+    guardian: Arc<Guardian>,
     shutdown: Arc<AtomicBool>,
     in_flight: AtomicUsize,
 }
@@ -63,13 +64,23 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
     let shutdown = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())?;
-    let shared = Arc::new(Shared { guardian: Guardian::new(data_dir), shutdown, in_flight: AtomicUsize::new(0) });
+    let guardian = Arc::new(Guardian::new(data_dir));
+    signal_hook::flag::register(signal_hook::consts::SIGCHLD, guardian.sigchld.clone())?;
+    liveness::become_subreaper();
+    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
 
     crate::recover_cmd::recover_at_start(data_dir);
     let worker = {
         let (shared, policy) = (shared.clone(), opts.retention);
         std::thread::spawn(move || super::retention::run(&shared.guardian, policy, &shared.shutdown))
     };
+    // Executions a previous guardian left running: releases of their
+    // threads are refused until nothing of them runs.
+    let adopted = adopt::adopt_unresolved(&shared.guardian);
+    if adopted > 0 {
+        tracing::info!(adopted, "found unresolved executions of an earlier guardian");
+    }
+    liveness::spawn_watcher(shared.guardian.clone());
 
     let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES});
     {
@@ -85,6 +96,10 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
                 if let Err(e) = socket_trust::check_peer(&stream) {
                     tracing::warn!(error = %e, "refused a peer");
                     continue;
+                }
+                // A frontend: its open descriptors never make a target in use.
+                if let Ok(cred) = rustix::net::sockopt::socket_peercred(&stream) {
+                    shared.guardian.note_peer(cred.pid.as_raw_nonzero().get());
                 }
                 let shared = shared.clone();
                 std::thread::spawn(move || connection(shared, stream));
@@ -152,7 +167,7 @@ fn write_line(w: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
 ///
 /// The second value is true when the line could not be read as a request
 /// at all; the connection is then closed.
-pub fn handle_line(g: &Guardian, line: &[u8]) -> (Vec<u8>, bool) {
+pub fn handle_line(g: &Arc<Guardian>, line: &[u8]) -> (Vec<u8>, bool) {
     match parse_request(line) {
         Ok(RequestLine { id, request }) => (handle(g, id, request), false),
         Err(e) => {
@@ -163,7 +178,7 @@ pub fn handle_line(g: &Guardian, line: &[u8]) -> (Vec<u8>, bool) {
 }
 
 /// Runs one parsed request.
-fn handle(g: &Guardian, id: u64, request: Request) -> Vec<u8> {
+fn handle(g: &Arc<Guardian>, id: u64, request: Request) -> Vec<u8> {
     let reply = match request {
         Request::Hello { .. } => Ok(ok_line(
             id,
@@ -202,14 +217,14 @@ fn handle(g: &Guardian, id: u64, request: Request) -> Vec<u8> {
 /// An op's failure: the code and message of its error reply.
 type OpError = (ErrorCode, String);
 
-fn layout_of(g: &Guardian, workspace: &str, thread: &str) -> Result<Layout, OpError> {
+fn layout_of(g: &Arc<Guardian>, workspace: &str, thread: &str) -> Result<Layout, OpError> {
     if thread.is_empty() || thread.len() > 256 {
         return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes".into()));
     }
     Layout::new(workspace, &g.data_dir).map_err(|d| (ErrorCode::Reason(d.reason), d.to_string()))
 }
 
-fn session_open(g: &Guardian, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
+fn session_open(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     ensure_session_dir(&layout, thread)?;
     let s = g.register(layout, thread);
@@ -232,7 +247,7 @@ fn wait_secs(wait: Option<f64>, default: f64) -> Duration {
 }
 
 fn exec_op(
-    g: &Guardian,
+    g: &Arc<Guardian>,
     id: u64,
     workspace: &str,
     thread: &str,
@@ -248,22 +263,26 @@ fn exec_op(
         exec::submit(g, &session, command, background)
     };
     let e = submitted.map_err(|err| (ErrorCode::IoError, err.to_string()))?;
-    e.wait(wait_secs(wait, 5.0));
+    if !background {
+        // A foreground call waits for the shell; what it left behind keeps
+        // the execution running (and releases refused) after the reply.
+        e.wait_until(wait_secs(wait, 5.0), |s| !matches!(s, ExecState::Queued | ExecState::Running));
+    }
     Ok(ok_line(id, &e.reply()))
 }
 
-fn exec_status(g: &Guardian, id: u64, command_id: &str, wait: Option<f64>) -> Result<Vec<u8>, OpError> {
-    let e = g.execution(command_id).ok_or_else(|| {
+fn exec_status(g: &Arc<Guardian>, id: u64, command_id: &str, wait: Option<f64>) -> Result<Vec<u8>, OpError> {
+    let e = adopt::lookup(g, command_id).ok_or_else(|| {
         let msg = format!(
             "unknown command_id {command_id}: not started by this guardian, or its record was removed by retention"
         );
         (ErrorCode::NotFound, msg)
     })?;
-    e.wait(wait_secs(wait, 0.0));
+    e.wait_until(wait_secs(wait, 0.0), ExecState::is_final);
     Ok(ok_line(id, &e.reply()))
 }
 
-fn status_op(g: &Guardian, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
+fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     let Some(s) = g.session(layout.workspace(), thread) else {
         return Ok(ok_line(id, &StatusReply { known: false, running: 0, pending: 0, executions: vec![] }));
@@ -277,17 +296,24 @@ fn status_op(g: &Guardian, id: u64, workspace: &str, thread: &str) -> Result<Vec
             state: match e.state() {
                 ExecState::Queued => ExecutionState::Queued,
                 ExecState::Running => ExecutionState::Running,
-                ExecState::Exited => ExecutionState::Exited,
+                ExecState::Lingering(_) => ExecutionState::Lingering,
                 ExecState::Resolved(_) => ExecutionState::Resolved,
                 ExecState::FailedToStart => ExecutionState::FailedToStart,
             },
             background: e.background,
         })
         .collect();
-    Ok(ok_line(id, &StatusReply { known: true, running: st.live(), pending: st.pending(), executions }))
+    let running = st.unresolved().len();
+    Ok(ok_line(id, &StatusReply { known: true, running, pending: st.pending(), executions }))
 }
 
-fn release_op(g: &Guardian, id: u64, workspace: &str, thread: &str, targets: &[Target]) -> Result<Vec<u8>, OpError> {
+fn release_op(
+    g: &Arc<Guardian>,
+    id: u64,
+    workspace: &str,
+    thread: &str,
+    targets: &[Target],
+) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     let paths: Vec<String> = targets.iter().map(|t| t.path.clone()).collect();
     let Some(session) = g.session(layout.workspace(), thread) else {
@@ -297,11 +323,11 @@ fn release_op(g: &Guardian, id: u64, workspace: &str, thread: &str, targets: &[T
     };
     let report = {
         let _admission = lock(&session.admission);
-        // Under the barrier these counts can only fall: nothing starts.
-        let owner = {
-            let st = lock(&session.state);
-            SessionOwner { live: st.live(), pending: st.pending() }
-        };
+        // Under the barrier nothing of this session starts: what runs now
+        // can only end.
+        let pending = lock(&session.state).pending();
+        let (live, detail) = if pending > 0 { (0, None) } else { liveness::release_check(g, &session) };
+        let owner = SessionOwner { live, detail, pending, exempt: g.in_use_exempt() };
         let req = ReleaseRequest { layout: &session.layout, thread_id: thread, targets };
         release(&req, &owner, &ReleaseOptions::default())
     };

@@ -1,7 +1,9 @@
 //! Sessions, their admission barriers and execution tables.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use winx_release_engine::layout::Layout;
@@ -17,10 +19,23 @@ pub struct Guardian {
     pub data_dir: PathBuf,
     /// This guardian process's random instance id.
     pub instance: String,
+    /// This guardian's pid.
+    pub pid: i32,
+    /// Set by `SIGCHLD`: a child (a leader or a reparented orphan) changed
+    /// state.
+    pub sigchld: Arc<AtomicBool>,
     sessions: Mutex<HashMap<(PathBuf, String), Arc<Session>>>,
     executions: Mutex<HashMap<String, Arc<Execution>>>,
     /// Wakes the retention worker.
     pub retention: super::retention::Kick,
+    /// Pids of leaders whose `Child` handle a monitor thread waits on; the
+    /// orphan reaper never reaps these. Held across every spawn.
+    children: Mutex<HashSet<i32>>,
+    /// Executions of `D/executions` known to be resolved.
+    resolved: Mutex<HashSet<String>>,
+    /// Peers that connected to the socket (the frontends), by pid, with
+    /// their start time.
+    peers: Mutex<HashMap<i32, u64>>,
 }
 
 /// One session owned by the guardian.
@@ -50,9 +65,10 @@ pub struct SessionState {
 }
 
 impl SessionState {
-    /// Executions that are running or have exited without being resolved.
-    pub fn live(&self) -> usize {
-        self.all.iter().filter(|e| matches!(e.state(), ExecState::Running | ExecState::Exited)).count()
+    /// Executions that are not resolved: their leader runs, or it exited and
+    /// something it started may still run.
+    pub fn unresolved(&self) -> Vec<Arc<Execution>> {
+        self.all.iter().filter(|e| matches!(e.state(), ExecState::Running | ExecState::Lingering(_))).cloned().collect()
     }
 
     /// Queued actions.
@@ -63,10 +79,14 @@ impl SessionState {
 
 /// The runtime owner a release consults, read under the admission barrier.
 pub struct SessionOwner {
-    /// Executions running or exited but unresolved.
+    /// Executions (or unattributed processes) found alive.
     pub live: usize,
+    /// What was found alive, for the denial's message.
+    pub detail: Option<String>,
     /// Queued actions.
     pub pending: usize,
+    /// The guardian and its frontends.
+    pub exempt: Vec<i32>,
 }
 
 impl RuntimeOwner for SessionOwner {
@@ -81,6 +101,14 @@ impl RuntimeOwner for SessionOwner {
     fn pending_actions(&self, _thread_id: &str) -> usize {
         self.pending
     }
+
+    fn running_detail(&self, _thread_id: &str) -> Option<String> {
+        self.detail.clone()
+    }
+
+    fn in_use_exempt(&self) -> Vec<i32> {
+        self.exempt.clone()
+    }
 }
 
 impl Guardian {
@@ -89,10 +117,77 @@ impl Guardian {
         Guardian {
             data_dir: data_dir.to_path_buf(),
             instance: winx_release_engine::random::random_hex(16),
+            pid: std::process::id() as i32,
+            sigchld: Arc::new(AtomicBool::new(false)),
             sessions: Mutex::new(HashMap::new()),
             executions: Mutex::new(HashMap::new()),
             retention: super::retention::Kick::default(),
+            children: Mutex::new(HashSet::new()),
+            resolved: Mutex::new(HashSet::new()),
+            peers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Every session.
+    pub fn sessions(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions).values().cloned().collect()
+    }
+
+    /// Every execution this guardian knows.
+    pub fn executions(&self) -> Vec<Arc<Execution>> {
+        lock(&self.executions).values().cloned().collect()
+    }
+
+    /// Forgets an execution that was never started.
+    pub fn forget_execution(&self, id: &str) {
+        lock(&self.executions).remove(id);
+    }
+
+    /// Records that `id` is resolved in `D/executions`.
+    pub fn note_resolved(&self, id: &str) {
+        lock(&self.resolved).insert(id.to_owned());
+    }
+
+    /// Whether `id` is known (running here, or known resolved).
+    pub fn knows(&self, id: &str) -> bool {
+        lock(&self.executions).contains_key(id) || lock(&self.resolved).contains(id)
+    }
+
+    /// Spawns `cmd` while holding the child table, so that the orphan
+    /// reaper never reaps a leader (or a child `std` itself waits for when
+    /// its exec fails) in the window before it is recorded.
+    pub fn spawn_tracked(&self, cmd: &mut Command) -> std::io::Result<Child> {
+        let mut children = lock(&self.children);
+        let child = cmd.spawn()?;
+        children.insert(child.id() as i32);
+        Ok(child)
+    }
+
+    /// Forgets a leader once its `Child` has been waited for.
+    pub fn untrack_child(&self, pid: i32) {
+        lock(&self.children).remove(&pid);
+    }
+
+    /// Runs `f` with the table of leaders held.
+    pub fn with_children<R>(&self, f: impl FnOnce(&HashSet<i32>) -> R) -> R {
+        f(&lock(&self.children))
+    }
+
+    /// Records a peer that connected to the socket.
+    pub fn note_peer(&self, pid: i32) {
+        if let Some(start) = super::liveness::start_time_of(pid) {
+            lock(&self.peers).insert(pid, start);
+        }
+    }
+
+    /// The processes whose descriptors never make a target `in_use`: this
+    /// guardian and the peers (frontends) that connected and still run.
+    pub fn in_use_exempt(&self) -> Vec<i32> {
+        let mut peers = lock(&self.peers);
+        peers.retain(|pid, start| super::liveness::start_time_of(*pid) == Some(*start));
+        let mut v: Vec<i32> = peers.keys().copied().collect();
+        v.push(self.pid);
+        v
     }
 
     /// The registered session of (`workspace`, `thread`), if any.
@@ -122,6 +217,17 @@ impl Guardian {
         lock(&self.executions).insert(e.id.clone(), e);
     }
 
+    /// Records an execution by id unless one is recorded already; returns
+    /// whether it was added.
+    pub fn add_execution_if_absent(&self, e: Arc<Execution>) -> bool {
+        let mut m = lock(&self.executions);
+        if m.contains_key(&e.id) {
+            return false;
+        }
+        m.insert(e.id.clone(), e);
+        true
+    }
+
     /// Looks an execution up by id.
     pub fn execution(&self, id: &str) -> Option<Arc<Execution>> {
         lock(&self.executions).get(id).cloned()
@@ -148,6 +254,7 @@ impl Guardian {
         if ids.is_empty() {
             return;
         }
+        lock(&self.resolved).retain(|id| !ids.contains(id));
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         for s in sessions {
             lock(&s.state).all.retain(|e| !ids.contains(&e.id));

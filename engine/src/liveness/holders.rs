@@ -1,0 +1,221 @@
+//! Which process holds a set of files open or mapped.
+//!
+//! For every process of the caller's user except the exempt ones, each
+//! `/proc/<pid>/fd/<n>` link is `statx`ed (following the magic link to the
+//! open file itself, so a renamed or unlinked file is still recognised)
+//! and each mapping's device and inode columns of `/proc/<pid>/maps` are
+//! compared with the targets' physical identities.
+//!
+//! Limits: a process that made itself non-dumpable has `/proc/<pid>/fd`
+//! owned by root and cannot be inspected; it is counted in
+//! [`HolderScan::uninspectable`] and otherwise skipped. Threads that
+//! unshared their descriptor table (`CLONE_FILES` not set) are not looked
+//! at separately. On stacked filesystems (overlayfs) a mapping shows the
+//! underlying file's device, which may differ from the device the target
+//! was identified on.
+//!
+//! # References
+//! - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+//! - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+//! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+
+use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
+
+use super::table::{list_pids, owner_of};
+use super::{is_gone, open_proc, read_file, ProcError};
+use crate::identity::PhysicalId;
+
+/// How a holder holds a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HowHeld {
+    /// Open as this descriptor number.
+    Fd(u32),
+    /// Mapped into its memory.
+    Mapped,
+}
+
+/// A process found holding a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The process.
+    pub pid: i32,
+    /// How.
+    pub how: HowHeld,
+    /// Which target.
+    pub target: PhysicalId,
+}
+
+/// The result of [`find_holder`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HolderScan {
+    /// The first holder found, if any.
+    pub holder: Option<Holder>,
+    /// Processes of the user that were looked at.
+    pub inspected: usize,
+    /// Processes of the user whose descriptors could not be read
+    /// (non-dumpable); skipped.
+    pub uninspectable: usize,
+}
+
+/// Finds a process of `uid` other than `exempt` that holds one of
+/// `targets` open or mapped.
+///
+/// Returns at the first holder. Processes that end while they are looked at
+/// are skipped. Fails when `/proc` cannot be listed.
+///
+/// # References
+/// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+/// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> Result<HolderScan, ProcError> {
+    let proc = open_proc()?;
+    let pids = list_pids(&proc)?;
+    let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
+    let mut scan = HolderScan::default();
+    let mut buf = Vec::with_capacity(16 * 1024);
+    for pid in pids {
+        if exempt.contains(&pid) || targets.is_empty() {
+            continue;
+        }
+        match owner_of(&proc, pid) {
+            Ok(Some(owner)) if owner == uid => {}
+            // Another user's (or a non-dumpable) process, or gone.
+            Ok(_) => continue,
+            Err(_) => continue,
+        }
+        scan.inspected += 1;
+        match fds_of(&proc, pid, targets) {
+            Ok(Some(h)) => {
+                scan.holder = Some(h);
+                return Ok(scan);
+            }
+            Ok(None) => {}
+            Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => {
+                scan.uninspectable += 1;
+                continue;
+            }
+            Err(e) if is_gone(e) => continue,
+            Err(e) => return Err(ProcError::Unreadable { pid, file: "fd", error: e.into() }),
+        }
+        match read_file(&proc, &format!("{pid}/maps"), &mut buf) {
+            Ok(true) => {
+                if let Some(target) = mapped(&buf, &devs, targets) {
+                    scan.holder = Some(Holder { pid, how: HowHeld::Mapped, target });
+                    return Ok(scan);
+                }
+            }
+            Ok(false) => {}
+            Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => scan.uninspectable += 1,
+            Err(e) => return Err(ProcError::Unreadable { pid, file: "maps", error: e.into() }),
+        }
+    }
+    Ok(scan)
+}
+
+/// Looks through `/proc/<pid>/fd`.
+fn fds_of(proc: impl AsFd, pid: i32, targets: &HashSet<PhysicalId>) -> Result<Option<Holder>, rustix::io::Errno> {
+    let fd_dir = rustix::fs::openat(
+        proc,
+        format!("{pid}/fd").as_str(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let dup = rustix::io::dup(&fd_dir)?;
+    let mut dir = rustix::fs::Dir::new(dup)?;
+    while let Some(entry) = dir.read() {
+        let entry = entry?;
+        let Some(n) = entry.file_name().to_str().ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        // Follow the magic link: the identity of the open file itself.
+        let st = match rustix::fs::statx(&fd_dir, entry.file_name(), AtFlags::empty(), StatxFlags::INO) {
+            Ok(st) => st,
+            // Closed meanwhile, or an object that cannot be stat'ed.
+            Err(e) if is_gone(e) => continue,
+            Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => return Err(rustix::io::Errno::ACCESS),
+            Err(_) => continue,
+        };
+        let id = PhysicalId { dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), ino: st.stx_ino };
+        if targets.contains(&id) {
+            return Ok(Some(Holder { pid, how: HowHeld::Fd(n), target: id }));
+        }
+    }
+    Ok(None)
+}
+
+/// Finds a target among the lines of a `maps` file: `start-end perms
+/// offset major:minor inode path`, device numbers in hex, inode decimal.
+fn mapped(maps: &[u8], devs: &HashSet<u64>, targets: &HashSet<PhysicalId>) -> Option<PhysicalId> {
+    for line in maps.split(|&b| b == b'\n') {
+        let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+        let (Some(_), Some(_), Some(_), Some(dev), Some(ino)) =
+            (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if ino == b"0" {
+            continue;
+        }
+        let Some(colon) = dev.iter().position(|&b| b == b':') else { continue };
+        let (Some(major), Some(minor)) = (hex(&dev[..colon]), hex(&dev[colon + 1..])) else { continue };
+        let dev = rustix::fs::makedev(major, minor);
+        if !devs.contains(&dev) {
+            continue;
+        }
+        let Some(ino) = std::str::from_utf8(ino).ok().and_then(|s| s.parse::<u64>().ok()) else { continue };
+        let id = PhysicalId { dev, ino };
+        if targets.contains(&id) {
+            return Some(id);
+        }
+    }
+    None
+}
+
+fn hex(s: &[u8]) -> Option<u32> {
+    u32::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn id_of(p: &std::path::Path) -> PhysicalId {
+        let m = std::fs::metadata(p).unwrap();
+        PhysicalId { dev: m.dev(), ino: m.ino() }
+    }
+
+    #[test]
+    fn parses_maps_lines() {
+        let target = PhysicalId { dev: rustix::fs::makedev(0xfd, 1), ino: 1234 };
+        let targets: HashSet<_> = [target].into();
+        let devs: HashSet<_> = [target.dev].into();
+        let maps =
+            b"55d0-55d1 r--p 00000000 fd:01 99 /usr/bin/x\n7f00-7f01 r--s 00000000 fd:01 1234    /tmp/h (deleted)\n";
+        assert_eq!(mapped(maps, &devs, &targets), Some(target));
+        assert_eq!(mapped(b"7f00-7f01 rw-p 00000000 00:00 0 \n", &devs, &targets), None);
+    }
+
+    #[test]
+    fn finds_a_child_holding_a_file_and_exempts_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("held");
+        std::fs::write(&p, b"x").unwrap();
+        let targets: HashSet<_> = [id_of(&p)].into();
+        let uid = rustix::process::geteuid().as_raw();
+        let me = std::process::id() as i32;
+        // This process holds it open itself: exempt.
+        let _mine = std::fs::File::open(&p).unwrap();
+        let scan = find_holder(&targets, uid, &[me]).unwrap();
+        assert_eq!(scan.holder, None, "{scan:?}");
+        // A child holding it open on stdin is found.
+        let mut child =
+            std::process::Command::new("sleep").arg("5").stdin(std::fs::File::open(&p).unwrap()).spawn().unwrap();
+        let scan = find_holder(&targets, uid, &[me]).unwrap();
+        let h = scan.holder.expect("the child holds it");
+        assert_eq!((h.pid, h.how), (child.id() as i32, HowHeld::Fd(0)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(find_holder(&targets, uid, &[me]).unwrap().holder, None);
+    }
+}

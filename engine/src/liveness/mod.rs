@@ -1,0 +1,130 @@
+//! Who is still running: the kernel-facing reads of `/proc` that a runtime
+//! owner needs to decide whether anything an execution started is alive,
+//! and whether any process holds a release target open or mapped.
+//!
+//! One operation per file:
+//! - [`stat`]: one process's `/proc/<pid>/stat` (state, parent, process
+//!   group, session, start time);
+//! - [`table`]: a snapshot of every process's `stat` and owner;
+//! - [`environ`]: one variable of a process's initial environment
+//!   (`/proc/<pid>/environ`), for execution markers;
+//! - [`holders`]: which process holds a set of physical identities open
+//!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`).
+//!
+//! These reads are snapshots: a process can start or end while they run.
+//! Callers that need "nothing is left" must hold off whatever could start
+//! new processes (a guardian's admission barrier) and treat any doubt as
+//! alive. Nothing here signals or changes any process.
+//!
+//! # References
+//! - [`proc(5)`](https://man7.org/linux/man-pages/man5/proc.5.html)
+//! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
+//! - [`proc_pid_environ(5)`](https://man7.org/linux/man-pages/man5/proc_pid_environ.5.html)
+//! - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+//! - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+
+pub mod environ;
+pub mod holders;
+pub mod stat;
+pub mod table;
+
+use std::fmt;
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::{Mode, OFlags};
+
+pub use environ::{env_var, EnvLookup};
+pub use holders::{find_holder, Holder, HolderScan, HowHeld};
+pub use stat::{read_stat, ProcStat};
+pub use table::{snapshot, ProcEntry, ProcTable};
+
+/// Why `/proc` could not answer.
+#[derive(Debug)]
+pub enum ProcError {
+    /// `/proc` itself cannot be opened or listed (not mounted, masked,
+    /// unreadable). Callers must treat this as "cannot tell": refuse.
+    Unavailable(std::io::Error),
+    /// A file of a process that exists could not be read or parsed.
+    Unreadable {
+        /// The process.
+        pid: i32,
+        /// Which file (`stat`, `environ`, `fd`, `maps`).
+        file: &'static str,
+        /// The error.
+        error: std::io::Error,
+    },
+}
+
+impl fmt::Display for ProcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProcError::Unavailable(e) => write!(f, "/proc cannot be read: {e}"),
+            ProcError::Unreadable { pid, file, error } => write!(f, "/proc/{pid}/{file} cannot be read: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ProcError {}
+
+/// Opens `/proc` as a directory handle.
+///
+/// # References
+/// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+pub fn open_proc() -> Result<OwnedFd, ProcError> {
+    rustix::fs::open("/proc", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| ProcError::Unavailable(e.into()))
+}
+
+/// Whether an error means the process is gone (it exited while we looked).
+pub(crate) fn is_gone(e: rustix::io::Errno) -> bool {
+    e == rustix::io::Errno::NOENT || e == rustix::io::Errno::SRCH
+}
+
+/// Reads a whole small `/proc` file `rel` (such as `"123/stat"`) beneath
+/// `proc` into `buf` (cleared first). Returns `Ok(false)` when the process
+/// is gone.
+///
+/// # References
+/// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+/// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
+pub(crate) fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result<bool, rustix::io::Errno> {
+    buf.clear();
+    let fd = match rustix::fs::openat(proc, rel, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) if is_gone(e) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut chunk = [0u8; 4096];
+    loop {
+        match rustix::io::read(&fd, &mut chunk) {
+            Ok(0) => return Ok(true),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(rustix::io::Errno::INTR) => continue,
+            // ESRCH: the process exited between open and read.
+            Err(e) if is_gone(e) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Why a release must stop because a target is held: `Some(detail)` when a
+/// process of this user other than `exempt` holds a target open or mapped,
+/// or when `/proc` cannot tell; `None` when nothing holds one.
+///
+/// This is the one place the `in_use` rule lives; a release calls it under
+/// its owner's admission barrier as late as possible before the first
+/// rename.
+pub fn in_use_detail(
+    targets: &std::collections::HashSet<crate::identity::PhysicalId>,
+    exempt: &[i32],
+) -> Option<String> {
+    let uid = rustix::process::geteuid().as_raw();
+    match find_holder(targets, uid, exempt) {
+        Ok(HolderScan { holder: None, .. }) => None,
+        Ok(HolderScan { holder: Some(h), .. }) => Some(match h.how {
+            HowHeld::Fd(n) => format!("process {} holds a target open (descriptor {n})", h.pid),
+            HowHeld::Mapped => format!("process {} has a target mapped", h.pid),
+        }),
+        Err(e) => Some(format!("cannot tell whether a target is in use: {e}")),
+    }
+}
