@@ -64,6 +64,24 @@ pub struct StressArgs {
     /// Never show progress bars (they go to stderr, and only on a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Long-run mode instead of the timed workload: push N commands (and a release after every
+    /// --release-every of a worker's) through a guardian with small retention values, and report
+    /// the peak backing-entry count and the latency at the start and at the end.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    commands: Option<u64>,
+    /// Long-run mode: a release after every this many commands of a worker (0: none).
+    #[arg(long, default_value_t = 10, value_name = "N", requires = "commands")]
+    release_every: u64,
+    /// Long-run mode: worker sessions.
+    #[arg(long, default_value_t = 2, value_name = "N", requires = "commands",
+        value_parser = clap::value_parser!(u64).range(1..=64))]
+    workers: u64,
+    /// Long-run mode: the guardian's --keep-executions.
+    #[arg(long, default_value_t = 50, value_name = "N", requires = "commands")]
+    keep_executions: usize,
+    /// Long-run mode: the guardian's --keep-receipts-days (0: receipts go once a second old).
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "commands")]
+    keep_receipts_days: u64,
 }
 
 /// Runs the stress workload and prints its report.
@@ -72,6 +90,9 @@ pub fn run(args: &StressArgs) -> anyhow::Result<u8> {
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
+    if let Some(commands) = args.commands {
+        return long_run(args, commands);
+    }
     let cfg = stress::Config {
         duration: Duration::from_secs_f64(args.duration),
         sessions: args.sessions as usize,
@@ -87,6 +108,27 @@ pub fn run(args: &StressArgs) -> anyhow::Result<u8> {
         call_timeout: Duration::from_secs(120),
     };
     let report = stress::run(&cfg)?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(if report.passed() { EXIT_OK } else { EXIT_FAILURE })
+}
+
+fn long_run(args: &StressArgs, commands: u64) -> anyhow::Result<u8> {
+    let cfg = stress::longrun::LongConfig {
+        commands,
+        release_every: args.release_every,
+        workers: args.workers as usize,
+        keep_executions: args.keep_executions,
+        keep_receipts_days: args.keep_receipts_days,
+        dir: args.dir.clone(),
+        keep: args.keep,
+        progress: !args.no_progress && std::io::stderr().is_terminal(),
+        call_timeout: Duration::from_secs(120),
+    };
+    let report = stress::longrun::run(&cfg)?;
     if args.json {
         print_json(&report)?;
     } else {

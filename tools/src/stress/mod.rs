@@ -29,6 +29,7 @@
 mod backing;
 mod client;
 mod ledger;
+pub mod longrun;
 mod ops;
 mod procs;
 mod quota;

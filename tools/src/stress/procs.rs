@@ -145,12 +145,16 @@ pub struct GuardianProc {
 impl GuardianProc {
     /// Starts `guardian --socket <socket>` and waits for its ready line.
     pub fn start(p: &Private) -> anyhow::Result<GuardianProc> {
+        GuardianProc::start_with(p, &[])
+    }
+
+    /// Starts `guardian --socket <socket> <extra>` and waits for its ready
+    /// line.
+    pub fn start_with(p: &Private, extra: &[&str]) -> anyhow::Result<GuardianProc> {
         let socket = p.socket.to_str().context("socket path is not UTF-8")?;
-        let mut child = p
-            .command(&["guardian", "--socket", socket], "guardian")?
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("start the guardian")?;
+        let mut args = vec!["guardian", "--socket", socket];
+        args.extend_from_slice(extra);
+        let mut child = p.command(&args, "guardian")?.stdout(Stdio::piped()).spawn().context("start the guardian")?;
         let stdout = child.stdout.take().context("guardian stdout")?;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
