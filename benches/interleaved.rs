@@ -11,6 +11,9 @@
 //! cargo bench --bench interleaved -- scan [ROUNDS]     # 50k tree: sync, uring variants
 //! cargo bench --bench interleaved -- rehash [ROUNDS]   # 100 helpers: one thread, pipelines
 //! ```
+//!
+//! Under `cargo test` (no `--bench`) it is a smoke run: one round over a
+//! 1,000-entry tree and 10 helpers.
 
 use std::collections::HashSet;
 use std::fs;
@@ -73,8 +76,8 @@ fn run(rounds: usize, mut variants: Vec<Variant<'_>>) {
     println!("load after:  {}", load());
 }
 
-fn scan(rounds: usize) {
-    let root = common::cached_tree("scan-50k", 50_000);
+fn scan(rounds: usize, total: usize) {
+    let root = common::cached_tree(&format!("scan-{}k", total / 1000), total);
     let roots = vec![root];
     let aliases = HashSet::new();
     let limits = ScanLimits::default();
@@ -110,7 +113,7 @@ fn scan(rounds: usize) {
             let (roots, aliases) = (&roots, &aliases);
             let f: Box<dyn FnMut() + '_> = Box::new(move || {
                 let r = scan_paths(b.as_ref(), roots, limits, aliases);
-                assert_eq!(r.entries, 50_000, "{r:?}");
+                assert_eq!(r.entries, total as u64, "{r:?}");
             });
             (name.clone(), f)
         })
@@ -118,11 +121,11 @@ fn scan(rounds: usize) {
     run(rounds, variants);
 }
 
-fn rehash(rounds: usize) {
-    for (label, mean) in [("100x16KiB", 16usize << 10), ("100x320KiB", 320 << 10)] {
+fn rehash(rounds: usize, cases: &[(&str, usize, usize)]) {
+    for &(label, count, mean) in cases {
         println!("-- {label}");
         let dir = tempfile::tempdir().unwrap();
-        let files: Vec<fs::File> = common::helper_sizes(100, mean)
+        let files: Vec<fs::File> = common::helper_sizes(count, mean)
             .into_iter()
             .enumerate()
             .map(|(i, len)| {
@@ -165,11 +168,18 @@ fn main() {
     // `cargo bench` passes `--bench`; take the first other arguments.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let what = args.first().map(String::as_str).unwrap_or("all");
-    let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(15);
+    // Under `cargo test` (no `--bench`): a smoke run, one small round.
+    let smoke = common::smoke();
+    let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(if smoke { 1 } else { 15 });
     if matches!(what, "scan" | "all") {
-        scan(rounds);
+        scan(rounds, if smoke { 1_000 } else { 50_000 });
     }
     if matches!(what, "rehash" | "all") {
-        rehash(rounds);
+        let cases: &[(&str, usize, usize)] = if smoke {
+            &[("10x16KiB", 10, 16 << 10)]
+        } else {
+            &[("100x16KiB", 100, 16 << 10), ("100x320KiB", 100, 320 << 10)]
+        };
+        rehash(rounds, cases);
     }
 }

@@ -20,8 +20,8 @@ mod common;
 
 const THREAD: &str = "bench-thread";
 
-fn write_helpers(session: &std::path::Path) -> Vec<Target> {
-    common::helper_sizes(100, 16 << 10)
+fn write_helpers(session: &std::path::Path, count: usize) -> Vec<Target> {
+    common::helper_sizes(count, 16 << 10)
         .into_iter()
         .enumerate()
         .map(|(i, len)| {
@@ -35,12 +35,14 @@ fn write_helpers(session: &std::path::Path) -> Vec<Target> {
 }
 
 fn release_end_to_end(c: &mut Criterion) {
-    let base = fs::canonicalize(common::cache_dir()).unwrap().join("release-48k");
+    // A smoke run (`cargo test`, see `common::smoke`): 10 helpers, 1,000 entries.
+    let (helpers, backing) = if common::smoke() { (10, 1_000) } else { (100, 48_000) };
+    let base = fs::canonicalize(common::cache_dir()).unwrap().join(format!("release-{}k", backing / 1000));
     let ws = base.join("ws");
     let data = base.join("data");
     fs::create_dir_all(ws.join(".winx")).unwrap();
     fs::create_dir_all(&data).unwrap();
-    common::cached_tree_at(&ws.join(".winx/scratch"), 48_000);
+    common::cached_tree_at(&ws.join(".winx/scratch"), backing);
     let layout = Layout::new(&ws, &data).unwrap();
     let session: PathBuf = layout.session_dir(THREAD);
     fs::create_dir_all(&session).unwrap();
@@ -53,7 +55,7 @@ fn release_end_to_end(c: &mut Criterion) {
     for (name, backend) in backends {
         g.bench_function(BenchmarkId::new(name, "100 helpers, 48k backing"), |b| {
             b.iter_batched(
-                || write_helpers(&session),
+                || write_helpers(&session, helpers),
                 |targets| {
                     let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };
                     let opts = ReleaseOptions { backend, ..ReleaseOptions::default() };

@@ -3,7 +3,8 @@
 //! 10,000 and 50,000 entries with 16-level chains.
 //!
 //! `WINX_BENCH_TUNING=1` adds the io_uring variants that were tried while
-//! tuning (see `benches/README.md`).
+//! tuning (see `benches/README.md`). Under `cargo test` (a smoke run, see
+//! `common::smoke`) one 1,000-entry tree only.
 
 use std::collections::HashSet;
 use std::fs;
@@ -73,7 +74,8 @@ fn scan_throughput(c: &mut Criterion) {
     }
     let mut g = c.benchmark_group("scan_throughput");
     g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    for (label, total) in [("10k", 10_000usize), ("50k", 50_000)] {
+    let sizes: &[(&str, usize)] = if common::smoke() { &[("1k", 1_000)] } else { &[("10k", 10_000), ("50k", 50_000)] };
+    for &(label, total) in sizes {
         let root = common::cached_tree(&format!("scan-{label}"), total);
         let roots: Vec<PathBuf> = vec![root.clone()];
         g.throughput(Throughput::Elements(total as u64));

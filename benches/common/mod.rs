@@ -9,6 +9,14 @@ use std::path::{Path, PathBuf};
 /// Directories per chain.
 pub const CHAIN_DEPTH: usize = 16;
 
+/// Whether this is a smoke run: `cargo test --all-targets` runs each bench
+/// binary without `--bench` (which `cargo bench` passes). A smoke run does
+/// one small round of every bench, so CI proves the benches run without
+/// paying for the measurement.
+pub fn smoke() -> bool {
+    !std::env::args().any(|a| a == "--bench")
+}
+
 /// Where bench trees live: `$WINX_BENCH_DIR`, else a per-user directory
 /// in the system temporary directory. Trees are kept between runs (each is
 /// marked complete by a `<name>.done` file beside it).
