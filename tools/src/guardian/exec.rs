@@ -365,6 +365,8 @@ pub fn resolve(g: &Guardian, e: &Execution, code: Option<i32>) {
     e.write_status("resolved", json!({"exit_code": code, "ended_unix": now_unix(), "bytes": bytes}));
     g.note_resolved(&e.id);
     e.set(ExecState::Resolved(code));
+    // Retention catches up (debounced), also for a background command.
+    g.retention.kick(e.workspace.to_str());
 }
 
 /// Frees the foreground slot and starts the next queued command, under the

@@ -239,14 +239,18 @@ impl Guardian {
     /// Call [`Guardian::drop_from_sessions`] after a pass.
     pub fn claim_for_retention(&self, id: &str) -> bool {
         let mut ex = lock(&self.executions);
-        match ex.get(id).map(|e| e.state()) {
-            Some(ExecState::Resolved(_) | ExecState::FailedToStart) => {
+        let gone = match ex.get(id).map(|e| e.state()) {
+            Some(s) if s.is_final() => {
                 ex.remove(id);
                 true
             }
             Some(_) => false,
             None => true,
+        };
+        if gone {
+            lock(&self.resolved).remove(id);
         }
+        gone
     }
 
     /// Drops the executions retention removed from every session's table.
