@@ -359,7 +359,7 @@ fn worker(sh: &Shared<'_>, w: usize) -> anyhow::Result<()> {
         }
         sh.bar.inc(1);
         mine += 1;
-        if sh.cfg.release_every > 0 && mine % sh.cfg.release_every == 0 {
+        if sh.cfg.release_every > 0 && mine.is_multiple_of(sh.cfg.release_every) {
             release_one(sh, &thread, &session, i)?;
         }
     }
