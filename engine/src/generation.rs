@@ -16,6 +16,7 @@
 //! - [`ioctl_iflags(2)`](https://man7.org/linux/man-pages/man2/ioctl_iflags.2.html)
 //!   and the kernel's `FS_IOC_GETVERSION` in `include/uapi/linux/fs.h`
 #![allow(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::os::fd::{AsFd, AsRawFd};
 

@@ -17,6 +17,8 @@
 //! # References
 //! - [`io_uring(7)`](https://man7.org/linux/man-pages/man7/io_uring.7.html)
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub(crate) mod owned;
 pub(crate) mod probe;
 pub(crate) mod read;

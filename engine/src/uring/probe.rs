@@ -145,26 +145,32 @@ pub fn gather() -> ProbeInputs {
 }
 
 /// One `statx("/")` through `ring`, compared with the system call.
+///
+/// The `statx` buffer lives on the heap: if the wait fails, the kernel may
+/// still write that very buffer, so it is leaked (with the descriptor of
+/// `/`), never freed.
 fn smoke_statx(ring: &mut IoUring) -> Result<(), i32> {
     let root = std::fs::File::open("/").map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
     // SAFETY: `libc::statx` is plain old data; all-zero is a valid value.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    let entry = opcode::Statx::new(types::Fd(root.as_raw_fd()), c".".as_ptr(), std::ptr::addr_of_mut!(st).cast())
+    let mut st: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+    let entry = opcode::Statx::new(types::Fd(root.as_raw_fd()), c".".as_ptr(), std::ptr::addr_of_mut!(*st).cast())
         .flags(libc::AT_SYMLINK_NOFOLLOW)
         .mask(libc::STATX_TYPE | libc::STATX_INO)
         .build()
         .user_data(1);
-    // SAFETY: the path is static, `st` and `root` outlive the wait below,
-    // which does not return before the completion is reaped.
+    // SAFETY: the path is static; the boxed `st` and `root` stay allocated
+    // and open until the completion is reaped below, or, when the wait
+    // fails and the completion may still come, for good (both are leaked).
     unsafe { ring.submission().push(&entry) }.map_err(|_| libc::EBUSY)?;
     loop {
         match ring.submit_and_wait(1) {
             Ok(_) => break,
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => {
-                // The completion may still come: keep `st` alive for good.
+                // The completion may still come: the kernel holds `st`'s
+                // heap address and `root`'s descriptor; keep both for good.
                 std::mem::forget(root);
-                Box::leak(Box::new(st));
+                Box::leak(st);
                 return Err(e.raw_os_error().unwrap_or(libc::EIO));
             }
         }

@@ -10,7 +10,7 @@
 //!   (`IORING_OP_READ`)
 //! - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
@@ -129,6 +129,12 @@ impl Reader {
                 let Some(a) = active[b].as_mut() else { continue };
                 let job = jobs[a.job];
                 if res < 0 {
+                    if self.pipe.poisoned() {
+                        // The ring was abandoned with this read in flight:
+                        // the kernel may still write the buffer. Leak it,
+                        // never reuse it; this slot gets a fresh one.
+                        std::mem::forget(std::mem::replace(&mut self.bufs[b], vec![0u8; CHUNK].into_boxed_slice()));
+                    }
                     out(a.job, Err(io::Error::from_raw_os_error(-res)));
                     active[b] = None;
                     idle.push(b);
@@ -182,10 +188,15 @@ impl Reader {
         // One read per buffer at a time, and the pipeline has at least as
         // many slots as the reader has buffers (see `Reader::new`).
         assert!(self.pipe.has_room(), "rehash pipeline smaller than its buffer count");
-        // SAFETY: buffer `b` is owned by this reader, is not touched until
-        // this read's completion is delivered, and outlives the pipeline's
-        // drain (see `Drop`); `job.fd` is open for the whole run (the
-        // caller's contract).
+        // SAFETY: buffer `b` is owned by this reader and is not touched
+        // until this read's completion is delivered. It then stays allocated
+        // as long as the kernel may write it: when the completion is a
+        // failure of a poisoned pipeline (the ring abandoned with the read in
+        // flight), `run` leaks the buffer instead of reusing it, and `Drop`
+        // leaks every buffer of a poisoned pipeline after its drain.
+        // `job.fd` is open for the whole run (the caller's contract); a read
+        // abandoned by the ring may still use it afterwards, which reads a
+        // file the caller owns into leaked memory and nothing else.
         unsafe { self.pipe.push(Op::Read { fd: job.fd, buf, len: len as u32, offset: off }, b as u64) };
         len
     }
@@ -207,9 +218,19 @@ impl Drop for Reader {
 /// Opens each of `names` in `dir` with
 /// `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC`, as one batch on a
 /// ring when `ring`, else with `openat(2)`. Results are in `names`' order.
+///
+/// The ring is handed copies of the names and a duplicate of `dir` that
+/// this function owns: if the ring is abandoned with opens in flight
+/// ([`Pipeline::poisoned`]), they are leaked, never freed, so the kernel
+/// never resolves a freed name or a reused descriptor number.
 pub(crate) fn open_files_at(dir: BorrowedFd<'_>, names: &[&CStr], ring: bool) -> Vec<io::Result<OwnedFd>> {
     const FLAGS: i32 = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let mut opened: Vec<Option<io::Result<OwnedFd>>> = (0..names.len()).map(|_| None).collect();
+    let dir = match dir.try_clone_to_owned() {
+        Ok(d) => d,
+        Err(e) => return names.iter().map(|_| Err(io::Error::new(e.kind(), e.to_string()))).collect(),
+    };
+    let owned: Vec<CString> = names.iter().map(|n| CString::from(*n)).collect();
     let cfg = RingConfig { entries: (names.len().next_power_of_two() as u32).clamp(2, 128), ..RingConfig::default() };
     let mut pipe = if ring { Pipeline::new(&cfg, Shared::new()) } else { Pipeline::synchronous(&cfg, Shared::new()) };
     let mut record = |tag: u64, res: i32, _: &libc::statx| {
@@ -221,15 +242,94 @@ pub(crate) fn open_files_at(dir: BorrowedFd<'_>, names: &[&CStr], ring: bool) ->
             Err(io::Error::from_raw_os_error(-res))
         });
     };
-    for (i, name) in names.iter().enumerate() {
+    for (i, name) in owned.iter().enumerate() {
         if !pipe.has_room() {
             pipe.make_room(&mut record);
         }
-        // SAFETY: the names and `dir` are borrowed for the whole call, past
-        // the drain below.
+        // SAFETY: `owned` and `dir` belong to this function and outlive the
+        // drain below; if the pipeline is poisoned by then, both are leaked
+        // (never freed) because the kernel may still use them.
         unsafe { pipe.push(Op::OpenAt { dirfd: dir.as_raw_fd(), path: name.as_ptr(), flags: FLAGS }, i as u64) };
     }
     pipe.drain(&mut record);
+    if pipe.poisoned() {
+        std::mem::forget(owned);
+        std::mem::forget(dir);
+    }
     drop(pipe);
     opened.into_iter().map(|o| o.unwrap_or_else(|| Err(io::Error::other("open not completed")))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// The ring fails for good (`io_uring_enter` number 2 errors after
+    /// submitting) with reads in flight, and from then on the simulated
+    /// kernel writes a canary into every abandoned buffer before each later
+    /// step. Every file is either reported as failed or hashed exactly: no
+    /// later read or hash ever sees a buffer the kernel may still write,
+    /// and no such buffer returns to the pool.
+    #[test]
+    fn abandoned_read_buffers_are_leaked_not_reused() {
+        const CANARY: u8 = 0xC5;
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = [3 * CHUNK + 17, CHUNK, 5 * CHUNK, 2 * CHUNK + 1, 4 * CHUNK, 7, CHUNK * 2, 3 * CHUNK];
+        let mut files = Vec::new();
+        let mut expected = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let body: Vec<u8> = (0..n).map(|j| (i as u8).wrapping_mul(31) ^ (j as u8) | 1).collect();
+            let p = dir.path().join(format!("f{i}"));
+            std::fs::write(&p, &body).unwrap();
+            expected.push(<[u8; 32]>::from(Sha256::digest(&body)));
+            files.push(std::fs::File::open(&p).unwrap());
+        }
+        let jobs: Vec<FileJob> = files
+            .iter()
+            .zip(&sizes)
+            .map(|(f, &n)| FileJob { fd: f.as_raw_fd(), limit: None, size_hint: n as u64, keep: 0 })
+            .collect();
+        let shared = Shared::with_fatal_at(2, CANARY);
+        let pipe = Pipeline::new(&RingConfig::default(), shared.clone());
+        if !pipe.is_ring() {
+            eprintln!("skipped: io_uring unavailable here");
+            return;
+        }
+        let cursor = std::sync::atomic::AtomicUsize::new(0);
+        let next = || {
+            let k = cursor.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (k < jobs.len()).then_some(k)
+        };
+        let mut reader = Reader::new(pipe, 4);
+        let before: Vec<usize> = reader.bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        let mut got: Vec<Option<io::Result<Hashed>>> = (0..jobs.len()).map(|_| None).collect();
+        reader.run(&jobs, &next, &mut |i, r| got[i] = Some(r));
+        assert!(reader.pipe.poisoned(), "the simulated failure was not reached");
+        let abandoned: Vec<usize> = shared.late.lock().unwrap().0.iter().map(|&(a, _)| a).collect();
+        assert!(!abandoned.is_empty(), "no read was in flight at the failure");
+        let (mut failed, mut hashed) = (0, 0);
+        for (i, r) in got.into_iter().enumerate() {
+            match r.expect("every job reported") {
+                Ok(h) => {
+                    assert_eq!(h.sha256, expected[i], "file {i} hashed wrong: a buffer the kernel writes was reused");
+                    assert_eq!(h.len, sizes[i] as u64);
+                    hashed += 1;
+                }
+                Err(_) => failed += 1,
+            }
+        }
+        assert!(failed > 0 && hashed > 0, "failed {failed}, hashed {hashed}");
+        // The abandoned buffers are not among the reader's buffers any more.
+        let after: Vec<usize> = reader.bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        for a in &abandoned {
+            assert!(before.iter().any(|b| b == a), "an abandoned read used a foreign buffer");
+            assert!(!after.contains(a), "abandoned buffer {a:#x} still in use");
+        }
+        drop(reader);
+        let pool: Vec<usize> = POOL.lock().unwrap().iter().map(|b| b.as_ptr() as usize).collect();
+        for a in &abandoned {
+            assert!(!pool.contains(a), "abandoned buffer {a:#x} went back to the pool");
+        }
+    }
 }

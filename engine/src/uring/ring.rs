@@ -29,6 +29,12 @@
 //!   submits queued ones); if that wait fails, the slots are leaked rather
 //!   than freed under the kernel, and [`Pipeline::poisoned`] tells the owner
 //!   of read buffers to leak them too.
+//! - when `io_uring_enter` fails for good ([`Pipeline::poisoned`] becomes
+//!   true), every operation then outstanding is delivered with `-EIO`
+//!   although the kernel may still carry it out: its `statx` slot is
+//!   leaked here, and whoever owns its read buffer, path or descriptor must
+//!   leak that too, never free or reuse it. Once poisoned, an owner treats
+//!   every failed delivery as such an abandoned operation.
 //!
 //! # References
 //! - [`io_uring_setup(2)`](https://man7.org/linux/man-pages/man2/io_uring_setup.2.html)
@@ -120,6 +126,16 @@ pub(crate) struct Shared {
     /// `-EINVAL`, as gVisor would answer; 0 for none.
     einval_at: u64,
     completions: AtomicU64,
+    /// Tests: `io_uring_enter` call number (1-based, over all pipelines) to
+    /// fail after it submitted, as a broken ring would; 0 for none.
+    #[cfg(test)]
+    fatal_at: u64,
+    #[cfg(test)]
+    enters: AtomicU64,
+    /// Tests: the read buffers (address, length) of operations abandoned by
+    /// a simulated failure, and the byte the "kernel" keeps writing there.
+    #[cfg(test)]
+    pub(crate) late: std::sync::Mutex<(Vec<(usize, usize)>, u8)>,
 }
 
 impl Shared {
@@ -133,6 +149,44 @@ impl Shared {
     pub(crate) fn with_einval_at(n: Option<u64>) -> Arc<Shared> {
         Arc::new(Shared { einval_at: n.unwrap_or(0), ..Shared::default() })
     }
+
+    /// Tests: a shared state whose `io_uring_enter` call number `n` fails
+    /// (after submitting) as a broken ring would, and whose abandoned read
+    /// buffers are then filled with `canary` at every later step, as the
+    /// kernel might still write them at any moment.
+    #[cfg(test)]
+    pub(crate) fn with_fatal_at(n: u64, canary: u8) -> Arc<Shared> {
+        Arc::new(Shared { fatal_at: n, late: std::sync::Mutex::new((Vec::new(), canary)), ..Shared::default() })
+    }
+
+    /// Tests: whether this `io_uring_enter` is the one to fail.
+    #[cfg(test)]
+    fn simulated_enter_failure(&self) -> bool {
+        self.fatal_at > 0 && self.enters.fetch_add(1, Ordering::Relaxed) + 1 == self.fatal_at
+    }
+
+    #[cfg(not(test))]
+    fn simulated_enter_failure(&self) -> bool {
+        false
+    }
+
+    /// Tests: the simulated kernel writes its canary into every abandoned
+    /// read buffer.
+    #[cfg(test)]
+    fn late_kernel_writes(&self) {
+        let late = self.late.lock().unwrap_or_else(|p| p.into_inner());
+        for &(addr, len) in &late.0 {
+            // SAFETY: test simulation of a kernel that completes an abandoned
+            // read late. The ownership rules say such a buffer is leaked by
+            // its owner, never freed nor reused, so the memory stays
+            // allocated and nothing reads it; an owner that breaks the rule
+            // sees this canary in data it hashes, which the test detects.
+            unsafe { std::ptr::write_bytes(addr as *mut u8, late.1, len) };
+        }
+    }
+
+    #[cfg(not(test))]
+    fn late_kernel_writes(&self) {}
 
     /// Whether the run switched to synchronous system calls.
     pub(crate) fn degraded(&self) -> bool {
@@ -369,6 +423,7 @@ impl Pipeline {
     /// outstanding), plus any others already available, to `f(tag, res,
     /// statx)`, where `res` is the system call's result or `-errno`.
     pub(crate) fn reap(&mut self, want: usize, f: &mut dyn FnMut(u64, i32, &libc::statx)) -> usize {
+        self.shared.late_kernel_writes();
         let mut delivered = 0;
         while let Some(idx) = self.ready.pop() {
             delivered += self.deliver(idx, f);
@@ -384,7 +439,13 @@ impl Pipeline {
             let wait = if delivered < want { (want - delivered).min(pending) } else { 0 };
             if self.queued > 0 || wait > 0 {
                 let ring = self.ring.as_mut().expect("ring");
-                match ring.submit_and_wait(wait) {
+                let entered = match ring.submit_and_wait(wait) {
+                    Ok(_) if self.shared.simulated_enter_failure() => {
+                        Err(std::io::Error::from_raw_os_error(libc::EBADFD))
+                    }
+                    other => other,
+                };
+                match entered {
                     Ok(_) => {}
                     Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => {}
                     Err(e) => {
@@ -395,6 +456,7 @@ impl Pipeline {
                         return delivered;
                     }
                 }
+                let ring = self.ring.as_mut().expect("ring");
                 let now_queued = ring.submission().len();
                 self.in_flight += self.queued - now_queued;
                 self.queued = now_queued;
@@ -481,8 +543,10 @@ impl Pipeline {
     }
 
     /// The ring failed in a way that leaves in-flight operations unknown:
-    /// leak it and its slots, fail every outstanding operation with `EIO`,
-    /// and go on synchronously.
+    /// leak it and its slots (their `statx` buffers included), fail every
+    /// outstanding operation with `EIO`, and go on synchronously. The
+    /// owners of those operations' buffers, paths and descriptors see
+    /// [`Pipeline::poisoned`] and leak them (module docs).
     fn fatal(&mut self, e: &std::io::Error) {
         tracing::error!(error = %e, "io_uring_enter failed; abandoning the ring");
         self.shared.degrade(format!("io_uring_enter failed: {e}"), false);
@@ -506,6 +570,15 @@ impl Pipeline {
                 )
             })
             .collect();
+        #[cfg(test)]
+        {
+            let mut late = self.shared.late.lock().unwrap_or_else(|p| p.into_inner());
+            for (op, _) in &outstanding {
+                if let Op::Read { buf, len, .. } = *op {
+                    late.0.push((buf as usize, len as usize));
+                }
+            }
+        }
         let n = self.slots.len();
         let old = mem::replace(&mut self.slots, (0..n).map(|_| Slot::empty()).collect());
         mem::forget(old);
