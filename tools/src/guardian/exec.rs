@@ -324,6 +324,10 @@ fn spawn_child(g: &Guardian, session: &Session, e: &Execution) -> std::io::Resul
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
+    // systemd's activation and notification variables are the guardian's.
+    for var in super::activation::SYSTEMD_VARS {
+        cmd.env_remove(var);
+    }
     let child = g.spawn_tracked(&mut cmd)?;
     let pid = child.id() as i32;
     let start_time = liveness::start_time_of(pid).unwrap_or(0);

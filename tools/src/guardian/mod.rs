@@ -2,6 +2,7 @@
 //! executions, serving the JSON-lines protocol of `docs/PROTOCOL.md` on a
 //! Unix socket.
 
+mod activation;
 mod adopt;
 mod exec;
 mod liveness;

@@ -21,7 +21,7 @@ use winx_release_frontend_adapter::protocol::{
 
 use super::exec::{self, ExecState};
 use super::sessions::{lock, Guardian, SessionOwner};
-use super::{adopt, liveness};
+use super::{activation, adopt, liveness};
 use super::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
@@ -42,8 +42,71 @@ pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
     serve_with(socket, data_dir, &ServeOptions::default())
 }
 
-/// Binds `socket`, prints the ready line, and serves until SIGTERM/SIGINT.
+/// Binds `socket` (or takes the listening socket systemd passed, see
+/// [`super::activation`]), prints the ready line, notifies systemd, and
+/// serves until SIGTERM/SIGINT.
 pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow::Result<()> {
+    let inherited = activation::inherited_listener()?;
+    let activated = inherited.is_some();
+    let (listener, socket) = match inherited {
+        // systemd's socket: its unit made the directory (DirectoryMode=0700)
+        // and owns the socket file, which stays when the guardian stops.
+        Some(l) => {
+            let path = activation::bound_path(&l, socket);
+            (l, path)
+        }
+        None => (bind(socket)?, socket.to_path_buf()),
+    };
+    let socket = socket.as_path();
+    listener.set_nonblocking(true)?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())?;
+    let guardian = Arc::new(Guardian::new(data_dir));
+    signal_hook::flag::register(signal_hook::consts::SIGCHLD, guardian.sigchld.clone())?;
+    liveness::become_subreaper();
+    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
+
+    crate::recover_cmd::recover_at_start(data_dir);
+    // Executions a previous guardian left running: releases of their
+    // threads are refused until nothing of them runs.
+    let adopted = adopt::adopt_unresolved(&shared.guardian);
+    if adopted > 0 {
+        tracing::info!(adopted, "found unresolved executions of an earlier guardian");
+    }
+    liveness::spawn_watcher(shared.guardian.clone());
+    let worker = {
+        let (shared, policy) = (shared.clone(), opts.retention);
+        std::thread::spawn(move || super::retention::run(&shared.guardian, policy, &shared.shutdown))
+    };
+
+    let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES});
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{ready}")?;
+        out.flush()?;
+    }
+    activation::notify_ready();
+    tracing::info!(socket = %socket.display(), activated, instance = %shared.guardian.instance, "guardian ready");
+
+    accept_loop(&shared, &listener);
+    activation::notify_stopping();
+    drop(listener);
+    if !activated {
+        let _ = std::fs::remove_file(socket);
+    }
+    while shared.in_flight.load(Ordering::SeqCst) > 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = worker.join();
+    tracing::info!("guardian stopped");
+    Ok(())
+}
+
+/// Binds the guardian socket at `socket` (mode 0600) in a trusted
+/// directory, replacing only a stale socket.
+fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
     // A directory it did not create is never chmodded: an untrusted one
     // (another owner, not 0700, a link) is refused.
     let dir = socket_trust::socket_dir(socket);
@@ -59,37 +122,11 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
     }
     let listener = UnixListener::bind(socket).with_context(|| format!("bind {}", socket.display()))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
 
-    let shutdown = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())?;
-    let guardian = Arc::new(Guardian::new(data_dir));
-    signal_hook::flag::register(signal_hook::consts::SIGCHLD, guardian.sigchld.clone())?;
-    liveness::become_subreaper();
-    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
-
-    crate::recover_cmd::recover_at_start(data_dir);
-    let worker = {
-        let (shared, policy) = (shared.clone(), opts.retention);
-        std::thread::spawn(move || super::retention::run(&shared.guardian, policy, &shared.shutdown))
-    };
-    // Executions a previous guardian left running: releases of their
-    // threads are refused until nothing of them runs.
-    let adopted = adopt::adopt_unresolved(&shared.guardian);
-    if adopted > 0 {
-        tracing::info!(adopted, "found unresolved executions of an earlier guardian");
-    }
-    liveness::spawn_watcher(shared.guardian.clone());
-
-    let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES});
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{ready}")?;
-        out.flush()?;
-    }
-    tracing::info!(socket = %socket.display(), instance = %shared.guardian.instance, "guardian ready");
-
+/// Accepts peers of this user until shutdown.
+fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
     while !shared.shutdown.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
@@ -113,14 +150,6 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
             }
         }
     }
-    drop(listener);
-    let _ = std::fs::remove_file(socket);
-    while shared.in_flight.load(Ordering::SeqCst) > 0 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = worker.join();
-    tracing::info!("guardian stopped");
-    Ok(())
 }
 
 fn connection(shared: Arc<Shared>, stream: UnixStream) {
