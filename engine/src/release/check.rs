@@ -107,6 +107,11 @@ pub(super) fn open_targets(
     };
     let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
     let mut targets = Vec::with_capacity(helpers.len());
+    // Two request paths that name one physical file (a bind mount inside
+    // the session, say) are refused up front as `hardlink`: one helper with
+    // more than one name, as a hardlink would be (the closest contract
+    // reason; see docs/DESIGN.md).
+    let mut seen: std::collections::HashMap<crate::PhysicalId, usize> = std::collections::HashMap::new();
     for (index, (helper, target)) in helpers.into_iter().zip(req.targets).enumerate() {
         let opened = match open_regular_beneath(session.as_fd(), &helper.rel) {
             Ok(o) => o,
@@ -115,6 +120,12 @@ pub(super) fn open_targets(
                 continue;
             }
         };
+        if let Some(&first) = seen.get(&opened.identity.physical()) {
+            own[first] = Some(Reason::Hardlink);
+            own[index] = Some(Reason::Hardlink);
+            continue;
+        }
+        seen.insert(opened.identity.physical(), index);
         if opened.identity.dev != session_dev {
             own[index] = Some(Reason::RenameUnsupported);
             continue;

@@ -26,7 +26,11 @@
 //!    guardian is always `owner_unsupported`); then the guardian runs the
 //!    release with the pins (`unknown_op` is `owner_unsupported`);
 //! 7. when the guardian reports that the run touched the filesystem, the
-//!    receipt is written durably, then the result is returned.
+//!    receipt is written durably, then the result is returned. When the
+//!    receipt cannot be written, the result's `status` is `failed` with
+//!    `errorCode: "receipt_unavailable"` and a `receipt_error` message; the
+//!    per-target outcomes (what was released, restored or preserved) are
+//!    still returned.
 //!
 //! A transport failure after the release was sent is a `failed` result with
 //! `errorCode: "owner_unavailable"`, `outcome_unknown: true` and every file
@@ -54,6 +58,9 @@ use crate::token::TokenSubject;
 use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
 use winx_release_engine::path_rules::check_shape;
 use winx_release_engine::sync::lock;
+
+/// `errorCode` of a touching release whose receipt could not be written.
+pub(crate) const RECEIPT_UNAVAILABLE: &str = "receipt_unavailable";
 
 /// The contract's `EditFiles` result of a release, built from the engine's
 /// own types (outcomes, statuses and reason codes are never spelled here).
@@ -259,6 +266,11 @@ impl Frontend {
         let id = fp.to_hex();
         let mut result = release_result(&report, Some(&id));
         if let Err(e) = self.receipts.record(r, &result) {
+            // The run touched the filesystem but its receipt is not durable:
+            // the answer must not read as a replayable success. It fails
+            // with `receipt_unavailable`, keeping every per-target outcome.
+            result["status"] = json!(Status::Failed);
+            result["errorCode"] = json!(RECEIPT_UNAVAILABLE);
             result["receipt_error"] = json!(format!("the receipt could not be persisted, a replay is impossible: {e}"));
         }
         result

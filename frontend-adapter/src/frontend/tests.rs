@@ -598,3 +598,35 @@ fn concurrent_identical_releases_replay() {
     assert_eq!(results.iter().filter(|r| r["replayed"] == false).count(), 1);
     assert_eq!(g.ops().iter().filter(|o| *o == "release").count(), 1);
 }
+
+/// A run that touched the filesystem and whose receipt cannot be written
+/// (`D/receipts` made immutable): `status: failed`, `errorCode:
+/// receipt_unavailable`, and the per-target outcomes still returned.
+#[test]
+fn unwritable_receipt_fails_the_answer_and_keeps_the_outcomes() {
+    use rustix::fs::IFlags;
+    let env = Env::new();
+    let ws = env.ws();
+    let _g = env.engine_guardian(&["temporary_release"], "inst");
+    let fe = env.guarded();
+    init(&fe, ws, "t1");
+    let h = env.helper("t1", "a.py", b"alpha");
+    let req = release_req("t1", ws, vec![entry(&read_one(&fe, "t1", &h))]);
+    let receipts = env.data.join("receipts");
+    std::fs::create_dir_all(&receipts).unwrap();
+    let dir = std::fs::File::open(&receipts).unwrap();
+    let flags = rustix::fs::ioctl_getflags(&dir).unwrap_or(IFlags::empty());
+    if rustix::fs::ioctl_setflags(&dir, flags | IFlags::IMMUTABLE).is_err() {
+        eprintln!("skipped: cannot make a directory immutable here");
+        return;
+    }
+    let v = fe.edit_files(req);
+    rustix::fs::ioctl_setflags(&dir, flags).unwrap();
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["errorCode"], "receipt_unavailable", "{v}");
+    assert!(is_error(&v));
+    assert_eq!(v["files"][0]["outcome"], "released", "{v}");
+    assert!(v["receipt_error"].as_str().is_some_and(|m| m.contains("replay is impossible")), "{v}");
+    assert!(!Path::new(&h).exists());
+    assert_eq!(std::fs::read_dir(&receipts).unwrap().count(), 0);
+}

@@ -178,11 +178,26 @@ fn connection(shared: Arc<Shared>, stream: UnixStream) {
             }
             continue; // partial line; keep reading
         }
+        // Raise in_flight before looking at shutdown (both SeqCst): either
+        // the stopping guardian sees this request in flight and waits for
+        // it, reply included, or this thread sees the shutdown and runs
+        // nothing. A request never runs while the guardian exits.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        if shared.shutdown.load(Ordering::SeqCst) {
+            let id = match parse_request(&line) {
+                Ok(r) => r.id,
+                Err(e) => e.id,
+            };
+            let msg = "the guardian is stopping; nothing was run";
+            let _ = write_line(&mut writer, &error_line(id, ErrorCode::Reason(Reason::OwnerUnavailable), msg));
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         let (reply, close) = handle_line(&shared.guardian, &line);
-        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
         line.clear();
-        if write_line(&mut writer, &reply).is_err() || close {
+        let written = write_line(&mut writer, &reply);
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if written.is_err() || close {
             return;
         }
     }
