@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -417,4 +417,146 @@ pub fn mkfifo(path: &Path) {
 /// Whether `path` is a fifo.
 pub fn is_fifo(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// The contract's revision string of `bytes`.
+pub fn revision_of(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// A path as the UTF-8 string the tools take.
+pub fn p(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// A world with a guardian and one MCP frontend connected to it.
+pub async fn world() -> (Env, Mcp) {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    (env, mcp)
+}
+
+/// Initializes `thread`, writes `$WINX_TEMP_DIR/<name>` with `content`
+/// through `BashCommand`, reads it; returns (path, revision, generation).
+pub async fn helper(env: &Env, mcp: &Mcp, thread: &str, name: &str, content: &str) -> (PathBuf, String, String) {
+    let path = env.session_dir(thread).join(name);
+    mcp.bash(thread, &format!("printf '%s' '{content}' > \"$WINX_TEMP_DIR/{name}\"")).await;
+    assert_eq!(std::fs::read(&path).expect("helper written"), content.as_bytes());
+    let (rev, generation) = mcp.read_helper(thread, &path).await;
+    assert_eq!(rev, revision_of(content.as_bytes()));
+    (path, rev, generation)
+}
+
+/// Sends `req`, expects a refusal with `status` and `errorCode` `code`, every
+/// file `denied`, nothing reclaimed, no receipt, and no change anywhere in
+/// the workspace or the data directory.
+pub async fn refused(env: &Env, mcp: &Mcp, req: Value, status: &str, code: &str) -> Value {
+    let before = snapshot(&[&env.ws, &env.data]);
+    let v = mcp.edit(req.clone()).await;
+    assert_eq!(v["status"], status, "request {req}\nresult {v}");
+    assert_eq!(v["errorCode"], code, "request {req}\nresult {v}");
+    // A request whose top-level shape cannot be parsed may be answered in
+    // the shape of a write refusal: no `replayed`, no `bytes_reclaimed`.
+    assert!(matches!(v.get("replayed"), None | Some(Value::Bool(false))), "{v}");
+    assert!(v.get("bytes_reclaimed").is_none() || v["bytes_reclaimed"] == 0, "{v}");
+    assert!(matches!(v.get("receipt_id"), None | Some(Value::Null)), "a refusal has no receipt: {v}");
+    for f in v["files"].as_array().expect("files list") {
+        assert_eq!(f["outcome"], "denied", "{v}");
+        assert!(f.get("bytes_reclaimed").is_none() || f["bytes_reclaimed"] == 0, "{v}");
+    }
+    if let Some(n) = req["files"].as_array().map(Vec::len) {
+        assert_eq!(v["files"].as_array().map(Vec::len), Some(n), "one entry per requested file: {v}");
+    }
+    let after = snapshot(&[&env.ws, &env.data]);
+    assert_eq!(before, after, "a refused request changed the filesystem: {req}");
+    v
+}
+
+/// Expects a completed release of exactly `paths`.
+pub fn assert_completed(v: &Value, paths: &[&Path]) {
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["operation"], "release_temporary", "{v}");
+    assert_eq!(v["replayed"], false, "{v}");
+    assert!(v["receipt_id"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    let files = v["files"].as_array().expect("files");
+    assert_eq!(files.len(), paths.len(), "{v}");
+    let mut total = 0;
+    for (f, path) in files.iter().zip(paths) {
+        assert_eq!(f["file_path"], json!(path), "order of the request: {v}");
+        assert_eq!(f["outcome"], "released", "{v}");
+        assert_eq!(f["reason"], Value::Null, "{v}");
+        let b = f["bytes_reclaimed"].as_u64().expect("bytes_reclaimed");
+        assert!(b > 0, "{v}");
+        total += b;
+        assert!(std::fs::symlink_metadata(path).is_err(), "{} still exists", path.display());
+    }
+    assert_eq!(v["bytes_reclaimed"].as_u64(), Some(total), "{v}");
+}
+
+/// An MCP frontend driven over raw stdio lines, for what a client library
+/// would not send: malformed frames, hostile sizes, bytes that are not UTF-8.
+pub struct RawMcp {
+    /// The `winx-release mcp` process.
+    pub child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawMcp {
+    /// Starts `winx-release mcp` against the env's socket, logging to `log`.
+    pub fn start(env: &Env, log: &str) -> RawMcp {
+        let (_, log) = env.log_file(log);
+        let mut child = env
+            .command(&["mcp", "--socket", p(&env.sock)])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn mcp");
+        let stdin = child.stdin.take();
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        RawMcp { child, stdin, lines }
+    }
+
+    /// Writes `bytes` and a newline.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Writes one JSON-RPC message.
+    pub fn send(&mut self, v: Value) {
+        self.send_raw(&serde_json::to_vec(&v).unwrap());
+    }
+
+    /// The next line of stdout, which must be JSON.
+    pub fn recv(&self, timeout: Duration) -> Value {
+        let line = self.lines.recv_timeout(timeout).expect("a response line");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carries only JSON-RPC: {line:?}: {e}"))
+    }
+
+    /// Closes stdin (EOF for the server).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+}
+
+impl Drop for RawMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

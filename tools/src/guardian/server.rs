@@ -76,6 +76,14 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
         tracing::info!(adopted, "found unresolved executions of an earlier guardian");
     }
     liveness::spawn_watcher(shared.guardian.clone());
+    // Retention's staging directory exists before the guardian serves, so
+    // that the first background pass never changes the data directory's
+    // shape under a client that has already started.
+    if let Err(e) = winx_release_engine::durable::create_private_dir_all(data_dir)
+        .and_then(|()| winx_release_engine::retention::Staging::open(data_dir).map(drop))
+    {
+        tracing::warn!(error = %e, "retention staging directory unavailable; passes will retry");
+    }
     let worker = {
         let (shared, policy) = (shared.clone(), opts.retention);
         std::thread::spawn(move || super::retention::run(&shared.guardian, policy, &shared.shutdown))

@@ -1,0 +1,269 @@
+//! End to end: who owns the session. A killed, older, embedded or foreign
+//! guardian, running and queued commands, and a guardian the frontend
+//! launches itself.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::{assert_completed, helper, p, refused, release_req, world, Env};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_guardian_is_owner_unavailable() {
+    let (mut env, mcp) = world().await;
+    mcp.init(&env.ws, "t1").await;
+    let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "owned\n").await;
+    env.kill_guardian();
+    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "owner_unavailable").await;
+    let bash = mcp.call("BashCommand", json!({"thread_id": "t1", "command": "true"})).await;
+    assert_eq!(bash["errorCode"], "owner_unavailable", "{bash}");
+
+    // A new guardian does not silently adopt the session: still refused
+    // until the thread is initialised again.
+    env.start_guardian();
+    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "owner_unavailable").await;
+    mcp.init(&env.ws, "t1").await;
+    assert_completed(&mcp.edit(release_req("t1", &env.ws, &[(&h, &rev, &generation)])).await, &[&h]);
+    mcp.stop().await;
+}
+
+/// A guardian of an older kind: answers `hello` with `caps`, `session_open`,
+/// and `unknown_op` to everything else; records every op it receives.
+struct FakeGuardian {
+    ops: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeGuardian {
+    fn start(sock: &Path, caps: &'static [&'static str]) -> FakeGuardian {
+        let listener = UnixListener::bind(sock).expect("bind fake guardian");
+        let ops = Arc::new(Mutex::new(Vec::new()));
+        let seen = ops.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut w = conn.try_clone().unwrap();
+                    for line in BufReader::new(conn).lines() {
+                        let Ok(line) = line else { return };
+                        let req: Value = serde_json::from_str(&line).unwrap();
+                        let op = req["op"].as_str().unwrap_or_default().to_owned();
+                        seen.lock().unwrap().push(op.clone());
+                        let mut reply = match op.as_str() {
+                            "hello" => json!({"ok": true, "protocol": 1, "guardian": "old-guardian/0.0.1",
+                                "platform": "linux", "capabilities": caps, "instance": "0123456789abcdef",
+                                "pid": 1}),
+                            "session_open" => json!({"ok": true, "session_dir": "", "instance": "0123456789abcdef"}),
+                            other => json!({"ok": false, "error": {"code": "unknown_op",
+                                "message": format!("unknown op {other:?}")}}),
+                        };
+                        reply["id"] = req["id"].clone();
+                        let mut out = serde_json::to_vec(&reply).unwrap();
+                        out.push(b'\n');
+                        if w.write_all(&out).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        FakeGuardian { ops }
+    }
+
+    fn ops(&self) -> Vec<String> {
+        self.ops.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_guardian_is_owner_unsupported_and_never_sent_a_release() {
+    for caps in [&["executions"][..], &["temporary_release", "executions"][..]] {
+        // Without the capability the release is never sent; with it, an
+        // `unknown_op` answer counts the same.
+        let env = Env::new();
+        let fake = FakeGuardian::start(&env.sock, caps);
+        let mcp = env.mcp(&[]).await;
+        let v = mcp.init(&env.ws, "t1").await;
+        let expected = if caps.contains(&"temporary_release") {
+            json!({"available": true, "reason": null})
+        } else {
+            json!({"available": false, "reason": "owner_unsupported"})
+        };
+        assert_eq!(v["temporary_release"], expected, "{v}");
+        let h = env.session_dir("t1").join("h.py");
+        std::fs::write(&h, "old\n").unwrap();
+        let (rev, generation) = mcp.read_helper("t1", &h).await;
+        refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "owner_unsupported")
+            .await;
+        assert_eq!(std::fs::read(&h).unwrap(), b"old\n");
+        let ops = fake.ops();
+        assert_eq!(ops.contains(&"release".to_owned()), caps.contains(&"temporary_release"), "{ops:?}");
+        mcp.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_runtime_never_releases() {
+    let env = Env::new();
+    let mcp = env.mcp(&["--embedded"]).await;
+    let v = mcp.init(&env.ws, "t1").await;
+    assert_eq!(v["temporary_release"], json!({"available": false, "reason": "embedded_runtime"}), "{v}");
+    let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "embedded\n").await;
+    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "embedded_runtime").await;
+    assert!(h.exists());
+    assert!(!env.sock.exists(), "no guardian is launched for an embedded frontend");
+    mcp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_commands_block_release_and_keep_running() {
+    let (env, mcp) = world().await;
+    let mut running = Vec::new();
+    for (thread, background) in [("fg", false), ("bg", true)] {
+        mcp.init(&env.ws, thread).await;
+        let (h, rev, generation) = helper(&env, &mcp, thread, "h.py", "busy\n").await;
+        let v = mcp
+            .call(
+                "BashCommand",
+                json!({"thread_id": thread, "command": "sleep 30", "wait_for_seconds": 0, "is_background": background}),
+            )
+            .await;
+        assert_eq!(v["status"], "running", "{v}");
+        assert_eq!(v["exit_code"], Value::Null, "{v}");
+        let id = v["command_id"].as_str().expect("command_id").to_owned();
+        let req = release_req(thread, &env.ws, &[(&h, &rev, &generation)]);
+        refused(&env, &mcp, req, "denied", "execution_active").await;
+        running.push((thread, id, h));
+    }
+    // The inline wait returned and the release was refused: the commands
+    // still run, untouched.
+    for (thread, id, h) in &running {
+        let v = mcp
+            .call(
+                "BashCommand",
+                json!({"thread_id": thread, "status_check": true, "command_id": id, "wait_for_seconds": 0}),
+            )
+            .await;
+        assert_eq!(v["status"], "running", "{v}");
+        assert_eq!(v["command_id"], json!(id), "{v}");
+        assert!(h.exists());
+    }
+    mcp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_command_is_pending_actions() {
+    let (env, mcp) = world().await;
+    mcp.init(&env.ws, "t1").await;
+    let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "queued\n").await;
+    let first = mcp.call("BashCommand", json!({"thread_id": "t1", "command": "sleep 30", "wait_for_seconds": 0})).await;
+    assert_eq!(first["status"], "running", "{first}");
+    let second = mcp
+        .call("BashCommand", json!({"thread_id": "t1", "command": "rm -f $WINX_TEMP_DIR/h.py", "wait_for_seconds": 0}))
+        .await;
+    assert_eq!(second["status"], "running", "{second}");
+    assert_eq!(second["queued"], true, "the guardian reports it queued: {second}");
+    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "pending_actions").await;
+    let id = second["command_id"].as_str().unwrap();
+    let v = mcp
+        .call("BashCommand", json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 0}))
+        .await;
+    assert_eq!(v["queued"], true, "{v}");
+    assert!(h.exists());
+    mcp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_launches_a_detached_guardian_when_none_answers() {
+    let env = Env::new();
+    let mcp = env.mcp(&[]).await;
+    let v = mcp.init(&env.ws, "t1").await;
+    assert_eq!(v["temporary_release"], json!({"available": true, "reason": null}), "{v}");
+    assert!(env.sock.exists());
+    assert!(env.sock.parent().unwrap().join("guardian.log").exists());
+
+    // It listens, in a process group of its own, with stdin closed.
+    let mut s = UnixStream::connect(&env.sock).unwrap();
+    s.write_all(b"{\"id\":1,\"op\":\"hello\",\"protocol\":1,\"client\":\"test\"}\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(s.try_clone().unwrap()).read_line(&mut line).unwrap();
+    let hello: Value = serde_json::from_str(&line).unwrap();
+    let pid = hello["pid"].as_u64().expect("guardian pid");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    assert_eq!(fields[2], pid.to_string(), "process group = its own pid: {stat}");
+    assert_eq!(std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap(), Path::new("/dev/null"));
+
+    let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "launched\n").await;
+    assert_completed(&mcp.edit(release_req("t1", &env.ws, &[(&h, &rev, &generation)])).await, &[&h]);
+
+    // It outlives the frontend.
+    mcp.stop().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut again = UnixStream::connect(&env.sock).expect("the guardian still listens");
+    again.write_all(b"{\"id\":1,\"op\":\"hello\",\"protocol\":1,\"client\":\"test\"}\n").unwrap();
+    let mut buf = [0u8; 16];
+    assert!(again.read(&mut buf).unwrap() > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guardian_refuses_another_uid() {
+    let root = rustix::process::getuid().is_root();
+    let tools = Path::new("/usr/bin/setpriv").exists() && Path::new("/usr/bin/python3").exists();
+    if !root || !tools {
+        eprintln!("skipped: needs root, /usr/bin/setpriv and /usr/bin/python3");
+        return;
+    }
+    let mut env = Env::new();
+    env.start_guardian();
+    // Let `nobody` reach the socket: the permission bits are not what is tested.
+    for dir in [&env.root, &env.sock.parent().unwrap().to_path_buf()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    std::fs::set_permissions(&env.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect_failed", e.errno); sys.exit(0)
+print("connected")
+try:
+    s.sendall(b'{"id":1,"op":"hello","protocol":1,"client":"nobody"}\n')
+except OSError:
+    pass
+try:
+    data = s.recv(65536)
+    print("answered" if data else "closed", data)
+except socket.timeout:
+    print("timeout")
+except OSError as e:
+    print("closed_with_error", e.errno)
+"#;
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, p(&env.sock)])
+        .env_clear()
+        .output()
+        .expect("run the probe as nobody");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "probe failed: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("connected\n"), "{text}");
+    assert!(text.contains("\nclosed"), "the connection is closed without an answer: {text}");
+    assert!(!text.contains("answered"), "{text}");
+
+    // The owner's own uid is still served.
+    let mut s = UnixStream::connect(&env.sock).unwrap();
+    s.write_all(b"{\"id\":1,\"op\":\"hello\",\"protocol\":1,\"client\":\"owner\"}\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["ok"], true, "{line}");
+}
