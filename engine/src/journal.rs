@@ -209,20 +209,28 @@ pub enum ReadJournal {
     },
 }
 
-/// Reads a journal file; a torn trailing mark is ignored.
+/// Reads a journal file; a torn trailing mark is ignored (see
+/// [`parse_journal`]).
 pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
-    let bytes = std::fs::read(path)?;
+    Ok(parse_journal(&std::fs::read(path)?))
+}
+
+/// Parses a journal's bytes: the intent line, then every complete mark; a
+/// torn trailing mark and unknown lines are ignored, a torn intent is
+/// [`ReadJournal::Torn`], an unparsable one [`ReadJournal::Corrupt`]. Never
+/// panics, whatever the bytes.
+pub fn parse_journal(bytes: &[u8]) -> ReadJournal {
     let mut lines = bytes.split(|b| *b == b'\n');
     let first = lines.next().unwrap_or_default();
     if !bytes.contains(&b'\n') {
-        return Ok(ReadJournal::Torn);
+        return ReadJournal::Torn;
     }
     let intent: JournalIntent = match serde_json::from_slice(first) {
         Ok(i) => i,
-        Err(e) => return Ok(ReadJournal::Corrupt { detail: format!("intent line: {e}") }),
+        Err(e) => return ReadJournal::Corrupt { detail: format!("intent line: {e}") },
     };
     if intent.version != 1 {
-        return Ok(ReadJournal::Corrupt { detail: format!("unknown version {}", intent.version) });
+        return ReadJournal::Corrupt { detail: format!("unknown version {}", intent.version) };
     }
     let mut verified = Vec::new();
     for line in lines {
@@ -233,5 +241,5 @@ pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
             verified.push(index);
         }
     }
-    Ok(ReadJournal::Valid { intent, verified })
+    ReadJournal::Valid { intent, verified }
 }
