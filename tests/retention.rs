@@ -28,14 +28,19 @@ impl Drop for Guardian {
 
 /// Starts `guardian --socket <sock> <extra>` and waits for its ready line.
 fn start_guardian(env: &Env, extra: &[&str]) -> Guardian {
+    start_guardian_logged(env, extra).1
+}
+
+/// [`start_guardian`], also returning the path of its log.
+fn start_guardian_logged(env: &Env, extra: &[&str]) -> (std::path::PathBuf, Guardian) {
     let sock = env.sock.to_str().unwrap();
     let mut args = vec!["guardian", "--socket", sock];
     args.extend_from_slice(extra);
-    let (_, log) = env.log_file("guardian");
+    let (path, log) = env.log_file("guardian");
     let mut child = env.command(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log).spawn().unwrap();
     let line = read_line_timeout(child.stdout.take().unwrap(), Duration::from_secs(10)).expect("ready line");
     assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["event"], "ready", "{line}");
-    Guardian(child)
+    (path, Guardian(child))
 }
 
 /// (resolved, other) execution directories in `D/executions`.
@@ -195,4 +200,14 @@ fn audit_counts_backing_entries_and_warns_past_80_percent() {
     let v = audit(&env);
     assert_eq!(v["backing_entries"], 40_001, "{v}");
     assert!(v["backing_warning"].as_str().is_some_and(|w| w.contains("80%")), "{v}");
+    // The guardian logs the same warning after its first pass (the files
+    // are not receipts by name, so retention leaves them). It has served no
+    // workspace yet, so it counts D's two roots alone: 20 more there.
+    for i in 0..20 {
+        fs::write(receipts.join(format!("more{i}")), b"").unwrap();
+    }
+    let (log, _g) = start_guardian_logged(&env, &[]);
+    eventually(20, "the guardian's 80% warning", || {
+        fs::read_to_string(&log).is_ok_and(|t| t.contains("WARN") && t.contains("over 80% of the 50000-entry bound"))
+    });
 }

@@ -44,7 +44,6 @@ pub struct Kick {
 struct KickState {
     pending: bool,
     workspaces: BTreeSet<PathBuf>,
-    passes: u64,
 }
 
 impl Kick {
@@ -59,11 +58,6 @@ impl Kick {
             }
         }
         self.cv.notify_all();
-    }
-
-    /// Passes completed so far.
-    pub fn passes(&self) -> u64 {
-        lock(&self.state).passes
     }
 
     /// Waits until kicked (true) or `timeout` passes or `stop` is set
@@ -97,8 +91,6 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
             last_usage = Some(Instant::now());
             warned = check_usage(g, warned);
         }
-        lock(&g.retention.state).passes += 1;
-        g.retention.cv.notify_all();
         let kicked = g.retention.wait(PERIOD, stop);
         if stop.load(Ordering::SeqCst) {
             return;
