@@ -91,7 +91,7 @@ impl Identity {
     ///
     /// # References
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html) with `AT_EMPTY_PATH`
-    /// - `FS_IOC_GETVERSION` ([`crate::generation::of_fd`])
+    /// - `FS_IOC_GETVERSION` (`engine/src/generation.rs`)
     pub fn of_fd<Fd: AsFd>(fd: Fd) -> std::io::Result<Identity> {
         let st = rustix::fs::statx(fd.as_fd(), c"", AtFlags::EMPTY_PATH, IDENTITY_MASK)?;
         let mut id = Identity::from_statx(&st);

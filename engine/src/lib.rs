@@ -94,29 +94,49 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+// The supported API: what a guardian implements, calls and reads.
 pub mod audit;
-pub mod durable;
-pub mod error;
 pub mod fault;
-pub mod generation;
-pub mod hash;
 pub mod identity;
-pub mod journal;
 pub mod layout;
 pub mod liveness;
 pub mod owner;
-pub mod path_rules;
-pub mod quarantine;
-pub mod quota;
-pub mod random;
 pub mod recovery;
-pub mod rehash;
 pub mod release;
-pub mod resolve;
 pub mod retention;
 pub mod scan;
+
+mod error;
+mod generation;
+
+// Building blocks this workspace's frontend adapter, `winx-release` tools,
+// tests and benches call so that each rule has one copy (path shape,
+// no-follow resolution, hashing, durable writes, socket trust). They are
+// public only for those crates: hidden from the docs, and not a supported
+// API of the engine.
+#[doc(hidden)]
+pub mod durable;
+#[doc(hidden)]
+pub mod hash;
+#[doc(hidden)]
+pub mod journal;
+#[doc(hidden)]
+pub mod path_rules;
+#[doc(hidden)]
+pub mod quarantine;
+#[doc(hidden)]
+pub mod quota;
+#[doc(hidden)]
+pub mod random;
+#[doc(hidden)]
+pub mod rehash;
+#[doc(hidden)]
+pub mod resolve;
+#[doc(hidden)]
 pub mod socket_trust;
+#[doc(hidden)]
 pub mod sync;
+#[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod uring;
 

@@ -43,7 +43,7 @@ pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Binds `socket` (or takes the listening socket systemd passed, see
-/// [`super::activation`]), prints the ready line, notifies systemd, and
+/// `activation`), prints the ready line, notifies systemd, and
 /// serves until SIGTERM/SIGINT.
 pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow::Result<()> {
     let inherited = activation::inherited_listener()?;
