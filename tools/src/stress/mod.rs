@@ -28,6 +28,7 @@
 
 mod backing;
 mod client;
+mod edge_checks;
 mod ledger;
 pub mod longrun;
 mod ops;
