@@ -51,6 +51,11 @@ fn short_stress_run_holds_every_invariant() {
     assert!(n("denials") > 0, "{v:#}");
     assert!(v["p50_ms"].as_f64().is_some() && v["p99_ms"].as_f64().is_some(), "{v:#}");
     assert_eq!(v["checks_passed"], v["checks_total"], "{:#}", v["checks"]);
+    // Processes left behind across a SIGKILLed and restarted guardian.
+    let restart = v["checks"].as_array().and_then(|c| {
+        c.iter().find(|c| c["name"] == "after a guardian restart, the earlier command's processes: execution_active")
+    });
+    assert_eq!(restart.map(|c| c["ok"].clone()), Some(Value::Bool(true)), "{:#}", v["checks"]);
     assert_eq!(out.status.code(), Some(0), "stderr {stderr}");
     // Nothing left behind in the directory it was given.
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the private directory was not removed");

@@ -35,8 +35,8 @@ pub enum EnvLookup {
 /// - [`proc_pid_environ(5)`](https://man7.org/linux/man-pages/man5/proc_pid_environ.5.html)
 pub fn env_var(proc: impl AsFd, pid: i32, name: &[u8], buf: &mut Vec<u8>) -> Result<EnvLookup, ProcError> {
     match read_file(proc, &format!("{pid}/environ"), buf) {
-        Ok(false) => Ok(EnvLookup::Gone),
-        Ok(true) => Ok(find(buf, name)),
+        Ok(None) => Ok(EnvLookup::Gone),
+        Ok(Some(n)) => Ok(find(&buf[..n], name)),
         Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => Ok(EnvLookup::Denied),
         Err(e) => Err(ProcError::Unreadable { pid, file: "environ", error: e.into() }),
     }

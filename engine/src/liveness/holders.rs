@@ -20,7 +20,8 @@
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 
 use std::collections::HashSet;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
 
@@ -71,24 +72,69 @@ pub struct HolderScan {
 /// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> Result<HolderScan, ProcError> {
     let proc = open_proc()?;
-    let pids = list_pids(&proc)?;
+    let pids: Vec<i32> = list_pids(&proc)?.into_iter().filter(|p| !exempt.contains(p)).collect();
+    if targets.is_empty() {
+        return Ok(HolderScan::default());
+    }
+    // Both halves at once: the cost is system calls into /proc, and the
+    // machine's cores can make them side by side.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let chunk = pids.len().div_ceil(workers).max(1);
+    let stop = AtomicBool::new(false);
+    let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = pids
+            .chunks(chunk)
+            .skip(1)
+            .map(|part| {
+                let (proc, stop) = (&proc, &stop);
+                s.spawn(move || scan_part(proc, part, targets, uid, stop))
+            })
+            .collect();
+        let mut results = vec![scan_part(&proc, pids.chunks(chunk).next().unwrap_or(&[]), targets, uid, &stop)];
+        for h in handles {
+            results.push(h.join().unwrap_or_else(|_| {
+                Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
+            }));
+        }
+        results
+    });
+    let mut total = HolderScan::default();
+    for r in results {
+        let r = r?;
+        total.inspected += r.inspected;
+        total.uninspectable += r.uninspectable;
+        total.holder = total.holder.or(r.holder);
+    }
+    Ok(total)
+}
+
+/// Looks through the processes `pids` until one holds a target or `stop`
+/// is set by another worker.
+fn scan_part(
+    proc: &OwnedFd,
+    pids: &[i32],
+    targets: &HashSet<PhysicalId>,
+    uid: u32,
+    stop: &AtomicBool,
+) -> Result<HolderScan, ProcError> {
     let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
     let mut scan = HolderScan::default();
-    let mut buf = Vec::with_capacity(16 * 1024);
-    for pid in pids {
-        if exempt.contains(&pid) || targets.is_empty() {
-            continue;
+    let mut buf = Vec::new();
+    for &pid in pids {
+        if stop.load(Ordering::Relaxed) {
+            break;
         }
-        match owner_of(&proc, pid) {
+        match owner_of(proc, pid) {
             Ok(Some(owner)) if owner == uid => {}
             // Another user's (or a non-dumpable) process, or gone.
             Ok(_) => continue,
             Err(_) => continue,
         }
         scan.inspected += 1;
-        match fds_of(&proc, pid, targets) {
+        match fds_of(proc, pid, targets) {
             Ok(Some(h)) => {
                 scan.holder = Some(h);
+                stop.store(true, Ordering::Relaxed);
                 return Ok(scan);
             }
             Ok(None) => {}
@@ -99,14 +145,15 @@ pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> R
             Err(e) if is_gone(e) => continue,
             Err(e) => return Err(ProcError::Unreadable { pid, file: "fd", error: e.into() }),
         }
-        match read_file(&proc, &format!("{pid}/maps"), &mut buf) {
-            Ok(true) => {
-                if let Some(target) = mapped(&buf, &devs, targets) {
+        match read_file(proc, &format!("{pid}/maps"), &mut buf) {
+            Ok(Some(n)) => {
+                if let Some(target) = mapped(&buf[..n], &devs, targets) {
                     scan.holder = Some(Holder { pid, how: HowHeld::Mapped, target });
+                    stop.store(true, Ordering::Relaxed);
                     return Ok(scan);
                 }
             }
-            Ok(false) => {}
+            Ok(None) => {}
             Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => scan.uninspectable += 1,
             Err(e) => return Err(ProcError::Unreadable { pid, file: "maps", error: e.into() }),
         }
@@ -122,13 +169,12 @@ fn fds_of(proc: impl AsFd, pid: i32, targets: &HashSet<PhysicalId>) -> Result<Op
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    let dup = rustix::io::dup(&fd_dir)?;
-    let mut dir = rustix::fs::Dir::new(dup)?;
+    let mut dir = rustix::fs::Dir::new(fd_dir)?;
     while let Some(entry) = dir.read() {
         let entry = entry?;
         let Some(n) = entry.file_name().to_str().ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
         // Follow the magic link: the identity of the open file itself.
-        let st = match rustix::fs::statx(&fd_dir, entry.file_name(), AtFlags::empty(), StatxFlags::INO) {
+        let st = match rustix::fs::statx(dir.fd()?, entry.file_name(), AtFlags::empty(), StatxFlags::INO) {
             Ok(st) => st,
             // Closed meanwhile, or an object that cannot be stat'ed.
             Err(e) if is_gone(e) => continue,

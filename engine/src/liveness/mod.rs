@@ -80,32 +80,44 @@ pub(crate) fn is_gone(e: rustix::io::Errno) -> bool {
     e == rustix::io::Errno::NOENT || e == rustix::io::Errno::SRCH
 }
 
-/// Reads a whole small `/proc` file `rel` (such as `"123/stat"`) beneath
-/// `proc` into `buf` (cleared first). Returns `Ok(false)` when the process
-/// is gone.
+/// Reads a whole `/proc` file `rel` (such as `"123/stat"`) beneath `proc`
+/// into `buf`, which is scratch space kept between calls (its length only
+/// grows). Returns how many bytes were read, or `None` when the process is
+/// gone.
 ///
 /// # References
 /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 /// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
-pub(crate) fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result<bool, rustix::io::Errno> {
-    buf.clear();
+pub(crate) fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result<Option<usize>, rustix::io::Errno> {
     let fd = match rustix::fs::openat(proc, rel, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty()) {
         Ok(fd) => fd,
-        Err(e) if is_gone(e) => return Ok(false),
+        Err(e) if is_gone(e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut chunk = [0u8; 4096];
+    // Large reads: each read(2) of a seq_file such as `maps` walks the
+    // process's state again from where the last one stopped.
+    if buf.len() < READ_CHUNK {
+        buf.resize(READ_CHUNK, 0);
+    }
+    let mut len = 0;
     loop {
-        match rustix::io::read(&fd, &mut chunk) {
-            Ok(0) => return Ok(true),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        if buf.len() - len < READ_CHUNK / 2 {
+            let grown = buf.len() * 2;
+            buf.resize(grown, 0);
+        }
+        match rustix::io::read(&fd, &mut buf[len..]) {
+            Ok(0) => return Ok(Some(len)),
+            Ok(n) => len += n,
             Err(rustix::io::Errno::INTR) => continue,
             // ESRCH: the process exited between open and read.
-            Err(e) if is_gone(e) => return Ok(false),
+            Err(e) if is_gone(e) => return Ok(None),
             Err(e) => return Err(e),
         }
     }
 }
+
+/// The size of one read of a `/proc` file.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// Why a release must stop because a target is held: `Some(detail)` when a
 /// process of this user other than `exempt` holds a target open or mapped,

@@ -73,7 +73,7 @@ fn parse_i64(s: &[u8]) -> Option<i64> {
 /// # References
 /// - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
 pub fn read_stat(proc: impl AsFd, pid: i32) -> Result<Option<ProcStat>, ProcError> {
-    let mut buf = Vec::with_capacity(512);
+    let mut buf = Vec::new();
     read_stat_into(proc, pid, &mut buf)
 }
 
@@ -81,9 +81,8 @@ pub fn read_stat(proc: impl AsFd, pid: i32) -> Result<Option<ProcStat>, ProcErro
 pub(crate) fn read_stat_into(proc: impl AsFd, pid: i32, buf: &mut Vec<u8>) -> Result<Option<ProcStat>, ProcError> {
     let rel = format!("{pid}/stat");
     match read_file(proc, &rel, buf) {
-        Ok(false) => Ok(None),
-        Ok(true) if buf.is_empty() => Ok(None),
-        Ok(true) => ProcStat::parse(buf).map(Some).ok_or_else(|| ProcError::Unreadable {
+        Ok(None) | Ok(Some(0)) => Ok(None),
+        Ok(Some(n)) => ProcStat::parse(&buf[..n]).map(Some).ok_or_else(|| ProcError::Unreadable {
             pid,
             file: "stat",
             error: std::io::Error::new(std::io::ErrorKind::InvalidData, "not a stat line"),

@@ -70,7 +70,7 @@ impl Probe {
     fn markers(&mut self) -> Result<&HashMap<i32, Vec<u8>>, ProcError> {
         if self.markers.is_none() {
             let mut found = HashMap::new();
-            let mut buf = Vec::with_capacity(8192);
+            let mut buf = Vec::new();
             for e in self.table.iter() {
                 let pid = e.stat.pid;
                 if pid == self.own || e.uid != self.uid || e.stat.is_zombie() {
@@ -183,6 +183,7 @@ pub fn release_check(g: &Arc<Guardian>, session: &Session) -> (usize, Option<Str
 
 fn check(g: &Guardian, session: &Session, found: &mut Vec<String>) -> Result<(), ProcError> {
     let mut probe = Probe::take(g.pid)?;
+    let mut named: HashSet<i32> = HashSet::new();
     let unresolved = lock(&session.state).unresolved();
     for e in &unresolved {
         let leader = *lock(&e.leader);
@@ -193,6 +194,7 @@ fn check(g: &Guardian, session: &Session, found: &mut Vec<String>) -> Result<(),
         }
         let members = probe.members(&e.id, leader)?;
         if !members.is_empty() {
+            named.extend(members.iter().copied());
             found.push(format!("command {} left process(es) {members:?} running", e.id));
         }
     }
@@ -200,7 +202,7 @@ fn check(g: &Guardian, session: &Session, found: &mut Vec<String>) -> Result<(),
     let orphans = probe.orphans(&leaders);
     if !orphans.is_empty() {
         let all = g.executions();
-        for pid in orphans {
+        for pid in orphans.into_iter().filter(|p| !named.contains(p)) {
             match probe.attribute(pid, &all)? {
                 Some(e) if e.thread == session.thread && e.workspace == session.layout.workspace() => {
                     found.push(format!("process {pid} of command {} still runs", e.id));

@@ -13,6 +13,8 @@
 //!    files to 50,000 entries (a release must complete) and 50,001 (it must
 //!    fail closed), then held at `--backing-entries`; then every scenario
 //!    runs once as a named check with its one expected answer.
+//!    Then a command leaves processes behind and the guardian is SIGKILLed
+//!    and restarted under it ([`liveness`]).
 //! 2. **Timed phase** ([`workload`]): one worker per session runs a seeded
 //!    random sequence of steps for `--duration` seconds: reads, releases,
 //!    replays, audits, commands that block releases, adversarial changes
@@ -30,6 +32,7 @@ mod backing;
 mod client;
 mod edge_checks;
 mod ledger;
+mod liveness;
 pub mod longrun;
 mod ops;
 mod procs;
@@ -145,7 +148,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         .filter_map(|s| signal_hook::flag::register(*s, w.stop.clone()).ok())
         .collect::<Vec<_>>();
 
-    let result = run_in(&w, cfg, &pb, started);
+    let result = run_in(&w, cfg, &pb, started, &mut guardian);
     for id in sig {
         signal_hook::low_level::unregister(id);
     }
@@ -175,7 +178,13 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-fn run_in(w: &World, cfg: &Config, pb: &ProgressBar, started: Instant) -> anyhow::Result<Report> {
+fn run_in(
+    w: &World,
+    cfg: &Config,
+    pb: &ProgressBar,
+    started: Instant,
+    guardian: &mut GuardianProc,
+) -> anyhow::Result<Report> {
     let f = cfg.frontends;
     let mut sessions = Vec::with_capacity(cfg.sessions);
     let mut master = rng::Rng::new(cfg.seed);
@@ -196,6 +205,10 @@ fn run_in(w: &World, cfg: &Config, pb: &ProgressBar, started: Instant) -> anyhow
     w.phase("start processes, open sessions");
     let mut extras: Vec<Session> = Vec::new();
     setup::run(w, &mut sessions, &mut extras, &mut backing, cfg, pb)?;
+    // Processes left behind while the guardian is SIGKILLed and restarted.
+    pb.set_message("left-behind processes across a guardian restart");
+    liveness::left_behind_across_restart(w, &mut sessions, guardian)?;
+    w.phase("left behind across a guardian restart");
     let setup_s = started.elapsed().as_secs_f64();
 
     // The timed phase.

@@ -185,6 +185,12 @@ impl GuardianProc {
             .unwrap_or_default()
     }
 
+    /// SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM, then waits up to `grace` before SIGKILL. Returns its exit
     /// code when it exited by itself.
     pub fn stop(&mut self, grace: Duration) -> Option<i32> {

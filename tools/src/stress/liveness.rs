@@ -1,0 +1,89 @@
+//! Liveness under stress: a command leaves processes behind (one in its
+//! process group, one `setsid` daemon), the guardian is SIGKILLed and a new
+//! one started while they run. Every release of that thread must be refused
+//! (`execution_active`) — by the first guardian, and by the second, which
+//! learns of the processes only from `D/executions` and `/proc` — and
+//! `status_check` must answer `running`. Once the processes end, the same
+//! reads are released.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::ops::{self, Expect, Pinned};
+use super::procs::GuardianProc;
+use super::scenarios::read_some;
+use super::world::{Session, World};
+
+fn gated(gate: &std::path::Path) -> String {
+    format!("while [ ! -e \"{}\" ]; do sleep 0.05; done", gate.display())
+}
+
+/// Runs the scenario on `sessions[0]`, restarting `guardian`; every session
+/// is initialised again afterwards (a new guardian is another instance).
+pub fn left_behind_across_restart(
+    w: &World,
+    sessions: &mut [Session],
+    guardian: &mut GuardianProc,
+) -> anyhow::Result<()> {
+    let Some(sess) = sessions.first_mut() else { return Ok(()) };
+    let t = read_some(w, sess, sess.home, 3, 1 << 20)?;
+    let gate = w.new_gate();
+    let loop_ = gated(&gate);
+    // The shell ends at once; a subshell in its group and a daemon in its
+    // own session stay until the gate opens.
+    let cmd =
+        format!("( {loop_} ) >/dev/null 2>&1 & ( setsid sh -c '{loop_}' >/dev/null 2>&1 </dev/null & ); echo left");
+    let v = ops::bash(w, sess, &cmd, 5.0, false)?;
+    let id = v["command_id"].as_str().unwrap_or_default().to_owned();
+    w.check("a command that left processes behind is still running", v["status"] == "running", v.to_string());
+    let denied = Expect::Denied { codes: &["execution_active"], kind: "released_while_left_behind" };
+    if !t.is_empty() {
+        let r = ops::release(w, sess, sess.home, &t, denied, &HashSet::new())?;
+        w.check("left-behind processes: execution_active", r["errorCode"] == "execution_active", r.to_string());
+    }
+
+    guardian.kill();
+    *guardian = GuardianProc::start(&w.private)?;
+    for s in sessions.iter() {
+        let root = w.workspaces[s.ws].root.clone();
+        ops::initialize(w, s.home, &root, &s.thread_id, None)?;
+        if s.other != s.home {
+            ops::initialize(w, s.other, &root, &s.thread_id, None)?;
+        }
+    }
+    let sess = &mut sessions[0];
+    let after = Expect::Denied { codes: &["execution_active"], kind: "released_after_guardian_restart" };
+    if !t.is_empty() {
+        let r = ops::release(w, sess, sess.home, &t, after, &HashSet::new())?;
+        w.check(
+            "after a guardian restart, the earlier command's processes: execution_active",
+            r["errorCode"] == "execution_active",
+            r.to_string(),
+        );
+    }
+    let s = status(w, sess, &id)?;
+    w.check(
+        "a new guardian answers status_check of an earlier command: running",
+        s["status"] == "running",
+        s.to_string(),
+    );
+
+    w.open_gate(&gate);
+    let done = ops::wait_command(w, sess, &id)?;
+    w.check("the earlier command completes once its processes end", done["status"] == "completed", done.to_string());
+    let still: Vec<Pinned> =
+        t.into_iter().filter(|p| sess.ledger.get(&p.path).is_some_and(|g| g.id == p.gen)).collect();
+    if !still.is_empty() {
+        let r = ops::release(w, sess, sess.home, &still, Expect::Any, &HashSet::new())?;
+        w.check("then the same reads are released", r["status"] == "completed", r.to_string());
+    }
+    ops::verify(w, sess, "left behind across a guardian restart");
+    Ok(())
+}
+
+fn status(w: &World, sess: &Session, id: &str) -> anyhow::Result<Value> {
+    let args = serde_json::json!({"thread_id": sess.thread_id, "status_check": true, "command_id": id,
+        "wait_for_seconds": 0});
+    Ok(ops::call_ok(w, sess.home, "BashCommand", args)?.value)
+}
