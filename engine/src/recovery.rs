@@ -134,10 +134,10 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
     let _lock = match JournalLock::exclusive(&jdir, opts.lock_wait)? {
         Some(l) => l,
         None => {
-            // No journal directory: nothing to recover from journals.
-            for ws in workspaces {
-                sweep_orphans(ws, &HashSet::new(), &mut report);
-            }
+            // No journal directory: no release ever ran on this data
+            // directory (one creates it, and takes its lock, before its
+            // quarantine exists), so there is nothing to recover, and an
+            // orphan sweep here could race a first release.
             return Ok(report);
         }
     };
