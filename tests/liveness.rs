@@ -73,6 +73,15 @@ async fn completes_after(
     }
 }
 
+/// The state letter and parent of `pid` (`/proc/<pid>/stat`), if it exists.
+fn stat_of(pid: i32) -> Option<(char, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut f = rest.split(' ');
+    let state = f.next()?.chars().next()?;
+    Some((state, f.next()?.parse().ok()?))
+}
+
 async fn status_check(mcp: &Mcp, thread: &str, id: &str) -> Value {
     call(
         mcp,
@@ -137,7 +146,9 @@ async fn a_setsid_daemon_blocks_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_nothing_accounts_for_blocks_every_session() {
-    let (env, mcp) = world().await;
+    let mut env = Env::new();
+    let guardian = env.start_guardian() as i32;
+    let mcp = env.mcp(&[]).await;
     mcp.init(&env.ws, "t1").await;
     mcp.init(&env.ws, "t2").await;
     let h2 = helper(&env, &mcp, "t2", "other.py").await;
@@ -152,7 +163,17 @@ async fn an_orphan_nothing_accounts_for_blocks_every_session() {
     let d = denied(&env, &mcp, "t2", &h2, "execution_active").await;
     let msg = d["message"].as_str().unwrap_or_default();
     assert!(msg.contains("reparented to the guardian") && msg.contains("process "), "{d}");
+    // The message names the orphan, whose parent is now the guardian (a
+    // child subreaper).
+    let pid: i32 = msg.split("process ").nth(1).and_then(|r| r.split(' ').next()).and_then(|p| p.parse().ok()).unwrap();
+    assert_eq!(stat_of(pid).map(|s| s.1), Some(guardian), "{d}");
     completes_after(&env, &mcp, "t2", &h2, "execution_active", Duration::from_secs(15)).await;
+    // The guardian reaped it: no zombie child of the guardian is left.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stat_of(pid).is_some_and(|(state, ppid)| ppid == guardian && state == 'Z') {
+        assert!(Instant::now() < deadline, "process {pid} stays a zombie of the guardian");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     mcp.stop().await;
 }
 

@@ -150,7 +150,8 @@ impl ExecTable {
             waiter.write_status();
             waiter.done.notify_all();
         });
-        Ok(reply(&exec, wait))
+        // A background command's call returns at once.
+        Ok(reply(&exec, if background { 0.0 } else { wait }))
     }
 
     /// Reports on `command_id` of `thread_id`, waiting up to `wait` seconds.
@@ -254,8 +255,13 @@ mod tests {
         assert_eq!(slow["exit_code"], Value::Null);
         let e = table.run(&ctx, "true", 0.0, false).unwrap_err();
         assert_eq!(e.code, Code::Reason(Reason::ExecutionActive));
-        let bg = table.run(&ctx, "true", 5.0, true).unwrap();
-        assert_eq!(bg["status"], "completed");
+        // A background call returns at once, whatever its wait.
+        let t = Instant::now();
+        let bg = table.run(&ctx, "sleep 0.3", 5.0, true).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(bg["status"], "running");
+        let bg_done = table.status("t", bg["command_id"].as_str().unwrap(), 10.0).unwrap();
+        assert_eq!(bg_done["status"], "completed");
         let id = slow["command_id"].as_str().unwrap();
         assert!(table.status("other", id, 0.0).is_err());
         let done = table.status("t", id, 10.0).unwrap();
