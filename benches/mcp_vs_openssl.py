@@ -2,13 +2,33 @@
 """Times ReadFiles and a release of 100 helpers of 640 KiB, with 48,000
 entries in the backing roots, at an MCP client, against `openssl dgst
 -sha256` over the same helpers (plus `find` over the same roots for the
-release), interleaved, warm cache. Usage: benches/mcp_vs_openssl.py BIN [ROUNDS]
+release), interleaved round by round, warm cache.
+
+Two kinds of helpers each round: binary (random bytes: ReadFiles returns no
+content) and text (printable lines: ReadFiles returns the first 256 KiB of
+each, 25 MB in all). Prints the medians (ms), the load before and after,
+and the ratios of issue 12's table. `parse_*` is the part of a ReadFiles
+time this Python client spends parsing the reply (json.loads), reported
+apart because it is the client's cost, not the server's.
+
+Usage: benches/mcp_vs_openssl.py BIN [ROUNDS]
 """
-import json, os, shutil, statistics, subprocess, sys, tempfile, time
+import json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath(sys.argv[1])
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
 N, SIZE, ENTRIES = 100, 640 * 1024, 48_000
+
+def load():
+    return open("/proc/loadavg").read().split()[0]
+
+def text_bytes(size, seed):
+    rng = random.Random(seed)
+    line = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(79)) + b"\n"
+    out = bytearray()
+    while len(out) < size:
+        out += line[rng.randrange(40):] + line[: rng.randrange(40)]
+    return bytes(out[:size])
 
 root = tempfile.mkdtemp(prefix="winx-mcp-bench-")
 ws = os.path.join(root, "ws"); os.makedirs(ws)
@@ -20,8 +40,9 @@ g.stdout.readline()
 m = subprocess.Popen([BIN, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      stderr=subprocess.DEVNULL)
 rid = 0
+parse_s = 0.0  # time the client spent in json.loads on the last reply
 def rpc(method, params=None, notify=False):
-    global rid
+    global rid, parse_s
     msg = {"jsonrpc": "2.0", "method": method}
     if params is not None: msg["params"] = params
     if not notify:
@@ -29,10 +50,14 @@ def rpc(method, params=None, notify=False):
     m.stdin.write((json.dumps(msg) + "\n").encode()); m.stdin.flush()
     if notify: return None
     while True:
-        r = json.loads(m.stdout.readline())
+        line = m.stdout.readline()
+        t = time.perf_counter(); r = json.loads(line); parse_s = time.perf_counter() - t
         if r.get("id") == rid: return r
 def call(name, args):
     return rpc("tools/call", {"name": name, "arguments": args})["result"]["structuredContent"]
+
+def timed(rows, key, f):
+    t = time.perf_counter(); out = f(); rows[key].append(time.perf_counter() - t); return out
 
 try:
     rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
@@ -45,29 +70,44 @@ try:
         for f in range(999):
             open(os.path.join(dd, f"f{f}"), "wb").close()
     roots = [scratch, os.path.join(root, "data", "winx", "executions"), os.path.join(root, "data", "winx", "receipts")]
-    rows = {"openssl": [], "find": [], "read": [], "release": []}
+    keys = ["openssl_bin", "read_bin", "parse_bin", "openssl_text", "read_text", "parse_text", "find", "release_bin",
+            "release_text"]
+    rows = {k: [] for k in keys}
+    load_before = load()
     for r in range(ROUNDS):
-        paths = []
-        for i in range(N):
-            p = os.path.join(session, f"h{r}_{i:03}.bin")
-            with open(p, "wb") as f: f.write(os.urandom(SIZE))
-            paths.append(p)
-        for p in paths: open(p, "rb").read()  # warm
-        t = time.perf_counter(); subprocess.run(["openssl", "dgst", "-sha256", *paths], stdout=subprocess.DEVNULL, check=True)
-        rows["openssl"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        subprocess.run(["find", *[x for x in roots if os.path.exists(x)], "-printf", "%D %i %s\n"], stdout=subprocess.DEVNULL, check=True)
-        rows["find"].append(time.perf_counter() - t)
-        t = time.perf_counter(); read = call("ReadFiles", {"thread_id": "bench", "file_paths": paths}); rows["read"].append(time.perf_counter() - t)
-        files = [{"file_path": f["file_path"], "mode": "release_temporary", "expected_revision": f["revision"],
-                  "artifact_generation": f["temporary_artifact"]["artifact_generation"]} for f in read["files"]]
-        t = time.perf_counter()
-        res = call("EditFiles", {"thread_id": "bench", "workspace_root": ws, "operation": "release_temporary", "files": files})
-        rows["release"].append(time.perf_counter() - t)
-        assert res["status"] == "completed", res
+        sets = {}
+        for kind in ("bin", "text"):
+            paths = []
+            for i in range(N):
+                p = os.path.join(session, f"h{r}_{i:03}.{'bin' if kind == 'bin' else 'txt'}")
+                with open(p, "wb") as f:
+                    f.write(os.urandom(SIZE) if kind == "bin" else text_bytes(SIZE, r * 1000 + i))
+                paths.append(p)
+            for p in paths: open(p, "rb").read()  # warm
+            sets[kind] = paths
+        reads = {}
+        for kind, paths in sets.items():
+            timed(rows, f"openssl_{kind}",
+                  lambda: subprocess.run(["openssl", "dgst", "-sha256", *paths], stdout=subprocess.DEVNULL, check=True))
+            reads[kind] = timed(rows, f"read_{kind}", lambda: call("ReadFiles", {"thread_id": "bench", "file_paths": paths}))
+            rows[f"parse_{kind}"].append(parse_s)
+            assert reads[kind]["status"] == "completed", reads[kind]["status"]
+        assert reads["text"]["files"][0]["content"] is not None and reads["bin"]["files"][0]["binary"] is True
+        timed(rows, "find", lambda: subprocess.run(["find", *[x for x in roots if os.path.exists(x)], "-printf", "%D %i %s\n"],
+                                                 stdout=subprocess.DEVNULL, check=True))
+        for kind in ("bin", "text"):
+            files = [{"file_path": f["file_path"], "mode": "release_temporary", "expected_revision": f["revision"],
+                      "artifact_generation": f["temporary_artifact"]["artifact_generation"]} for f in reads[kind]["files"]]
+            res = timed(rows, f"release_{kind}", lambda: call("EditFiles", {"thread_id": "bench", "workspace_root": ws,
+                                                                          "operation": "release_temporary", "files": files}))
+            assert res["status"] == "completed", res
     med = {k: statistics.median(v) * 1000 for k, v in rows.items()}
     print(json.dumps({k: round(v, 1) for k, v in med.items()}))
-    print(f"ReadFiles / openssl = {med['read'] / med['openssl']:.2f}")
-    print(f"release / (openssl + find) = {med['release'] / (med['openssl'] + med['find']):.2f}")
+    print(f"load before {load_before}, after {load()}; {ROUNDS} rounds")
+    print(f"ReadFiles binary / openssl = {med['read_bin'] / med['openssl_bin']:.2f}")
+    print(f"ReadFiles text / openssl = {med['read_text'] / med['openssl_text']:.2f}"
+          f" (without the client's json.loads of the reply: {(med['read_text'] - med['parse_text']) / med['openssl_text']:.2f})")
+    print(f"release text / (openssl + find) = {med['release_text'] / (med['openssl_text'] + med['find']):.2f}")
+    print(f"release binary / (openssl + find) = {med['release_bin'] / (med['openssl_bin'] + med['find']):.2f}")
 finally:
     m.kill(); g.terminate(); g.wait(); shutil.rmtree(root, ignore_errors=True)

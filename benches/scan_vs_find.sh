@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side scan timings: `find ROOT -printf '%D %i %s\n'` against
-# `winx-release scan --backend sync|uring|auto ROOT`, interleaved round by
+# `winx-release scan --backend sync|threads|uring|auto ROOT` (lean: no
+# sizes) and `scan --sizes --backend auto`, interleaved round by
 # round (so load drifts hit every command alike), warm cache. Prints each
 # command's median and minimum wall time and its median ratio to find's,
 # plus the one-minute load average before and after.
@@ -19,8 +20,10 @@ bin=${WINX_RELEASE:-target/release/winx-release}
 cmds=(
   "find $root -printf '%D %i %s\n'"
   "$bin scan --backend sync $root"
+  "$bin scan --backend threads $root"
   "$bin scan --backend uring $root"
   "$bin scan --backend auto $root"
+  "$bin scan --sizes --backend auto $root"
 )
 declare -A times
 now() { date +%s%N; }

@@ -45,7 +45,8 @@ fn scan_clean_tree_prints_contract_json() {
     assert_eq!(v["entries"], 6);
     assert_eq!(v["directories"], 3);
     assert_eq!(v["files"], 3);
-    assert_eq!(v["bytes"], 8);
+    // Lean by default: sizes are not measured.
+    assert_eq!(v["bytes"], Value::Null);
     assert_eq!(v["max_depth"], 4);
     assert_eq!(v["backend"], "sync");
     assert!(v["elapsed_us"].is_u64());
@@ -53,6 +54,16 @@ fn scan_clean_tree_prints_contract_json() {
         ["verdict", "reason", "path", "entries", "directories", "files", "bytes", "max_depth", "backend", "elapsed_us"]
     {
         assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for backend in ["sync", "uring", "threads", "auto"] {
+        let out = bin().args(["scan", "--sizes", "--backend", backend]).arg(&root).output().unwrap();
+        let sized = json_of(&out);
+        assert_eq!(sized["bytes"], 8, "{backend}");
+        let out = bin().args(["scan", "--backend", backend]).arg(&root).output().unwrap();
+        let lean = json_of(&out);
+        for key in ["verdict", "entries", "directories", "files", "max_depth"] {
+            assert_eq!(lean[key], sized[key], "{backend} {key}");
+        }
     }
 }
 

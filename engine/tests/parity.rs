@@ -6,7 +6,10 @@
 //! switches the run to system calls mid-scan); all reports must be equal
 //! (verdict, reason, offending path, counts, bytes, depth) but for the
 //! elapsed time and the `backend` field, which must say `uring`, or `sync`
-//! after a switch. The cases mirror `tests/scan.rs` and add trees where
+//! after a switch. Every case also runs leanly (`ScanMode::Lean`) on the
+//! synchronous, io_uring and threaded backends, and with sizes on the
+//! threaded one: same verdict, path and counts. The cases mirror
+//! `tests/scan.rs` and add trees where
 //! phase 1 (parallel) and phase 2 (the in-order replay) must agree on where
 //! a bound or an offending entry falls.
 
@@ -20,8 +23,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, Mode, CWD};
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
-    open_root, open_root_beneath, scan_paths, BackendKind, ScanBackend, ScanLimits, ScanReport, SyncBackend, Verdict,
-    MAX_DEPTH, MAX_ENTRIES,
+    open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, ScanBackend, ScanLimits, ScanMode,
+    ScanReport, SyncBackend, ThreadsBackend, Verdict, MAX_DEPTH, MAX_ENTRIES,
 };
 use winx_release_engine::uring::{probe, RingConfig, UringBackend, UringConfig};
 use winx_release_engine::{PhysicalId, Pin, Reason};
@@ -111,6 +114,27 @@ fn scan_on(
         got.backend = want.backend;
         assert_eq!(got, want, "{name} differs from sync");
     }
+    // Both modes: a lean scan (types and inodes from getdents64 where they
+    // can be trusted) gives the same verdict, path and counts on every
+    // backend, without bytes; the threaded backend also with sizes.
+    let threads = ThreadsBackend::new(3);
+    let lean: [(&str, &dyn ScanBackend, ScanMode); 5] = [
+        ("sync lean", &SyncBackend, ScanMode::Lean),
+        ("uring lean", &UringBackend::default(), ScanMode::Lean),
+        ("threads lean", &threads, ScanMode::Lean),
+        ("threads 1 lean", &ThreadsBackend::new(1), ScanMode::Lean),
+        ("threads sizes", &threads, ScanMode::Sizes),
+    ];
+    for (name, backend, mode) in lean {
+        let mut got = scan_paths_with(backend, &roots, limits, aliases, mode);
+        if mode == ScanMode::Lean {
+            assert_eq!(got.bytes, None, "{name}");
+        }
+        got.bytes = want.bytes;
+        got.elapsed_us = want.elapsed_us;
+        got.backend = want.backend;
+        assert_eq!(got, want, "{name} differs from sync with sizes");
+    }
     want
 }
 
@@ -180,7 +204,7 @@ fn clean_tree_counts_exactly() {
     write(&root.join("top"), 5);
     let r = scan(&[root]);
     assert_clean(&r);
-    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (7, 3, 4, 115, 3));
+    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (7, 3, 4, Some(115), 3));
     assert_eq!(UringBackend::default().kind(), BackendKind::Uring);
 }
 
@@ -194,7 +218,7 @@ fn empty_and_missing_roots() {
     let missing = t.path().join("nope");
     let r = scan(&[&missing, &t.path().join("no/such/dir"), t.path()]);
     assert_clean(&r);
-    assert_eq!((r.entries, r.files, r.bytes), (1, 1, 3));
+    assert_eq!((r.entries, r.files, r.bytes), (1, 1, Some(3)));
 }
 
 #[test]

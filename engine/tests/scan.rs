@@ -92,7 +92,7 @@ fn clean_tree_counts_exactly() {
     assert_eq!(r.entries, 7);
     assert_eq!(r.directories, 3);
     assert_eq!(r.files, 4);
-    assert_eq!(r.bytes, 115);
+    assert_eq!(r.bytes, Some(115));
     assert_eq!(r.max_depth, 3);
     assert_eq!(r.backend, BackendKind::Sync);
     assert_eq!(SyncBackend.kind(), BackendKind::Sync);
@@ -103,7 +103,7 @@ fn empty_root_is_clean_with_nothing() {
     let t = tempfile::tempdir().unwrap();
     let r = scan(&[t.path()]);
     assert_clean(&r);
-    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (0, 0, 0, 0, 0));
+    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (0, 0, 0, Some(0), 0));
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn missing_root_is_empty() {
     assert_eq!(root.path, missing);
     let r = scan(&[&missing, &missing_ancestor, t.path()]);
     assert_clean(&r);
-    assert_eq!((r.entries, r.files, r.bytes), (1, 1, 3));
+    assert_eq!((r.entries, r.files, r.bytes), (1, 1, Some(3)));
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn root_failure_stops_before_scanning() {
     symlink(&good, &link).unwrap();
     let r = scan(&[&good, &link]);
     assert_fail(&r, Reason::BackingSymlink, &link);
-    assert_eq!((r.entries, r.files, r.directories, r.bytes, r.max_depth), (0, 0, 0, 0, 0));
+    assert_eq!((r.entries, r.files, r.directories, r.bytes, r.max_depth), (0, 0, 0, Some(0), 0));
 }
 
 /// A temporary directory for a large tree: on tmpfs where there is one, as
@@ -226,7 +226,7 @@ fn small_entry_limit() {
     assert_eq!(r.path.as_ref().unwrap().parent(), Some(root));
     let r = scan_with(&[root], ScanLimits { max_entries: 7, max_depth: MAX_DEPTH }, &no_aliases());
     assert_clean(&r);
-    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (7, 1, 6, 1, 2));
+    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (7, 1, 6, Some(1), 2));
     // Zero entries allowed: any entry fails, an empty root does not.
     let empty = tempfile::tempdir().unwrap();
     let zero = ScanLimits { max_entries: 0, max_depth: MAX_DEPTH };
@@ -269,7 +269,7 @@ fn depth_sixteen_is_clean_and_seventeen_fails() {
     write(&f16, 4);
     let r = scan(&[root]);
     assert_clean(&r);
-    assert_eq!((r.entries, r.files, r.bytes, r.max_depth), (17, 1, 4, 16));
+    assert_eq!((r.entries, r.files, r.bytes, r.max_depth), (17, 1, Some(4), 16));
     fs::remove_file(&f16).unwrap();
 
     // A 17th nested directory.
@@ -324,7 +324,7 @@ fn wide_and_deep_tree() {
     assert_clean(&r);
     assert_eq!(r.directories, expected_dirs);
     assert_eq!(r.files, 15 * 20);
-    assert_eq!(r.bytes, 15 * 20 * 2);
+    assert_eq!(r.bytes, Some(15 * 20 * 2));
     assert_eq!(r.entries, r.directories + r.files);
     assert_eq!(r.max_depth, 16);
 }
@@ -434,7 +434,7 @@ fn open_root_beneath_never_follows_links() {
     assert!(ok.dir.is_some());
     let r = SyncBackend.scan(&[ok], ScanLimits::default(), &no_aliases());
     assert_clean(&r);
-    assert_eq!((r.entries, r.files, r.bytes), (1, 1, 2));
+    assert_eq!((r.entries, r.files, r.bytes), (1, 1, Some(2)));
 
     let f = open_root_beneath(base.as_fd(), base_path, &["a", "link", "c"]).unwrap_err();
     assert_eq!(f.reason, Reason::BackingSymlink);
@@ -496,7 +496,7 @@ fn bench_scan_env_root() {
     times.sort_unstable();
     let r = last.unwrap();
     eprintln!(
-        "entries={} dirs={} files={} bytes={} max_depth={} verdict={:?} reason={:?}",
+        "entries={} dirs={} files={} bytes={:?} max_depth={} verdict={:?} reason={:?}",
         r.entries, r.directories, r.files, r.bytes, r.max_depth, r.verdict, r.reason
     );
     eprintln!(

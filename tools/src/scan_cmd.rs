@@ -3,8 +3,10 @@
 //! `--backend` picks the engine: `sync` (synchronous system calls), `uring`
 //! (batched io_uring `statx`/`openat`; where io_uring is unavailable it
 //! falls back to `sync` with a `tracing` warning and the report says
-//! `"backend": "sync"`), or `auto` (the default: the faster of the two on
-//! this machine, see `winx_release_engine::scan::auto_backend`).
+//! `"backend": "sync"`), `threads` (parallel walkers on plain system calls),
+//! or `auto` (the default: the fastest on this machine, see
+//! `winx_release_engine::scan::auto_backend`). `--sizes` measures file
+//! sizes; without it the scan is lean (`winx_release_engine::scan::ScanMode`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -12,7 +14,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use winx_release_engine::identity::PhysicalId;
-use winx_release_engine::scan::{self, scan_paths, ScanLimits, MAX_DEPTH, MAX_ENTRIES};
+use winx_release_engine::scan::{self, scan_paths_with, ScanLimits, ScanMode, MAX_DEPTH, MAX_ENTRIES};
 
 use crate::{print_json, EXIT_FAIL_CLOSED, EXIT_OK};
 
@@ -25,6 +27,8 @@ pub enum BackendChoice {
     Uring,
     /// Synchronous syscalls.
     Sync,
+    /// Parallel walkers on plain syscalls.
+    Threads,
 }
 
 /// Arguments of `winx-release scan`.
@@ -39,6 +43,11 @@ pub struct ScanArgs {
     /// Deepest level below each root.
     #[arg(long, default_value_t = MAX_DEPTH)]
     max_depth: u32,
+    /// Measure file sizes (`bytes`): every entry is `statx`ed. Without it,
+    /// entries whose type and inode getdents64 already gives reliably are
+    /// not `statx`ed and `bytes` is null.
+    #[arg(long)]
+    sizes: bool,
     /// A file whose (device, inode) is an alias that fails the scan.
     #[arg(long = "alias", value_name = "FILE")]
     aliases: Vec<PathBuf>,
@@ -63,8 +72,10 @@ pub fn run(args: &ScanArgs) -> anyhow::Result<u8> {
         BackendChoice::Auto => scan::BackendChoice::Auto,
         BackendChoice::Uring => scan::BackendChoice::Uring,
         BackendChoice::Sync => scan::BackendChoice::Sync,
+        BackendChoice::Threads => scan::BackendChoice::Threads,
     });
-    let report = scan_paths(backend, &roots, limits, &aliases);
+    let mode = if args.sizes { ScanMode::Sizes } else { ScanMode::Lean };
+    let report = scan_paths_with(backend, &roots, limits, &aliases, mode);
     print_json(&report)?;
     Ok(if report.failed_closed() { EXIT_FAIL_CLOSED } else { EXIT_OK })
 }

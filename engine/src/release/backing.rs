@@ -10,7 +10,7 @@ use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::layout::{self, Layout};
 use crate::resolve::open_dir_abs;
-use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanReport, ScanRoot};
+use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot};
 
 /// Opens the three backing roots of `layout`: `W/.winx/scratch` through
 /// no-follow handles from the workspace, `D/executions` and `D/receipts`
@@ -29,7 +29,8 @@ pub fn open_backing_roots(layout: &Layout) -> Result<Vec<ScanRoot>, (Reason, Pat
     Ok(vec![scratch, exec, receipts])
 }
 
-/// Scans the backing roots of `layout` with `aliases`.
+/// Scans the backing roots of `layout` with `aliases`, leanly
+/// ([`ScanMode::Lean`]: a release needs no sizes).
 pub fn scan_backing_roots(
     layout: &Layout,
     backend: &dyn ScanBackend,
@@ -38,9 +39,9 @@ pub fn scan_backing_roots(
 ) -> ScanReport {
     let start = Instant::now();
     match open_backing_roots(layout) {
-        Ok(roots) => backend.scan(&roots, limits, aliases),
+        Ok(roots) => backend.scan_with(&roots, limits, aliases, ScanMode::Lean),
         Err((reason, path)) => {
-            crate::scan::fail_report(backend.kind(), reason, path, start.elapsed().as_micros() as u64)
+            crate::scan::fail_report(backend.kind(), ScanMode::Lean, reason, path, start.elapsed().as_micros() as u64)
         }
     }
 }

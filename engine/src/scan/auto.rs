@@ -4,15 +4,21 @@
 //! - `uring`: [`UringBackend`] where io_uring is available
 //!   ([`crate::uring::probe()`]); otherwise [`SyncBackend`], with a `tracing`
 //!   warning that says why.
-//! - `auto`: see [`auto_backend`].
+//! - `threads`: [`ThreadsBackend`].
+//! - `auto`: [`AutoBackend`], which picks per scan, by its mode (see
+//!   [`auto_backend`] and `docs/IO_URING.md`).
 //!
 //! # References
 //! - [`io_uring_setup(2)`](https://man7.org/linux/man-pages/man2/io_uring_setup.2.html)
 
 use std::sync::OnceLock;
 
-use super::{ScanBackend, SyncBackend};
-use crate::uring::{probe, UringBackend};
+use std::collections::HashSet;
+
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend, ThreadsBackend};
+use crate::identity::PhysicalId;
+use crate::scan::UringBackend;
+use crate::uring::probe;
 
 /// A backend as the command line names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +29,8 @@ pub enum BackendChoice {
     Uring,
     /// Synchronous system calls.
     Sync,
+    /// Parallel walkers on plain system calls.
+    Threads,
 }
 
 impl std::str::FromStr for BackendChoice {
@@ -33,7 +41,8 @@ impl std::str::FromStr for BackendChoice {
             "auto" => Ok(BackendChoice::Auto),
             "uring" => Ok(BackendChoice::Uring),
             "sync" => Ok(BackendChoice::Sync),
-            other => Err(format!("unknown backend {other:?} (auto, uring, sync)")),
+            "threads" => Ok(BackendChoice::Threads),
+            other => Err(format!("unknown backend {other:?} (auto, uring, sync, threads)")),
         }
     }
 }
@@ -43,6 +52,12 @@ static URING: OnceLock<UringBackend> = OnceLock::new();
 
 fn uring() -> &'static UringBackend {
     URING.get_or_init(UringBackend::default)
+}
+
+static THREADS: OnceLock<ThreadsBackend> = OnceLock::new();
+
+fn threads() -> &'static ThreadsBackend {
+    THREADS.get_or_init(ThreadsBackend::default)
 }
 
 /// Idle cores the io_uring backend needs to be the faster one.
@@ -74,7 +89,8 @@ pub fn auto_prefers_uring(idle: Option<f64>) -> bool {
     idle.is_some_and(|i| i >= URING_MIN_IDLE_CORES)
 }
 
-/// The backend `auto` picks now.
+/// The backend `auto` picks now for a scan that measures sizes
+/// ([`ScanMode::Sizes`]).
 ///
 /// The rule, from the measurements in `benches/README.md`: the io_uring
 /// backend when io_uring is available and at least
@@ -82,7 +98,7 @@ pub fn auto_prefers_uring(idle: Option<f64>) -> bool {
 /// synchronous backend. So a one-core machine, or a busy one, scans
 /// synchronously. Where io_uring is unavailable the reason is logged
 /// (`info`).
-pub fn auto_backend() -> &'static dyn ScanBackend {
+fn sizes_backend() -> &'static dyn ScanBackend {
     match probe() {
         Ok(_) => {
             let idle = idle_cores();
@@ -101,11 +117,58 @@ pub fn auto_backend() -> &'static dyn ScanBackend {
     }
 }
 
+/// The backend `auto` runs a scan in `mode` on.
+///
+/// - [`ScanMode::Lean`] (every release; `winx-release scan` without
+///   `--sizes`): the synchronous backend. A lean scan makes a handful of
+///   system calls per directory and none per file, so there is little to
+///   spread: measured on the 50,000-entry tree, the synchronous walk took
+///   the least CPU (about 0.8 of the threaded walkers', 0.7 of io_uring's)
+///   and no more wall time (`benches/README.md`, 2026-11-30).
+/// - [`ScanMode::Sizes`]: io_uring when enough cores are idle, else the
+///   synchronous backend (see [`URING_MIN_IDLE_CORES`]).
+pub fn auto_pick(mode: ScanMode) -> &'static dyn ScanBackend {
+    match mode {
+        ScanMode::Lean => &SYNC,
+        ScanMode::Sizes => sizes_backend(),
+    }
+}
+
+/// `auto`: runs each scan on [`auto_pick`]'s backend for its mode; the
+/// report names the backend that ran.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AutoBackend;
+
+impl ScanBackend for AutoBackend {
+    /// The backend a scan with sizes would run on now.
+    fn kind(&self) -> BackendKind {
+        sizes_backend().kind()
+    }
+
+    fn scan_with(
+        &self,
+        roots: &[ScanRoot],
+        limits: ScanLimits,
+        aliases: &HashSet<PhysicalId>,
+        mode: ScanMode,
+    ) -> ScanReport {
+        auto_pick(mode).scan_with(roots, limits, aliases, mode)
+    }
+}
+
+static AUTO: AutoBackend = AutoBackend;
+
+/// The `auto` backend ([`AutoBackend`]).
+pub fn auto_backend() -> &'static dyn ScanBackend {
+    &AUTO
+}
+
 /// The backend for `choice`, falling back to [`SyncBackend`] (with a
 /// `tracing` line saying why) where io_uring is unavailable.
 pub fn backend_for(choice: BackendChoice) -> &'static dyn ScanBackend {
     match choice {
         BackendChoice::Sync => &SYNC,
+        BackendChoice::Threads => threads(),
         BackendChoice::Auto => auto_backend(),
         BackendChoice::Uring => match probe() {
             Ok(_) => uring(),
@@ -120,7 +183,6 @@ pub fn backend_for(choice: BackendChoice) -> &'static dyn ScanBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::BackendKind;
 
     #[test]
     fn choices_parse() {
@@ -141,6 +203,7 @@ mod tests {
         assert_eq!(idle_cores_from(2.0, "garbage"), None);
         let k = auto_backend().kind();
         assert!(k == BackendKind::Sync || probe().is_ok());
+        assert_eq!(auto_pick(ScanMode::Lean).kind(), BackendKind::Sync);
     }
 
     #[test]

@@ -28,17 +28,22 @@ use crate::error::Reason;
 use crate::identity::PhysicalId;
 
 mod auto;
+mod lean;
 mod root;
 mod sync;
 mod tally;
+mod threads;
 pub(crate) mod uring;
 
 pub use auto::{
-    auto_backend, auto_prefers_uring, backend_for, idle_cores, idle_cores_from, BackendChoice, URING_MIN_IDLE_CORES,
+    auto_backend, auto_pick, auto_prefers_uring, backend_for, idle_cores, idle_cores_from, AutoBackend, BackendChoice,
+    URING_MIN_IDLE_CORES,
 };
 
-pub use root::{fail_report, open_root, open_root_beneath, scan_paths, RootFailure};
+pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
+pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
 pub use sync::SyncBackend;
+pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};
 
 /// The contract's bound on entries across all roots of one scan.
@@ -91,6 +96,8 @@ pub enum BackendKind {
     Uring,
     /// The synchronous rustix backend.
     Sync,
+    /// Parallel walkers on plain system calls.
+    Threads,
 }
 
 /// The result of a scan, shaped as `winx-release scan` prints it.
@@ -110,8 +117,9 @@ pub struct ScanReport {
     pub directories: u64,
     /// Regular files among them.
     pub files: u64,
-    /// Sum of regular files' sizes.
-    pub bytes: u64,
+    /// Sum of regular files' sizes; `None` when the scan did not measure
+    /// them ([`ScanMode::Lean`]).
+    pub bytes: Option<u64>,
     /// Deepest level seen.
     pub max_depth: u32,
     /// The backend that ran.
@@ -133,8 +141,22 @@ pub trait ScanBackend: Send + Sync {
     fn kind(&self) -> BackendKind;
 
     /// Scans `roots` under one shared bound, failing closed on the first
-    /// offending entry or any entry whose identity is in `aliases`.
-    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport;
+    /// offending entry or any entry whose identity is in `aliases`,
+    /// measuring sizes ([`ScanMode::Sizes`]).
+    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+        self.scan_with(roots, limits, aliases, ScanMode::Sizes)
+    }
+
+    /// [`ScanBackend::scan`] in `mode`: [`ScanMode::Lean`] gives the same
+    /// verdict, path and counts without `statx`ing what getdents64 already
+    /// tells, and no `bytes`.
+    fn scan_with(
+        &self,
+        roots: &[ScanRoot],
+        limits: ScanLimits,
+        aliases: &HashSet<PhysicalId>,
+        mode: ScanMode,
+    ) -> ScanReport;
 }
 
 /// Builds a report from a backend's tally and first failure.
@@ -150,7 +172,7 @@ fn report(backend: BackendKind, t: &tally::Tally, failure: Option<tally::Failure
         entries: t.entries,
         directories: t.directories,
         files: t.files,
-        bytes: t.bytes.unwrap_or(0),
+        bytes: t.bytes,
         max_depth: t.max_depth,
         backend,
         elapsed_us: u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),

@@ -20,7 +20,7 @@ use std::time::Instant;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 
-use super::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot, Verdict};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, Verdict};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::resolve::{open_dir_beneath, WalkError};
@@ -139,8 +139,9 @@ pub fn open_root_beneath(base: BorrowedFd<'_>, base_path: &Path, rel: &[&str]) -
     }
 }
 
-/// A fail-closed report that inspected nothing.
-pub fn fail_report(kind: BackendKind, reason: Reason, path: PathBuf, elapsed_us: u64) -> ScanReport {
+/// A fail-closed report that inspected nothing (`bytes` is `Some(0)` in
+/// [`ScanMode::Sizes`], `None` in [`ScanMode::Lean`]).
+pub fn fail_report(kind: BackendKind, mode: ScanMode, reason: Reason, path: PathBuf, elapsed_us: u64) -> ScanReport {
     ScanReport {
         verdict: Verdict::FailClosed,
         reason: Some(reason),
@@ -148,7 +149,7 @@ pub fn fail_report(kind: BackendKind, reason: Reason, path: PathBuf, elapsed_us:
         entries: 0,
         directories: 0,
         files: 0,
-        bytes: 0,
+        bytes: (mode == ScanMode::Sizes).then_some(0),
         max_depth: 0,
         backend: kind,
         elapsed_us,
@@ -167,6 +168,17 @@ pub fn scan_paths(
     limits: ScanLimits,
     aliases: &HashSet<PhysicalId>,
 ) -> ScanReport {
+    scan_paths_with(backend, roots, limits, aliases, ScanMode::Sizes)
+}
+
+/// [`scan_paths`] in `mode`.
+pub fn scan_paths_with(
+    backend: &dyn ScanBackend,
+    roots: &[PathBuf],
+    limits: ScanLimits,
+    aliases: &HashSet<PhysicalId>,
+    mode: ScanMode,
+) -> ScanReport {
     let start = Instant::now();
     let mut opened = Vec::with_capacity(roots.len());
     for root in roots {
@@ -174,11 +186,11 @@ pub fn scan_paths(
             Ok(r) => opened.push(r),
             Err(f) => {
                 let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-                return fail_report(backend.kind(), f.reason, f.path, us);
+                return fail_report(backend.kind(), mode, f.reason, f.path, us);
             }
         }
     }
-    let mut report = backend.scan(&opened, limits, aliases);
+    let mut report = backend.scan_with(&opened, limits, aliases, mode);
     report.elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
     report
 }

@@ -41,6 +41,11 @@
 //! names of pending subdirectories go into one byte buffer per depth, reused;
 //! paths are only built for a report.
 //!
+//! In [`ScanMode::Lean`] an entry of a directory whose getdents64 `d_ino`
+//! can be trusted (`lean.rs`) is classified from its `d_type` and `d_ino`
+//! instead of step 3's `statx`; directories and `DT_UNKNOWN` entries are
+//! still `statx`ed.
+//!
 //! # References
 //! - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
@@ -56,9 +61,10 @@ use std::time::Instant;
 use rustix::fs::{AtFlags, FileType, Mode, RawDir, Statx, StatxFlags};
 use rustix::io::Errno;
 
+use super::lean::{dir_identity, from_dirent, Lean, MountParents};
 use super::root::DIR_FLAGS;
 use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
-use super::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -81,9 +87,19 @@ impl ScanBackend for SyncBackend {
         BackendKind::Sync
     }
 
-    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+    fn scan_with(
+        &self,
+        roots: &[ScanRoot],
+        limits: ScanLimits,
+        aliases: &HashSet<PhysicalId>,
+        mode: ScanMode,
+    ) -> ScanReport {
         let start = Instant::now();
-        let mut scan = Scan::new(limits, aliases);
+        let mounts = match mode {
+            ScanMode::Lean => MountParents::read(),
+            ScanMode::Sizes => None,
+        };
+        let mut scan = Scan::new(limits, aliases, mode, mounts);
         let failure = roots.iter().find_map(|root| scan.root(root).err());
         super::report(BackendKind::Sync, &scan.tally, failure, start)
     }
@@ -132,6 +148,10 @@ struct Scan<'a> {
     limits: ScanLimits,
     aliases: &'a HashSet<PhysicalId>,
     tally: Tally,
+    /// Measure sizes ([`ScanMode::Sizes`]).
+    sizes: bool,
+    /// Which directories may be read from getdents64 alone.
+    lean: Lean,
     /// The getdents64 buffer.
     dirents: Vec<MaybeUninit<u8>>,
     /// State of the directory at each depth of the current chain.
@@ -157,11 +177,19 @@ fn statx_id(st: &Statx) -> PhysicalId {
 }
 
 impl<'a> Scan<'a> {
-    fn new(limits: ScanLimits, aliases: &'a HashSet<PhysicalId>) -> Self {
+    fn new(
+        limits: ScanLimits,
+        aliases: &'a HashSet<PhysicalId>,
+        mode: ScanMode,
+        mounts: Option<std::sync::Arc<MountParents>>,
+    ) -> Self {
+        let sizes = mode == ScanMode::Sizes;
         Scan {
             limits,
             aliases,
-            tally: Tally::new(true),
+            tally: Tally::new(sizes),
+            sizes,
+            lean: Lean::new(mounts),
             dirents: vec![MaybeUninit::uninit(); DIRENT_BUF],
             levels: Vec::new(),
         }
@@ -173,7 +201,8 @@ impl<'a> Scan<'a> {
         let Some(dir) = &root.dir else { return Ok(()) };
         // `fds[i]` is the directory at depth `i + 1` on the current chain.
         let mut fds: Vec<OwnedFd> = Vec::new();
-        self.read_dir(&root.path, dir.as_fd(), 0)?;
+        let id = if self.sizes { None } else { dir_identity(dir.as_fd()) };
+        self.read_dir(&root.path, dir.as_fd(), id, 0)?;
         loop {
             // The directory whose subdirectories are walked now: the root, or
             // the last of `fds`.
@@ -189,7 +218,7 @@ impl<'a> Scan<'a> {
             level.next += 1;
             let parent = fds.last().map_or(dir.as_fd(), AsFd::as_fd);
             if let Some(child) = self.enter(&root.path, parent, depth, pending)? {
-                self.read_dir(&root.path, child.as_fd(), depth + 1)?;
+                self.read_dir(&root.path, child.as_fd(), Some(pending.id), depth + 1)?;
                 fds.push(child);
             }
         }
@@ -227,10 +256,21 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Reads the directory `dir` at depth `depth` on the current chain:
-    /// inspects every entry and records its subdirectories in
-    /// `levels[depth]`.
-    fn read_dir(&mut self, root: &Path, dir: BorrowedFd<'_>, depth: usize) -> Result<(), Failure> {
+    /// Reads the directory `dir` (identity `id`, when known) at depth
+    /// `depth` on the current chain: inspects every entry and records its
+    /// subdirectories in `levels[depth]`.
+    fn read_dir(
+        &mut self,
+        root: &Path,
+        dir: BorrowedFd<'_>,
+        id: Option<PhysicalId>,
+        depth: usize,
+    ) -> Result<(), Failure> {
+        // Lean: entries classified from getdents64 where it can be trusted.
+        let trusted = match id {
+            Some(id) if !self.sizes && self.lean.trusts(dir, id) => Some(id.dev),
+            _ => None,
+        };
         if self.levels.len() <= depth {
             self.levels.resize_with(depth + 1, Level::default);
         }
@@ -256,6 +296,10 @@ impl<'a> Scan<'a> {
             // An entry past a bound fails before it is inspected.
             let class = if self.tally.entries >= self.limits.max_entries || child_depth > self.limits.max_depth {
                 Class::Unstatted
+            } else if let Some(c) =
+                trusted.and_then(|dev| from_dirent(entry.file_type(), entry.ino(), dev, self.aliases))
+            {
+                c
             } else {
                 let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
                 let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
@@ -264,7 +308,7 @@ impl<'a> Scan<'a> {
                     id: statx_id(&st),
                     size: st.stx_size,
                 });
-                classify_statx(seen, true, self.aliases)
+                classify_statx(seen, self.sizes, self.aliases)
             };
             self.tally.admit(&self.limits, class, child_depth, || chain_path(root, above, depth, Some(bytes)))?;
             if let Class::Dir(id) = class {

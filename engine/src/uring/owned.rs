@@ -74,7 +74,6 @@ impl Ops {
     }
 
     /// Operations carried out by system calls, on the calling thread.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn synchronous(config: &RingConfig, shared: Arc<Shared>) -> Ops {
         Ops::with(Pipeline::synchronous(config, shared))
     }

@@ -9,6 +9,12 @@
 //! read is retried, at most three times, then refused with `read_required`.
 //! Only such a helper gets a `temporary_artifact` with a generation token.
 //!
+//! The helpers of one request are read as one batch: every helper is
+//! opened, then all are hashed together by the engine's rehash pipeline
+//! (io_uring reads, every core), which keeps each file's first bytes from
+//! the same reads that are hashed (`HashJob::keep`). A helper whose identity
+//! changed during the batch is read again on its own (the retry above).
+//!
 //! Any other absolute path is read normally (links followed), without a
 //! token. Content: UTF-8 text up to 256 KiB; `"binary": true` (content
 //! `null`) when the bytes are not UTF-8 text or hold a NUL; `"truncated": true`
@@ -24,8 +30,9 @@ use serde_json::{json, Value};
 use winx_release_engine::hash::revision;
 use winx_release_engine::hash::{read_and_hash, ReadBytes, HASH_CHUNK};
 use winx_release_engine::path_rules::{place_helper, HelperPath};
+use winx_release_engine::rehash::{self, HashJob, RehashOptions};
 use winx_release_engine::release::open_session_dir;
-use winx_release_engine::resolve::open_regular_beneath;
+use winx_release_engine::resolve::{open_regular_beneath, OpenedFile};
 use winx_release_engine::{Identity, Pin, Reason};
 
 use super::{Frontend, Session};
@@ -76,25 +83,32 @@ pub(crate) fn read_helper(session: &OwnedFd, h: &HelperPath, keep: usize) -> Res
     }
 }
 
-fn content_fields(v: &mut Value, prefix: &[u8], size: u64) {
+/// Sets `content`, `binary` and `truncated` from the first bytes of a file
+/// of `size` bytes. The bytes become the JSON string without a copy.
+fn content_fields(v: &mut Value, prefix: Vec<u8>, size: u64) {
     let truncated = size > prefix.len() as u64;
-    let text = match std::str::from_utf8(prefix) {
+    let text = match String::from_utf8(prefix) {
         Ok(s) => Some(s),
         // A character cut by the limit at the very end.
-        Err(e) if truncated && e.error_len().is_none() => std::str::from_utf8(&prefix[..e.valid_up_to()]).ok(),
+        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).ok()
+        }
         Err(_) => None,
     };
-    match text.filter(|t| !t.contains('\0')) {
+    match text.filter(|t| !t.as_bytes().contains(&0)) {
         Some(t) => {
-            v["content"] = json!(t);
-            v["binary"] = json!(false);
+            v["content"] = Value::String(t);
+            v["binary"] = Value::Bool(false);
         }
         None => {
             v["content"] = Value::Null;
-            v["binary"] = json!(true);
+            v["binary"] = Value::Bool(true);
         }
     }
-    v["truncated"] = json!(truncated);
+    v["truncated"] = Value::Bool(truncated);
 }
 
 fn failure(path: &str, code: impl Into<Code>) -> Value {
@@ -118,7 +132,7 @@ fn read_plain(path: &str) -> Result<Value, Code> {
     }
     let (bytes, _) = consistent_read(&fd, id, CONTENT_LIMIT).map_err(|_| Code::IoError)?.ok_or(Code::IoError)?;
     let mut v = json!({"file_path": path, "revision": revision(&bytes.digest), "size": bytes.len});
-    content_fields(&mut v, &bytes.prefix, bytes.len);
+    content_fields(&mut v, bytes.prefix, bytes.len);
     Ok(v)
 }
 
@@ -126,22 +140,33 @@ impl Frontend {
     pub(super) fn try_read_files(&self, args: &Value) -> Result<Value, FrontendError> {
         let a = ReadFilesArgs::parse(args)?;
         let session = self.session(&a.thread_id)?;
-        let mut files = Vec::new();
-        let mut failed = Vec::new();
-        let mut session_fd: Option<Result<OwnedFd, Reason>> = None;
-        for p in &a.file_paths {
-            let placed = place_helper(&session.layout, &session.thread_id, p);
-            let result = match placed {
-                Ok(h) => {
-                    let fd = session_fd.get_or_insert_with(|| open_session_dir(&session.layout, &session.thread_id));
-                    match fd {
-                        Ok(fd) => self.read_one_helper(&session, fd, &h).map_err(Code::from),
-                        Err(r) => Err(Code::from(*r)),
+        let mut results: Vec<Option<Result<Value, Code>>> = (0..a.file_paths.len()).map(|_| None).collect();
+        // Helpers first, as one batch; other paths one by one.
+        let mut helpers = Vec::new();
+        for (i, p) in a.file_paths.iter().enumerate() {
+            match place_helper(&session.layout, &session.thread_id, p) {
+                Ok(h) => helpers.push((i, h)),
+                Err(_) => results[i] = Some(read_plain(p)),
+            }
+        }
+        if !helpers.is_empty() {
+            match open_session_dir(&session.layout, &session.thread_id) {
+                Ok(fd) => {
+                    for ((i, _), r) in helpers.iter().zip(self.read_helpers(&session, &fd, &helpers)) {
+                        results[*i] = Some(r.map_err(Code::from));
                     }
                 }
-                Err(_) => read_plain(p),
-            };
-            match result {
+                Err(r) => {
+                    for (i, _) in &helpers {
+                        results[*i] = Some(Err(Code::from(r)));
+                    }
+                }
+            }
+        }
+        let mut files = Vec::new();
+        let mut failed = Vec::new();
+        for (p, r) in a.file_paths.iter().zip(results) {
+            match r.unwrap_or(Err(Code::IoError)) {
                 Ok(v) => files.push(v),
                 Err(code) => failed.push(failure(p, code)),
             }
@@ -154,8 +179,52 @@ impl Frontend {
         Ok(json!({"status": status, "files": files, "failed_files": failed}))
     }
 
-    fn read_one_helper(&self, session: &Session, fd: &OwnedFd, h: &HelperPath) -> Result<Value, Reason> {
-        let r = read_helper(fd, h, CONTENT_LIMIT)?;
+    /// Reads the helpers `helpers` of the session opened as `session_fd`:
+    /// opens each, hashes all in one rehash batch keeping their first
+    /// [`CONTENT_LIMIT`] bytes, and re-reads on its own any whose identity
+    /// changed meanwhile. Results are in `helpers`' order.
+    fn read_helpers(
+        &self,
+        session: &Session,
+        session_fd: &OwnedFd,
+        helpers: &[(usize, HelperPath)],
+    ) -> Vec<Result<Value, Reason>> {
+        let opened: Vec<Result<OpenedFile, Reason>> =
+            helpers.iter().map(|(_, h)| open_regular_beneath(session_fd.as_fd(), &h.rel)).collect();
+        let jobs: Vec<HashJob<'_>> =
+            opened.iter().flatten().map(|o| HashJob { fd: o.file.as_fd(), limit: None, keep: CONTENT_LIMIT }).collect();
+        let mut hashed = rehash::hash_fds(&jobs, &RehashOptions::default()).into_iter();
+        drop(jobs);
+        helpers
+            .iter()
+            .zip(opened)
+            .map(|((_, h), o)| {
+                let o = o?;
+                let batch = hashed.next().ok_or(Reason::NotFound)?;
+                let read = match (batch, Identity::of_fd(&o.file)) {
+                    (Ok(r), Ok(after))
+                        if Pin::new(&o.identity, [0; 32]).matches_identity(&after) && r.len == after.size =>
+                    {
+                        if after.nlink > 1 {
+                            return Err(Reason::Hardlink);
+                        }
+                        HelperRead {
+                            pin: Pin::new(&after, r.sha256),
+                            bytes: ReadBytes { digest: r.sha256, len: r.len, prefix: r.head },
+                        }
+                    }
+                    // Changed while the batch read it, or an error: the
+                    // one-file read with its retries decides.
+                    _ => read_helper(session_fd, h, CONTENT_LIMIT)?,
+                };
+                Ok(self.helper_value(session, h, read))
+            })
+            .collect()
+    }
+
+    /// The `files` entry of a helper read consistently: its revision, size,
+    /// content and a generation token over its pin.
+    fn helper_value(&self, session: &Session, h: &HelperPath, r: HelperRead) -> Value {
         let token = self.key.mint(&TokenSubject {
             thread_id: &session.thread_id,
             workspace_root: &session.workspace,
@@ -167,8 +236,8 @@ impl Frontend {
             "revision": revision(&r.bytes.digest),
             "size": r.bytes.len,
         });
-        content_fields(&mut v, &r.bytes.prefix, r.bytes.len);
+        content_fields(&mut v, r.bytes.prefix, r.bytes.len);
         v["temporary_artifact"] = json!({"artifact_generation": token, "in_use": null, "releasable": null});
-        Ok(v)
+        v
     }
 }

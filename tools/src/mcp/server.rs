@@ -28,12 +28,13 @@ impl WinxServer {
 }
 
 /// Wraps the adapter's result: `structuredContent` is the object itself,
-/// `content` one short text block, `isError` per the contract.
+/// `content` one short text block (a summary, never a second copy of the
+/// object: `ReadFiles` content is serialised once, in the response), and
+/// `isError` per the contract.
 pub fn to_call_result(tool: &str, value: Value) -> CallToolResult {
-    let text = summary(tool, &value);
-    let mut result =
-        if is_error(&value) { CallToolResult::structured_error(value) } else { CallToolResult::structured(value) };
-    result.content = vec![ContentBlock::text(text)];
+    let content = vec![ContentBlock::text(summary(tool, &value))];
+    let mut result = if is_error(&value) { CallToolResult::error(content) } else { CallToolResult::success(content) };
+    result.structured_content = Some(value);
     result
 }
 
@@ -107,5 +108,17 @@ mod tests {
         }
         let partial = to_call_result("EditFiles", json!({"status": "partial", "files": []}));
         assert_eq!(partial.is_error, Some(false));
+        // The text block is a summary: the content is not serialised twice.
+        let content = "x".repeat(10_000);
+        let read = to_call_result(
+            "ReadFiles",
+            json!({"status": "completed", "files": [{"file_path": "/a", "content": content}], "failed_files": []}),
+        );
+        let text = &read.content[0].as_text().unwrap().text;
+        assert!(text.len() < 200 && !text.contains("xxxx"), "{text}");
+        assert_eq!(
+            read.structured_content.as_ref().unwrap()["files"][0]["content"].as_str().map(str::len),
+            Some(10_000)
+        );
     }
 }

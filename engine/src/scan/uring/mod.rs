@@ -58,8 +58,9 @@ use std::time::Instant;
 
 use crossbeam_deque::Injector;
 
+use super::lean::{dir_identity, MountParents};
 use super::tally::Class;
-use super::{BackendKind, ScanBackend, ScanLimits, ScanReport, ScanRoot, SyncBackend};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::uring::ring::{RingConfig, Shared};
@@ -140,17 +141,43 @@ impl ScanBackend for UringBackend {
         BackendKind::Uring
     }
 
-    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+    fn scan_with(
+        &self,
+        roots: &[ScanRoot],
+        limits: ScanLimits,
+        aliases: &HashSet<PhysicalId>,
+        mode: ScanMode,
+    ) -> ScanReport {
         if let Err(why) = crate::uring::probe() {
             tracing::warn!(reason = %why, "io_uring unavailable; scanning with the synchronous backend");
-            return SyncBackend.scan(roots, limits, aliases);
+            return SyncBackend.scan_with(roots, limits, aliases, mode);
         }
+        run(&self.config, false, roots, limits, aliases, mode)
+    }
+}
+
+/// Runs a scan on parallel walkers: on io_uring, or on plain system calls
+/// (`syscalls`, the [`ThreadsBackend`](super::ThreadsBackend)).
+pub(super) fn run(
+    config: &UringConfig,
+    syscalls: bool,
+    roots: &[ScanRoot],
+    limits: ScanLimits,
+    aliases: &HashSet<PhysicalId>,
+    mode: ScanMode,
+) -> ScanReport {
+    {
         let start = Instant::now();
-        let shared = Shared::with_einval_at(self.config.simulate_einval_at);
+        let shared = Shared::with_einval_at(config.simulate_einval_at);
+        let sizes = mode == ScanMode::Sizes;
+        let mounts = if sizes { None } else { MountParents::read() };
         let sh = ScanShared {
             limits,
             aliases,
-            config: &self.config,
+            sizes,
+            mounts,
+            syscalls,
+            config,
             pipes: shared.clone(),
             cancel: AtomicBool::new(false),
             seen: AtomicU64::new(0),
@@ -168,11 +195,12 @@ impl ScanBackend for UringBackend {
                     // operations that name it; a root that cannot be
                     // duplicated is inaccessible.
                     let own = rustix::io::fcntl_dupfd_cloexec(fd.as_fd(), 0).ok().map(Arc::new);
-                    Arc::new(DirSlot::root(own))
+                    let id = if sizes { None } else { dir_identity(fd.as_fd()) };
+                    Arc::new(DirSlot::root(own, id))
                 })
             })
             .collect();
-        let mut walker = walker::Walker::new(&self.config, shared.clone());
+        let mut walker = walker::Walker::new(&sh, shared.clone());
         for slot in root_slots.iter().flatten() {
             sh.outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             sh.injector.push(slot.clone());
@@ -180,7 +208,11 @@ impl ScanBackend for UringBackend {
         walker::run_phase1(&sh, &mut walker);
         let (tally, failure) = replay::resolve(&sh, roots, &root_slots, &mut walker);
         drop(walker);
-        let backend = if shared.degraded() { BackendKind::Sync } else { BackendKind::Uring };
+        let backend = match (syscalls, shared.degraded()) {
+            (true, _) => BackendKind::Threads,
+            (false, true) => BackendKind::Sync,
+            (false, false) => BackendKind::Uring,
+        };
         super::report(backend, &tally, failure, start)
     }
 }
@@ -194,8 +226,10 @@ struct DirSlot {
     start: usize,
     /// Where its name ends (the NUL) in `names`.
     end: usize,
-    /// What the parent's `statx` saw (unused for a root).
+    /// What the parent's `statx` saw; for a root, its own identity.
     id: PhysicalId,
+    /// Whether `id` is known (a root whose identity could not be read).
+    known: bool,
     /// 0 for a root.
     depth: u32,
     is_root: bool,
@@ -210,12 +244,13 @@ struct DirSlot {
 }
 
 impl DirSlot {
-    fn root(own: Option<Arc<OwnedFd>>) -> DirSlot {
+    fn root(own: Option<Arc<OwnedFd>>, id: Option<PhysicalId>) -> DirSlot {
         DirSlot {
             names: Arc::new(Vec::new()),
             start: 0,
             end: 0,
-            id: PhysicalId { dev: 0, ino: 0 },
+            id: id.unwrap_or(PhysicalId { dev: 0, ino: 0 }),
+            known: id.is_some(),
             depth: 0,
             is_root: true,
             read_before: AtomicBool::new(false),
@@ -289,6 +324,12 @@ impl DirResult {
 struct ScanShared<'s> {
     limits: ScanLimits,
     aliases: &'s HashSet<PhysicalId>,
+    /// [`ScanMode::Sizes`]: every entry `statx`ed.
+    sizes: bool,
+    /// For [`ScanMode::Lean`]: the directories that hold a mount point.
+    mounts: Option<Arc<MountParents>>,
+    /// Plain system calls instead of io_uring.
+    syscalls: bool,
     config: &'s UringConfig,
     pipes: Arc<Shared>,
     /// Phase 1 should stop: something offends, or too many entries.

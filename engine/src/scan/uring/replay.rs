@@ -31,7 +31,7 @@ pub(super) fn resolve(
     slots: &[Option<Arc<DirSlot>>],
     walker: &mut Walker,
 ) -> (Tally, Option<Failure>) {
-    let mut t = Tally::new(true);
+    let mut t = Tally::new(sh.sizes);
     for (root, slot) in roots.iter().zip(slots) {
         let Some(slot) = slot else { continue };
         let mut stack: Vec<Frame> = Vec::new();

@@ -14,9 +14,10 @@ use std::time::Duration;
 use crossbeam_deque::{Stealer, Worker};
 use rustix::fs::{FileType, RawDir};
 
-use super::{DirResult, DirSlot, Enter, ScanShared, UringConfig, DIRENT_BUF, DIR_FLAGS, DIR_MASK, ENTRY_MASK};
+use super::{DirResult, DirSlot, Enter, ScanShared, DIRENT_BUF, DIR_FLAGS, DIR_MASK, ENTRY_MASK};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
+use crate::scan::lean::{from_dirent, Lean};
 use crate::scan::tally::{classify_statx, physical, Class, Seen};
 use crate::sync::lock;
 use crate::uring::owned::{Done, Name, Ops};
@@ -45,6 +46,8 @@ struct Job {
     enter: Enter,
     self_check: Option<bool>,
     result: DirResult,
+    /// Each name's `d_type` and `d_ino`, for a lean read.
+    dirents: Vec<(FileType, u64)>,
     /// Its operations in flight.
     pending: usize,
     stage: Stage,
@@ -88,13 +91,18 @@ pub(super) struct Walker {
     finished: Vec<usize>,
     live: usize,
     wait_divisor: usize,
+    /// Which directories may be read from getdents64 alone.
+    lean: Lean,
 }
 
 impl Walker {
-    pub(super) fn new(config: &UringConfig, shared: Arc<Shared>) -> Walker {
-        let caps = crate::uring::probe().ok();
+    pub(super) fn new(sh: &ScanShared<'_>, shared: Arc<Shared>) -> Walker {
+        let config = sh.config;
+        let caps = if sh.syscalls { None } else { crate::uring::probe().ok() };
+        let ops = if sh.syscalls { Ops::synchronous(&config.ring, shared) } else { Ops::new(&config.ring, shared) };
         Walker {
-            ops: Ops::new(&config.ring, shared),
+            ops,
+            lean: Lean::new(sh.mounts.clone()),
             dirents: vec![MaybeUninit::uninit(); DIRENT_BUF],
             async_close: config.ring.async_close && caps.is_some_and(|c| c.async_close),
             jobs: Vec::new(),
@@ -157,6 +165,7 @@ impl Walker {
             enter,
             self_check: None,
             result: DirResult::empty(Enter::Entered),
+            dirents: Vec::new(),
             pending: 0,
             stage: Stage::Opened,
             cap,
@@ -235,9 +244,22 @@ impl Walker {
         if depth_full {
             return;
         }
+        // Lean: entries classified from getdents64 where it can be trusted.
+        let trusted = match (&job.slot, sh.sizes) {
+            (slot, false) if slot.known && self.lean.trusts(dir.as_fd(), slot.id) => Some(slot.id.dev),
+            _ => None,
+        };
         let names = job.result.names.clone();
         for j in 0..n {
-            let start = self.jobs[id].as_ref().expect("job").result.start(j);
+            let job = self.jobs[id].as_mut().expect("job");
+            if let Some(dev) = trusted {
+                let (kind, ino) = job.dirents[j];
+                if let Some(c) = from_dirent(kind, ino, dev, sh.aliases) {
+                    job.result.classes[j] = c;
+                    continue;
+                }
+            }
+            let start = job.result.start(j);
             self.make_room(sh.aliases);
             let queued = self.ops.statx(
                 &dir,
@@ -320,6 +342,7 @@ impl Walker {
                             start,
                             end: result.ends[j] as usize - 1,
                             id,
+                            known: true,
                             depth: slot.depth + 1,
                             is_root: false,
                             read_before: AtomicBool::new(false),
@@ -415,6 +438,7 @@ fn read_names(
         }
         names.extend_from_slice(name);
         r.ends.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
+        job.dirents.push((entry.file_type(), entry.ino()));
         since_check += 1;
         if since_check == 256 {
             if note_seen(sh, since_check) && job.cancellable {
@@ -509,7 +533,7 @@ pub(super) fn run_phase1(sh: &ScanShared<'_>, walker: &mut Walker) {
                     for (k, w) in rest.enumerate() {
                         let stealers = &stealers;
                         s.spawn(move || {
-                            let mut walker = Walker::new(sh.config, sh.pipes.clone());
+                            let mut walker = Walker::new(sh, sh.pipes.clone());
                             work_loop(sh, &w, k + 1, stealers, &mut walker, &mut |_| {});
                         });
                     }

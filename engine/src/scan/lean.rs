@@ -1,0 +1,229 @@
+//! A scan that stats only what it must.
+//!
+//! getdents64 already gives every entry's inode number (`d_ino`) and type
+//! (`d_type`). On filesystems where `d_ino` is the inode number `statx`
+//! reports ([`TRUSTED_FILESYSTEMS`], decided by `fstatfs` `f_type` of each
+//! directory, once per device), an entry's (device, inode, type) is the
+//! directory's device, `d_ino` and `d_type`, except where a mount hides
+//! the underlying entry:
+//!
+//! - directories are always `statx`ed (they are opened anyway; a mount
+//!   point or a btrfs subvolume root is a directory whose device differs
+//!   from its parent's);
+//! - `DT_UNKNOWN` entries are `statx`ed;
+//! - every entry of a directory the scan may not search (no `x`), as a
+//!   full scan's `statx` of them would fail;
+//! - every entry of a directory that holds a mount point (a bind-mounted
+//!   file, say) is `statx`ed: mount points come from the mount table
+//!   (`/proc/thread-self/mountinfo`),
+//!   read once per scan, and are matched by their parent directory's
+//!   identity.
+//!
+//! Everywhere else (overlayfs, FUSE, NFS, any unknown type) every entry is
+//! `statx`ed, as in the full scan. A lean scan does not measure file sizes
+//! (its report's `bytes` is `null`); [`ScanMode::Sizes`] is the full scan.
+//!
+//! # References
+//! - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
+//! - [`statfs(2)`](https://man7.org/linux/man-pages/man2/statfs.2.html)
+//! - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustix::fs::{Access, AtFlags, FileType, StatxFlags, CWD};
+
+use super::tally::{physical, Class};
+use crate::error::Reason;
+use crate::identity::PhysicalId;
+
+/// What a scan measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ScanMode {
+    /// Every entry `statx`ed, file sizes summed into `bytes`.
+    #[default]
+    Sizes,
+    /// Types and inodes from getdents64 where the filesystem's `d_ino` is
+    /// trustworthy; `statx` only where it must (see the module docs);
+    /// `bytes` is `null`.
+    Lean,
+}
+
+/// Filesystems (`statfs` `f_type`, name) whose getdents64 `d_ino` equals
+/// the `st_ino` that `statx` reports for every entry that is not a mount
+/// point or a btrfs subvolume root (both directories, which are always
+/// `statx`ed).
+pub const TRUSTED_FILESYSTEMS: &[(i64, &str)] =
+    &[(0xEF53, "ext2/ext3/ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x9123_683E, "btrfs")];
+
+/// Whether `d_ino` can be trusted on a filesystem of type `f_type`.
+pub fn trusts_d_ino(f_type: i64) -> bool {
+    TRUSTED_FILESYSTEMS.iter().any(|(t, _)| *t == f_type)
+}
+
+/// What a lean scan knows before it starts: the directories that hold a
+/// mount point.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MountParents(HashSet<PhysicalId>);
+
+impl MountParents {
+    /// Reads the calling thread's mount table (`/proc/thread-self/mountinfo`:
+    /// a thread may have its own mount namespace) and identifies the parent
+    /// directory of every mount point. `None` when the table cannot be read:
+    /// the scan must then stat everything.
+    pub(crate) fn read() -> Option<Arc<MountParents>> {
+        let table =
+            std::fs::read("/proc/thread-self/mountinfo").or_else(|_| std::fs::read("/proc/self/mountinfo")).ok()?;
+        let mut set = HashSet::new();
+        for point in mount_points(&table) {
+            let Some(parent) = point.parent() else { continue };
+            // A parent that cannot be identified is not on a path the scan
+            // can reach either (it would have to open it).
+            if let Ok(st) = rustix::fs::statx(CWD, parent, AtFlags::empty(), StatxFlags::INO) {
+                set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
+            }
+        }
+        Some(Arc::new(MountParents(set)))
+    }
+
+    fn holds_mount(&self, dir: PhysicalId) -> bool {
+        self.0.contains(&dir)
+    }
+}
+
+/// The mount points in a mountinfo table (field 5, octal escapes undone).
+pub(crate) fn mount_points(table: &[u8]) -> Vec<PathBuf> {
+    table
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(OsStr::from_bytes(&unescape(p))))
+        .collect()
+}
+
+/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// One scanner's view of which directories may be read leanly: the mount
+/// parents, and a per-device cache of `fstatfs` verdicts.
+#[derive(Debug)]
+pub(crate) struct Lean {
+    mounts: Option<Arc<MountParents>>,
+    devices: HashMap<u64, bool>,
+}
+
+impl Lean {
+    /// A view for `mode`: `mounts` is `None` in [`ScanMode::Sizes`] (or when
+    /// the mount table is unknown), and then nothing is read leanly.
+    pub(crate) fn new(mounts: Option<Arc<MountParents>>) -> Lean {
+        Lean { mounts, devices: HashMap::new() }
+    }
+
+    /// Whether the entries of the directory `dir`, whose identity is `id`,
+    /// may be classified from getdents64 alone: not in [`ScanMode::Sizes`],
+    /// no mount point among them, a trusted filesystem, and a directory the
+    /// scan may search (else every `statx` in it fails, and so must the
+    /// scan: a readable but unsearchable directory's entries are
+    /// inaccessible).
+    pub(crate) fn trusts(&mut self, dir: BorrowedFd<'_>, id: PhysicalId) -> bool {
+        let Some(mounts) = &self.mounts else { return false };
+        if mounts.holds_mount(id) {
+            return false;
+        }
+        // `f_type`'s width differs between architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let fs_ok = *self
+            .devices
+            .entry(id.dev)
+            .or_insert_with(|| rustix::fs::fstatfs(dir).is_ok_and(|s| trusts_d_ino(s.f_type as i64)));
+        fs_ok && rustix::fs::accessat(dir, c".", Access::EXEC_OK, AtFlags::EACCESS).is_ok()
+    }
+}
+
+/// Classifies an entry of a trusted directory on device `dev` from its
+/// `d_type` and `d_ino`; `None` when it must be `statx`ed (a directory, or
+/// an unknown type).
+pub(crate) fn from_dirent(kind: FileType, ino: u64, dev: u64, aliases: &HashSet<PhysicalId>) -> Option<Class> {
+    match kind {
+        FileType::RegularFile => {
+            if !aliases.is_empty() && aliases.contains(&PhysicalId { dev, ino }) {
+                Some(Class::Fail(Reason::BackingAlias))
+            } else {
+                Some(Class::File(None))
+            }
+        }
+        FileType::Symlink => Some(Class::Fail(Reason::BackingSymlink)),
+        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => {
+            Some(Class::Fail(Reason::BackingUnsupportedEntry))
+        }
+        FileType::Directory | FileType::Unknown => None,
+    }
+}
+
+/// The identity of an opened directory, for a root.
+pub(crate) fn dir_identity(dir: BorrowedFd<'_>) -> Option<PhysicalId> {
+    let st = rustix::fs::statx(dir, c"", AtFlags::EMPTY_PATH, StatxFlags::INO).ok()?;
+    Some(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list is pinned: adding a filesystem here is a decision that its
+    /// `d_ino` equals `statx`'s inode for every non-directory entry.
+    #[test]
+    fn trusted_list_is_pinned() {
+        let names: Vec<&str> = TRUSTED_FILESYSTEMS.iter().map(|(_, n)| *n).collect();
+        assert_eq!(names, ["ext2/ext3/ext4", "xfs", "tmpfs", "btrfs"]);
+        assert!(trusts_d_ino(0xEF53));
+        assert!(!trusts_d_ino(0x794C_7630)); // overlayfs
+        assert!(!trusts_d_ino(0x6573_5546)); // FUSE
+        assert!(!trusts_d_ino(0x6969)); // NFS
+        assert!(!trusts_d_ino(0));
+    }
+
+    #[test]
+    fn mountinfo_fields_and_escapes() {
+        let t = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                  30 22 0:5 / /mnt/with\\040space rw - tmpfs tmpfs rw\n\
+                  31 22 0:6 /f /srv/a\\134b rw - ext4 /dev/sdb rw\n";
+        let got = mount_points(t);
+        assert_eq!(got, [PathBuf::from("/"), PathBuf::from("/mnt/with space"), PathBuf::from("/srv/a\\b")]);
+    }
+
+    #[test]
+    fn dirent_classes() {
+        let none = HashSet::new();
+        let alias: HashSet<_> = [PhysicalId { dev: 7, ino: 9 }].into();
+        assert_eq!(from_dirent(FileType::RegularFile, 9, 7, &none), Some(Class::File(None)));
+        assert_eq!(from_dirent(FileType::RegularFile, 9, 7, &alias), Some(Class::Fail(Reason::BackingAlias)));
+        assert_eq!(from_dirent(FileType::RegularFile, 9, 8, &alias), Some(Class::File(None)));
+        assert_eq!(from_dirent(FileType::Symlink, 1, 7, &none), Some(Class::Fail(Reason::BackingSymlink)));
+        assert_eq!(from_dirent(FileType::Fifo, 1, 7, &none), Some(Class::Fail(Reason::BackingUnsupportedEntry)));
+        assert_eq!(from_dirent(FileType::Directory, 1, 7, &none), None);
+        assert_eq!(from_dirent(FileType::Unknown, 1, 7, &none), None);
+    }
+}

@@ -1,0 +1,167 @@
+//! The lean scan (`ScanMode::Lean`) where getdents64 alone would be wrong:
+//! a bind-mounted file inside a backing root, an overlayfs root, and a
+//! directory the scan may read but not search.
+//!
+//! The mount tests run on a thread that has its own mount namespace
+//! (`unshare(CLONE_NEWNS)`, mounts made private), so nothing leaks; they
+//! are skipped where mount namespaces cannot be made.
+
+use std::collections::HashSet;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use winx_release_engine::scan::{
+    scan_paths_with, trusts_d_ino, ScanBackend, ScanLimits, ScanMode, ScanReport, SyncBackend, ThreadsBackend,
+    UringBackend,
+};
+use winx_release_engine::{PhysicalId, Reason};
+
+fn id_of(p: &Path) -> PhysicalId {
+    let m = fs::metadata(p).unwrap();
+    PhysicalId { dev: m.dev(), ino: m.ino() }
+}
+
+/// Every backend in both modes; all must give `want` (reason, path).
+#[track_caller]
+fn assert_everywhere(root: &Path, aliases: &HashSet<PhysicalId>, want: Option<(Reason, PathBuf)>) {
+    let threads = ThreadsBackend::new(2);
+    let uring = UringBackend::default();
+    let backends: [(&str, &dyn ScanBackend); 3] = [("sync", &SyncBackend), ("uring", &uring), ("threads", &threads)];
+    for (name, backend) in backends {
+        for mode in [ScanMode::Lean, ScanMode::Sizes] {
+            let r: ScanReport = scan_paths_with(backend, &[root.to_path_buf()], ScanLimits::default(), aliases, mode);
+            let got = r.reason.map(|reason| (reason, r.path.clone().unwrap()));
+            assert_eq!(got, want, "{name} {mode:?}: {r:?}");
+        }
+    }
+}
+
+/// Runs `f` on a thread with a private mount namespace; `None` when one
+/// cannot be made here.
+fn in_mount_namespace<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    std::thread::spawn(move || {
+        // SAFETY: unshare(2) with CLONE_NEWNS affects only this thread (and
+        // the threads it starts); no memory is involved.
+        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+            return None;
+        }
+        mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).ok()?;
+        Some(f())
+    })
+    .join()
+    .unwrap()
+}
+
+/// mount(2) with optional source, type and data.
+fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |b: &[u8]| CString::new(b).unwrap();
+    let source = source.map(|p| c(p.as_os_str().as_bytes()));
+    let target = c(target.as_os_str().as_bytes());
+    let fstype = fstype.map(|t| c(t.as_bytes()));
+    let data = data.map(|d| c(d.as_bytes()));
+    let ptr = |o: &Option<CString>| o.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string that outlives the
+    // call, or null where mount(2) allows it.
+    let r = unsafe { libc::mount(ptr(&source), target.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A helper bind-mounted onto a file inside a backing root: getdents64
+/// shows the covered file's inode there, so a scan trusting `d_ino` would
+/// miss the alias. The mount table makes that directory a full one.
+#[test]
+fn a_bind_mounted_helper_in_a_backing_root_is_still_an_alias() {
+    let t = tempfile::tempdir().unwrap();
+    let t = fs::canonicalize(t.path()).unwrap();
+    let helper = t.join("session/helper.py");
+    fs::create_dir_all(helper.parent().unwrap()).unwrap();
+    fs::write(&helper, b"print(1)\n").unwrap();
+    let root = t.join("backing");
+    fs::create_dir_all(root.join("sub")).unwrap();
+    fs::write(root.join("sub/a"), b"a").unwrap();
+    let covered = root.join("sub/mounted");
+    fs::write(&covered, b"placeholder").unwrap();
+    fs::write(root.join("sub/z"), b"z").unwrap();
+    let aliases: HashSet<PhysicalId> = [id_of(&helper)].into();
+    // Before the mount: clean, in both modes.
+    assert_everywhere(&root, &aliases, None);
+    let done = in_mount_namespace(move || {
+        if mount(Some(&helper), &covered, None, libc::MS_BIND, None).is_err() {
+            return false;
+        }
+        assert_everywhere(&root, &aliases, Some((Reason::BackingAlias, covered.clone())));
+        true
+    });
+    if done != Some(true) {
+        eprintln!("skipped: cannot make a private mount namespace with a bind mount here");
+    }
+}
+
+/// An overlayfs backing root: its `f_type` is not on the trusted list, so
+/// every entry is `statx`ed, and the results equal the full scan's.
+#[test]
+fn an_overlayfs_root_takes_the_full_path() {
+    let t = tempfile::tempdir().unwrap();
+    let t = fs::canonicalize(t.path()).unwrap();
+    let (lower, upper, work, merged) = (t.join("l"), t.join("u"), t.join("w"), t.join("m"));
+    for d in [&lower, &upper, &work, &merged] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::create_dir_all(lower.join("d/e")).unwrap();
+    fs::write(lower.join("d/e/f"), b"lower").unwrap();
+    fs::write(lower.join("g"), b"g").unwrap();
+    std::os::unix::fs::symlink("g", lower.join("d/link")).unwrap();
+    let done = in_mount_namespace(move || {
+        let opts = format!("lowerdir={},upperdir={},workdir={}", lower.display(), upper.display(), work.display());
+        if mount(Some(Path::new("overlay")), &merged, Some("overlay"), 0, Some(&opts)).is_err() {
+            return false;
+        }
+        let st = rustix::fs::statfs(&merged).unwrap();
+        #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs between architectures
+        let f_type = st.f_type as i64;
+        assert!(!trusts_d_ino(f_type), "overlayfs must not be trusted");
+        fs::write(merged.join("new"), b"upper").unwrap();
+        // The link fails closed, and after removing it, an alias in the
+        // merged tree is found: both modes, every backend.
+        assert_everywhere(&merged, &HashSet::new(), Some((Reason::BackingSymlink, merged.join("d/link"))));
+        fs::remove_file(merged.join("d/link")).unwrap();
+        assert_everywhere(&merged, &HashSet::new(), None);
+        let aliases: HashSet<PhysicalId> = [id_of(&merged.join("d/e/f"))].into();
+        assert_everywhere(&merged, &aliases, Some((Reason::BackingAlias, merged.join("d/e/f"))));
+        true
+    });
+    if done != Some(true) {
+        eprintln!("skipped: cannot mount overlayfs in a private mount namespace here");
+    }
+}
+
+/// A directory the scan can read but not search: a full scan's `statx` of
+/// its entries fails (`backing_inaccessible`), so the lean scan must not
+/// take their types from getdents64 and pass. (As root the kernel grants
+/// search anyway; the test then only checks both modes agree.)
+#[test]
+fn a_readable_unsearchable_directory_is_inaccessible_in_both_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(t.path()).unwrap().join("r");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("d/f"), b"f").unwrap();
+    fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o444)).unwrap();
+    let privileged = rustix::process::geteuid().is_root();
+    let want = if privileged { None } else { Some((Reason::BackingInaccessible, root.join("d/f"))) };
+    assert_everywhere(&root, &HashSet::new(), want);
+    fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o755)).unwrap();
+}
