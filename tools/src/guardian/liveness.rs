@@ -57,7 +57,8 @@ pub struct Probe {
     table: ProcTable,
     own: i32,
     uid: u32,
-    markers: Option<HashMap<i32, Vec<u8>>>,
+    /// Markers of the processes started at or after `.0` (clock ticks).
+    markers: Option<(u64, HashMap<i32, Vec<u8>>)>,
 }
 
 impl Probe {
@@ -66,25 +67,38 @@ impl Probe {
         Ok(Probe { table: proc::snapshot()?, own, uid: rustix::process::geteuid().as_raw(), markers: None })
     }
 
-    /// The marker of every live process of this user that carries one.
-    fn markers(&mut self) -> Result<&HashMap<i32, Vec<u8>>, ProcError> {
-        if self.markers.is_none() {
+    /// The marker of `pid`, if it is a live process of this user that
+    /// carries one. A process whose environment cannot be read
+    /// (non-dumpable) is judged by the other signals alone.
+    fn marker_of(&self, pid: i32, buf: &mut Vec<u8>) -> Result<Option<Vec<u8>>, ProcError> {
+        let Some(e) = self.table.get(pid) else { return Ok(None) };
+        if pid == self.own || e.uid != self.uid || e.stat.is_zombie() {
+            return Ok(None);
+        }
+        match proc::env_var(&self.table.proc, pid, MARKER.as_bytes(), buf)? {
+            EnvLookup::Found(v) => Ok(Some(v)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The marker of every live process of this user started at or after
+    /// `since` that carries one. A marker is inherited, so only processes
+    /// started no earlier than an execution's leader can carry its marker:
+    /// the environments of older processes are never read.
+    fn markers(&mut self, since: u64) -> Result<&HashMap<i32, Vec<u8>>, ProcError> {
+        if self.markers.as_ref().is_none_or(|(from, _)| *from > since) {
             let mut found = HashMap::new();
             let mut buf = Vec::new();
-            for e in self.table.iter() {
-                let pid = e.stat.pid;
-                if pid == self.own || e.uid != self.uid || e.stat.is_zombie() {
-                    continue;
-                }
-                // A process whose environment cannot be read (non-dumpable)
-                // is judged by the other signals alone.
-                if let EnvLookup::Found(v) = proc::env_var(&self.table.proc, pid, MARKER.as_bytes(), &mut buf)? {
+            let recent: Vec<i32> =
+                self.table.iter().filter(|e| e.stat.start_time >= since).map(|e| e.stat.pid).collect();
+            for pid in recent {
+                if let Some(v) = self.marker_of(pid, &mut buf)? {
                     found.insert(pid, v);
                 }
             }
-            self.markers = Some(found);
+            self.markers = Some((since, found));
         }
-        Ok(self.markers.get_or_insert_with(HashMap::new))
+        Ok(&self.markers.get_or_insert_with(Default::default).1)
     }
 
     /// The live processes of execution `id` with `leader`.
@@ -105,7 +119,10 @@ impl Probe {
                 }
             }
         }
-        for (pid, v) in self.markers()? {
+        // Without a recorded leader (a guardian died before the spawn was
+        // recorded), every process is looked at.
+        let since = leader.map_or(0, |l| l.start_time);
+        for (pid, v) in self.markers(since)? {
             if v.as_slice() == id.as_bytes() {
                 pids.insert(*pid);
             }
@@ -132,7 +149,7 @@ impl Probe {
     /// session, among `executions`.
     pub fn attribute(&mut self, pid: i32, executions: &[Arc<Execution>]) -> Result<Option<Arc<Execution>>, ProcError> {
         let Some(entry) = self.table.get(pid).copied() else { return Ok(None) };
-        if let Some(v) = self.markers()?.get(&pid).cloned() {
+        if let Some(v) = self.marker_of(pid, &mut Vec::new())? {
             if let Some(e) = executions.iter().find(|e| e.id.as_bytes() == v.as_slice()) {
                 return Ok(Some(e.clone()));
             }
