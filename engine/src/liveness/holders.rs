@@ -87,10 +87,11 @@ pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> R
             .skip(1)
             .map(|part| {
                 let (proc, stop) = (&proc, &stop);
-                s.spawn(move || scan_part(proc, part, targets, uid, stop))
+                s.spawn(move || scan_part(proc, part, targets, uid, exempt, stop))
             })
             .collect();
-        let mut results = vec![scan_part(&proc, pids.chunks(chunk).next().unwrap_or(&[]), targets, uid, &stop)];
+        let first = pids.chunks(chunk).next().unwrap_or(&[]);
+        let mut results = vec![scan_part(&proc, first, targets, uid, exempt, &stop)];
         for h in handles {
             results.push(h.join().unwrap_or_else(|_| {
                 Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
@@ -115,6 +116,7 @@ fn scan_part(
     pids: &[i32],
     targets: &HashSet<PhysicalId>,
     uid: u32,
+    exempt: &[i32],
     stop: &AtomicBool,
 ) -> Result<HolderScan, ProcError> {
     let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
@@ -132,6 +134,7 @@ fn scan_part(
         }
         scan.inspected += 1;
         match fds_of(proc, pid, targets) {
+            Ok(Some(_)) if unexeced_fork_of(proc, pid, exempt) => continue,
             Ok(Some(h)) => {
                 scan.holder = Some(h);
                 stop.store(true, Ordering::Relaxed);
@@ -159,6 +162,25 @@ fn scan_part(
         }
     }
     Ok(scan)
+}
+
+/// Whether `pid` is a child of an exempt process that has not called
+/// `execve(2)` yet (it runs the same program image as its parent): between
+/// `fork` and `exec` a child holds copies of its parent's descriptors, the
+/// close-on-exec ones included, which it never uses. Such a child of the
+/// guardian spawning another session's command must not make a target
+/// `in_use`.
+fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
+    let Ok(Some(st)) = super::stat::read_stat(proc, pid) else { return false };
+    if !exempt.contains(&st.ppid) {
+        return false;
+    }
+    let image = |p: i32| {
+        rustix::fs::statx(proc, format!("{p}/exe").as_str(), AtFlags::empty(), StatxFlags::INO)
+            .ok()
+            .map(|x| (x.stx_dev_major, x.stx_dev_minor, x.stx_ino))
+    };
+    matches!((image(pid), image(st.ppid)), (Some(a), Some(b)) if a == b)
 }
 
 /// Looks through `/proc/<pid>/fd`.
@@ -240,6 +262,18 @@ mod tests {
             b"55d0-55d1 r--p 00000000 fd:01 99 /usr/bin/x\n7f00-7f01 r--s 00000000 fd:01 1234    /tmp/h (deleted)\n";
         assert_eq!(mapped(maps, &devs, &targets), Some(target));
         assert_eq!(mapped(b"7f00-7f01 rw-p 00000000 00:00 0 \n", &devs, &targets), None);
+    }
+
+    #[test]
+    fn a_child_running_its_parents_image_is_a_fork_not_yet_execed() {
+        let proc = open_proc().unwrap();
+        let me = std::process::id() as i32;
+        // This process is its own image; a child that exec'd `sleep` is not.
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(!unexeced_fork_of(&proc, child.id() as i32, &[me]));
+        assert!(!unexeced_fork_of(&proc, me, &[me]));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]
