@@ -145,6 +145,21 @@ impl Probe {
         v
     }
 
+    /// Reads `pid`'s `stat` again into the table: `false` when it is gone,
+    /// a zombie, or another process than the one seen (its start time
+    /// changed). A child seen between `fork` and `execve(2)` had neither its
+    /// session nor its marker yet; read again, it has both, or is gone.
+    pub fn refresh(&mut self, pid: i32) -> bool {
+        let Some(seen) = self.table.entries.get(&pid).copied() else { return false };
+        match proc::read_stat(&self.table.proc, pid) {
+            Ok(Some(now)) if now.start_time == seen.stat.start_time && !now.is_zombie() => {
+                self.table.entries.insert(pid, proc::ProcEntry { stat: now, uid: seen.uid });
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The execution `pid` belongs to, by its marker or its group or
     /// session, among `executions`.
     pub fn attribute(&mut self, pid: i32, executions: &[Arc<Execution>]) -> Result<Option<Arc<Execution>>, ProcError> {
@@ -220,6 +235,12 @@ fn check(g: &Guardian, session: &Session, found: &mut Vec<String>) -> Result<(),
     if !orphans.is_empty() {
         let all = g.executions();
         for pid in orphans.into_iter().filter(|p| !named.contains(p)) {
+            // Seen before the table of leaders was read: it may have been a
+            // leader just spawned (and even ended since), or not yet in its
+            // own session. Look again.
+            if !probe.refresh(pid) || leaders.contains(&pid) {
+                continue;
+            }
             match probe.attribute(pid, &all)? {
                 Some(e) if e.thread == session.thread && e.workspace == session.layout.workspace() => {
                     found.push(format!("process {pid} of command {} still runs", e.id));
