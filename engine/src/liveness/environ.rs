@@ -69,7 +69,16 @@ mod tests {
         let mut child = std::process::Command::new("sleep").arg("5").env("WINX_TEST_MARKER", "m-123").spawn().unwrap();
         let proc = super::super::open_proc().unwrap();
         let mut buf = Vec::new();
-        let got = env_var(&proc, child.id() as i32, b"WINX_TEST_MARKER", &mut buf).unwrap();
+        // Between fork and exec the child still shows its parent's
+        // environment: wait (bounded) until it has become `sleep`.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let got = loop {
+            let got = env_var(&proc, child.id() as i32, b"WINX_TEST_MARKER", &mut buf).unwrap();
+            if got != EnvLookup::Absent || std::time::Instant::now() > deadline {
+                break got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
         assert_eq!(got, EnvLookup::Found(b"m-123".to_vec()));
         child.kill().unwrap();
         child.wait().unwrap();
