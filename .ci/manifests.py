@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that each workspace crate's declared rust-version is at least the
+"""Checks that each workspace crate takes every dependency from
+[workspace.dependencies], and that each workspace crate's declared rust-version is at least the
 highest rust-version among its normal and build dependencies (the floor the
 dependency tree sets), using `cargo metadata`. Prints the floors; exits 1 when
 a crate claims less than its floor."""
@@ -35,4 +36,16 @@ for member in meta["workspace_members"]:
     bad += not ok
     print(f"{name}: declares {pkgs[member].get('rust_version')}, floor {pkgs[floor].get('rust_version')} "
           f"({pkgs[floor]['name']} {pkgs[floor]['version']}) {'ok' if ok else 'TOO LOW'}")
+
+# Every dependency of every member is declared once, in [workspace.dependencies].
+import tomllib  # noqa: E402
+for member in meta["workspace_members"]:
+    manifest = pkgs[member]["manifest_path"]
+    with open(manifest, "rb") as f:
+        toml = tomllib.load(f)
+    for table in ("dependencies", "dev-dependencies", "build-dependencies"):
+        for dep, spec in toml.get(table, {}).items():
+            if not (isinstance(spec, dict) and spec.get("workspace") is True):
+                print(f"{pkgs[member]['name']}: {table}.{dep} is not taken from [workspace.dependencies]")
+                bad += 1
 sys.exit(1 if bad else 0)
