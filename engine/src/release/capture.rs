@@ -18,7 +18,7 @@ use crate::identity::{Identity, Pin, IDENTITY_MASK};
 use crate::journal::{Journal, JournalIntent, JournalLock, JournalMark, JournalTarget};
 use crate::layout;
 use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
-use crate::rehash::{self, HashJob, RehashOptions};
+use crate::rehash::{self, HashJob, RehashBackend, RehashOptions};
 
 /// A release's quarantine and journal, once both exist.
 pub(super) struct Run {
@@ -197,7 +197,11 @@ fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin) -> io::Result<Option
     if !id.is_regular() || !pin.same_object(&id) || id.nlink != 1 || id.size != pin.size {
         return Ok(None);
     }
-    let hashed = rehash::hash_fds(&[HashJob::pinned(fd.as_fd(), pin.size)], &RehashOptions::default());
+    // One file, read once from the start: `pread` on this thread. A ring
+    // for a single file costs its set-up and saves nothing (the rehash
+    // `Auto` plan would build one for any file over 256 KiB).
+    let one_file = RehashOptions { backend: RehashBackend::Sync, threads: 1 };
+    let hashed = rehash::hash_fds(&[HashJob::pinned(fd.as_fd(), pin.size)], &one_file);
     match hashed.into_iter().next() {
         Some(Ok(h)) if h.matches(pin) => {}
         Some(Err(e)) => return Err(e),
