@@ -42,7 +42,8 @@
 //! every backend.
 //!
 //! Files: `mod.rs` (the backend and the state its threads share),
-//! `walker.rs` (phase 1), `replay.rs` (phase 2).
+//! `walker.rs` (phase 1: reading directories on a ring), `workers.rs`
+//! (phase 1's threads and queues), `replay.rs` (phase 2).
 //!
 //! # References
 //! - [`io_uring_enter(2)`](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
@@ -67,6 +68,7 @@ use crate::uring::ring::{RingConfig, Shared};
 
 mod replay;
 mod walker;
+mod workers;
 
 /// Size of each worker's getdents64 buffer.
 const DIRENT_BUF: usize = 64 * 1024;
@@ -205,7 +207,7 @@ pub(super) fn run(
             sh.outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             sh.injector.push(slot.clone());
         }
-        walker::run_phase1(&sh, &mut walker);
+        workers::run_phase1(&sh, &mut walker);
         let (tally, failure) = replay::resolve(&sh, roots, &root_slots, &mut walker);
         drop(walker);
         let backend = match (syscalls, shared.degraded()) {

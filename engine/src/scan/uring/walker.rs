@@ -2,16 +2,15 @@
 //! parallel and record each one's result in its slot.
 //!
 //! A worker's [`Walker`] streams directories: new ones are opened and read
-//! while earlier ones' `statx`es are still in flight on its ring.
+//! while earlier ones' `statx`es are still in flight on its ring. The
+//! threads and their work queues are `workers.rs`.
 
 use std::collections::HashSet;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crossbeam_deque::{Stealer, Worker};
 use rustix::fs::{FileType, RawDir};
 
 use super::{DirResult, DirSlot, Enter, ScanShared, DIRENT_BUF, DIR_FLAGS, DIR_MASK, ENTRY_MASK};
@@ -88,8 +87,9 @@ pub(super) struct Walker {
     /// Jobs whose `openat` completed, to be read.
     opened: Vec<usize>,
     /// Jobs with nothing left in flight, to be recorded.
-    finished: Vec<usize>,
-    live: usize,
+    pub(super) finished: Vec<usize>,
+    /// Jobs begun and not yet recorded.
+    pub(super) live: usize,
     wait_divisor: usize,
     /// Which directories may be read from getdents64 alone.
     lean: Lean,
@@ -148,13 +148,13 @@ impl Walker {
 
     /// Handles a fraction of what is in flight (see
     /// [`crate::uring::RingConfig::wait_divisor`]).
-    fn pump_some(&mut self, aliases: &HashSet<PhysicalId>) {
+    pub(super) fn pump_some(&mut self, aliases: &HashSet<PhysicalId>) {
         let want = (self.ops.outstanding() / self.wait_divisor).max(1);
         self.pump(aliases, want);
     }
 
     /// Starts reading the directory of `slot`, keeping at most `cap` names.
-    fn begin(&mut self, sh: &ScanShared<'_>, slot: Arc<DirSlot>, cap: usize, cancellable: bool) {
+    pub(super) fn begin(&mut self, sh: &ScanShared<'_>, slot: Arc<DirSlot>, cap: usize, cancellable: bool) {
         let handle = lock(&slot.handle).clone();
         let enter = if handle.is_some() { Enter::Entered } else { Enter::Failed(Reason::BackingInaccessible) };
         let is_root = slot.is_root;
@@ -201,7 +201,7 @@ impl Walker {
     }
 
     /// Reads every opened directory and queues its `statx`es.
-    fn advance(&mut self, sh: &ScanShared<'_>) {
+    pub(super) fn advance(&mut self, sh: &ScanShared<'_>) {
         while let Some(id) = self.opened.pop() {
             let job = self.jobs[id].as_mut().expect("job");
             job.stage = Stage::Pushing;
@@ -515,111 +515,6 @@ fn on_completion(
 
 fn statx_id(st: &libc::statx) -> PhysicalId {
     physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino)
-}
-
-/// Runs phase 1: the calling thread as worker 0, helpers spawned once
-/// there is more work than one worker keeps in flight.
-pub(super) fn run_phase1(sh: &ScanShared<'_>, walker: &mut Walker) {
-    let threads = sh.config.thread_count();
-    let workers: Vec<Worker<Arc<DirSlot>>> = (0..threads).map(|_| Worker::new_lifo()).collect();
-    let stealers: Vec<Stealer<Arc<DirSlot>>> = workers.iter().map(Worker::stealer).collect();
-    let mut workers = workers.into_iter();
-    let mine = workers.next().expect("one worker");
-    std::thread::scope(|s| {
-        let mut helpers = Some(workers);
-        work_loop(sh, &mine, 0, &stealers, walker, &mut |local_len| {
-            if local_len > 1 {
-                if let Some(rest) = helpers.take() {
-                    for (k, w) in rest.enumerate() {
-                        let stealers = &stealers;
-                        s.spawn(move || {
-                            let mut walker = Walker::new(sh, sh.pipes.clone());
-                            work_loop(sh, &w, k + 1, stealers, &mut walker, &mut |_| {});
-                        });
-                    }
-                }
-            }
-        });
-    });
-}
-
-fn work_loop(
-    sh: &ScanShared<'_>,
-    local: &Worker<Arc<DirSlot>>,
-    me: usize,
-    stealers: &[Stealer<Arc<DirSlot>>],
-    walker: &mut Walker,
-    after_round: &mut dyn FnMut(usize),
-) {
-    let in_flight = sh.config.batch_dirs.max(1);
-    loop {
-        let cancelled = sh.cancel.load(Ordering::Relaxed);
-        if !cancelled {
-            while walker.live < in_flight {
-                let Some(t) = local.pop().or_else(|| steal(sh, local, me, stealers)) else { break };
-                walker.begin(sh, t, usize::MAX, true);
-            }
-        }
-        walker.advance(sh);
-        if walker.live == 0 {
-            if cancelled || sh.outstanding.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            sh.sleepers.fetch_add(1, Ordering::AcqRel);
-            let guard = lock(&sh.idle);
-            let _ = sh.wake.wait_timeout(guard, Duration::from_micros(200));
-            sh.sleepers.fetch_sub(1, Ordering::AcqRel);
-            continue;
-        }
-        if walker.finished.is_empty() {
-            walker.pump_some(sh.aliases);
-            walker.advance(sh);
-        }
-        let (children, ended) = walker.finish(sh);
-        // Count the new work before it becomes visible to thieves, so
-        // `outstanding` never drops to zero while work exists.
-        sh.outstanding.fetch_add(children.len(), Ordering::AcqRel);
-        for child in children.iter().rev() {
-            local.push(child.clone());
-        }
-        if !children.is_empty() && sh.sleepers.load(Ordering::Acquire) > 0 {
-            sh.wake.notify_all();
-        }
-        let left = sh.outstanding.fetch_sub(ended, Ordering::AcqRel) - ended;
-        if left == 0 {
-            sh.wake.notify_all();
-        }
-        after_round(local.len());
-    }
-}
-
-fn steal(
-    sh: &ScanShared<'_>,
-    local: &Worker<Arc<DirSlot>>,
-    me: usize,
-    stealers: &[Stealer<Arc<DirSlot>>],
-) -> Option<Arc<DirSlot>> {
-    loop {
-        let mut retry = false;
-        match sh.injector.steal_batch_and_pop(local) {
-            crossbeam_deque::Steal::Success(t) => return Some(t),
-            crossbeam_deque::Steal::Retry => retry = true,
-            crossbeam_deque::Steal::Empty => {}
-        }
-        for (k, s) in stealers.iter().enumerate() {
-            if k == me {
-                continue;
-            }
-            match s.steal_batch_and_pop(local) {
-                crossbeam_deque::Steal::Success(t) => return Some(t),
-                crossbeam_deque::Steal::Retry => retry = true,
-                crossbeam_deque::Steal::Empty => {}
-            }
-        }
-        if !retry {
-            return None;
-        }
-    }
 }
 
 #[cfg(test)]
