@@ -1,6 +1,8 @@
 //! Retention of the backing stores with a real guardian (contract section
 //! 6b): `--keep-executions 5` holds `D/executions` at the newest five
-//! resolved payloads plus the running ones, a pruned execution's status
+//! resolved payloads plus the running ones after every pass (sampled all
+//! along: at most one more, the command resolved since the last debounced
+//! pass), a pruned execution's status
 //! check is one clear error, the newest one's still answers, releases still
 //! complete, and a replay whose receipt was pruned is judged afresh.
 
@@ -93,6 +95,20 @@ async fn keep_executions_5_bounds_the_store_and_releases_still_complete() {
     let bg = mcp.call("BashCommand", json!({"thread_id": thread, "command": cmd, "is_background": true})).await;
     let bg_id = bg["command_id"].as_str().unwrap().to_owned();
 
+    // Sampled all along: between a command resolving and the debounced pass
+    // that follows it, one resolved payload more than the five may stand.
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (sampling, data) = (sampling.clone(), env.data.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(executions(&data).0.len());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        })
+    };
     let mut ids = Vec::new();
     let mut peak = 0;
     for i in 0..16 {
@@ -106,6 +122,9 @@ async fn keep_executions_5_bounds_the_store_and_releases_still_complete() {
         assert!(resolved.contains(ids.last().unwrap()), "the newest execution was removed");
     }
     assert_eq!(peak, 5);
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let sampled = sampler.join().unwrap();
+    assert!(sampled <= 5 + 1, "{sampled} resolved payloads at once with --keep-executions 5");
     let (resolved, _) = executions(&env.data);
     let mut newest: Vec<String> = ids[ids.len() - 5..].to_vec();
     newest.sort();
