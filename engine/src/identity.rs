@@ -69,7 +69,7 @@ pub(crate) const IDENTITY_MASK: StatxFlags = StatxFlags::TYPE
 impl Identity {
     /// Builds an identity from a `statx` result (no generation number: that
     /// needs an open file, see [`Identity::of_fd`]).
-    pub fn from_statx(st: &Statx) -> Identity {
+    pub(crate) fn from_statx(st: &Statx) -> Identity {
         let btime =
             (st.stx_mask & StatxFlags::BTIME.bits() != 0).then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec));
         Identity {
@@ -144,7 +144,7 @@ impl Identity {
     }
 
     /// Bytes its removal frees: allocated blocks × 512.
-    pub fn allocated_bytes(&self) -> u64 {
+    pub(crate) fn allocated_bytes(&self) -> u64 {
         self.blocks.saturating_mul(512)
     }
 }

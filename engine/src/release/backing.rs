@@ -15,7 +15,7 @@ use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanMod
 /// Opens the three backing roots of `layout`: `W/.winx/scratch` through
 /// no-follow handles from the workspace, `D/executions` and `D/receipts`
 /// with their final component no-follow.
-pub fn open_backing_roots(layout: &Layout) -> Result<Vec<ScanRoot>, (Reason, PathBuf)> {
+pub(crate) fn open_backing_roots(layout: &Layout) -> Result<Vec<ScanRoot>, (Reason, PathBuf)> {
     let ws = open_dir_abs(layout.workspace()).map_err(|e| {
         (Reason::BackingInaccessible, {
             let _ = e;
@@ -31,7 +31,7 @@ pub fn open_backing_roots(layout: &Layout) -> Result<Vec<ScanRoot>, (Reason, Pat
 
 /// Scans the backing roots of `layout` with `aliases`, leanly
 /// ([`ScanMode::Lean`]: a release needs no sizes).
-pub fn scan_backing_roots(
+pub(crate) fn scan_backing_roots(
     layout: &Layout,
     backend: &dyn ScanBackend,
     limits: ScanLimits,

@@ -42,7 +42,7 @@ mod capture;
 mod check;
 mod finish;
 
-pub use backing::{open_backing_roots, scan_backing_roots};
+pub(crate) use backing::{open_backing_roots, scan_backing_roots};
 pub use check::{open_session_dir, validate_paths};
 
 pub use crate::path_rules::MAX_TARGETS;

@@ -67,25 +67,25 @@ fn threads() -> &'static ThreadsBackend {
 /// (`benches/README.md`); the io_uring backend turns that into parallel
 /// work. It is the faster backend when the work can spread over idle
 /// cores, and the slower one when every core is already busy.
-pub const URING_MIN_IDLE_CORES: f64 = 1.5;
+pub(crate) const URING_MIN_IDLE_CORES: f64 = 1.5;
 
 /// Idle cores now: the available parallelism less the one-minute load
 /// average (`/proc/loadavg`); `None` when the load is unknown.
-pub fn idle_cores() -> Option<f64> {
+pub(crate) fn idle_cores() -> Option<f64> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
     idle_cores_from(cores, &loadavg)
 }
 
 /// [`idle_cores`] from a core count and the text of `/proc/loadavg`.
-pub fn idle_cores_from(cores: f64, loadavg: &str) -> Option<f64> {
+pub(crate) fn idle_cores_from(cores: f64, loadavg: &str) -> Option<f64> {
     let load: f64 = loadavg.split_whitespace().next()?.parse().ok()?;
     Some(cores - load)
 }
 
 /// Whether `auto` picks io_uring given `idle` cores (see
 /// [`URING_MIN_IDLE_CORES`]); an unknown load picks the synchronous backend.
-pub fn auto_prefers_uring(idle: Option<f64>) -> bool {
+pub(crate) fn auto_prefers_uring(idle: Option<f64>) -> bool {
     idle.is_some_and(|i| i >= URING_MIN_IDLE_CORES)
 }
 

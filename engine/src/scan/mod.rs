@@ -35,10 +35,7 @@ mod tally;
 mod threads;
 pub(crate) mod uring;
 
-pub use auto::{
-    auto_backend, auto_pick, auto_prefers_uring, backend_for, idle_cores, idle_cores_from, AutoBackend, BackendChoice,
-    URING_MIN_IDLE_CORES,
-};
+pub use auto::{auto_backend, auto_pick, backend_for, AutoBackend, BackendChoice};
 
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
 pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
