@@ -60,7 +60,8 @@ fn threads() -> &'static ThreadsBackend {
     THREADS.get_or_init(ThreadsBackend::default)
 }
 
-/// Idle cores the io_uring backend needs to be the faster one.
+/// Idle cores the io_uring backend (with sizes) and the threaded walkers
+/// (lean) need to be the faster ones.
 ///
 /// The kernel runs every io_uring `statx` on an io-wq worker thread, which
 /// costs about 1.5 times the CPU of the same `statx` as a plain system call
@@ -120,15 +121,19 @@ fn sizes_backend() -> &'static dyn ScanBackend {
 /// The backend `auto` runs a scan in `mode` on.
 ///
 /// - [`ScanMode::Lean`] (every release; `winx-release scan` without
-///   `--sizes`): the synchronous backend. A lean scan makes a handful of
-///   system calls per directory and none per file, so there is little to
-///   spread: measured on the 50,000-entry tree, the synchronous walk took
-///   the least CPU (about 0.8 of the threaded walkers', 0.7 of io_uring's)
-///   and no more wall time (`benches/README.md`, 2026-11-30).
+///   `--sizes`): the threaded walkers ([`ThreadsBackend`]) when at least
+///   [`URING_MIN_IDLE_CORES`] cores are idle, else the synchronous backend.
+///   A lean scan makes a handful of system calls per directory and none per
+///   file. Measured on the 50,000-entry tree (`benches/README.md`,
+///   2026-11-30): on an idle machine the threaded walk took 0.72 of the
+///   synchronous walk's wall time for 1.2 times its CPU; with every core
+///   busy (load 11) it was no faster and still cost 1.2 times the CPU, and
+///   io_uring cost 1.4 times the CPU of the synchronous walk either way.
 /// - [`ScanMode::Sizes`]: io_uring when enough cores are idle, else the
 ///   synchronous backend (see [`URING_MIN_IDLE_CORES`]).
 pub fn auto_pick(mode: ScanMode) -> &'static dyn ScanBackend {
     match mode {
+        ScanMode::Lean if auto_prefers_uring(idle_cores()) => threads(),
         ScanMode::Lean => &SYNC,
         ScanMode::Sizes => sizes_backend(),
     }
@@ -203,7 +208,8 @@ mod tests {
         assert_eq!(idle_cores_from(2.0, "garbage"), None);
         let k = auto_backend().kind();
         assert!(k == BackendKind::Sync || probe().is_ok());
-        assert_eq!(auto_pick(ScanMode::Lean).kind(), BackendKind::Sync);
+        let lean = auto_pick(ScanMode::Lean).kind();
+        assert!(lean == BackendKind::Sync || lean == BackendKind::Threads, "{lean:?}");
     }
 
     #[test]
