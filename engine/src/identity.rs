@@ -51,7 +51,7 @@ pub struct Identity {
     pub btime: Option<(i64, u32)>,
     /// Inode generation number (`FS_IOC_GETVERSION`), where the filesystem
     /// answers; `None` as well for an identity read by name
-    /// ([`Identity::from_statx`]), since the ioctl needs an open file.
+    /// (`Identity::from_statx`), since the ioctl needs an open file.
     #[serde(default)]
     pub generation: Option<u32>,
 }

@@ -4,7 +4,7 @@
 //! under a 32-byte secret drawn from the OS when the frontend process starts,
 //! over an explicitly length-framed message (see [`frame`]):
 //!
-//! 1. the domain tag `winx-release/artifact-generation/v1`,
+//! 1. the domain tag `winx-release/artifact-generation/v2`,
 //! 2. the thread id, 3. the workspace root, 4. the exact path,
 //! 5. device, 6. inode, 7. size (each a big-endian `u64`),
 //! 8. change time seconds (big-endian `i64`), 9. nanoseconds (big-endian `u32`),

@@ -1,4 +1,4 @@
-//! `winx-release stress` (contract section 9).
+//! `winx-release stress`: a real guardian and frontends under a seeded, checked workload.
 //!
 //! With no arguments: a self-contained run in a private temporary
 //! directory, a readable summary on stdout. `--json` prints the contract's

@@ -130,7 +130,7 @@ fn sizes_backend() -> &'static dyn ScanBackend {
 ///   busy (load 11) it was no faster and still cost 1.2 times the CPU, and
 ///   io_uring cost 1.4 times the CPU of the synchronous walk either way.
 /// - [`ScanMode::Sizes`]: io_uring when enough cores are idle, else the
-///   synchronous backend (see [`URING_MIN_IDLE_CORES`]).
+///   synchronous backend (1.5 idle cores, `URING_MIN_IDLE_CORES`).
 pub fn auto_pick(mode: ScanMode) -> &'static dyn ScanBackend {
     match mode {
         ScanMode::Lean if auto_prefers_uring(idle_cores()) => threads(),

@@ -19,6 +19,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub(crate) mod ops;
 pub(crate) mod owned;
 pub(crate) mod probe;
 pub(crate) mod read;

@@ -15,9 +15,10 @@
 //! 4. policy (`policy_denied`);
 //! 5. placement (`reserved_namespace`, `other_session`, `not_session_helper`),
 //!    then every target opened through no-follow handles (`symlink`,
-//!    `hardlink`, `not_regular_file`, `not_found`), identity and bytes from
-//!    the opened descriptor, the token (`read_required`), the revision
-//!    (`revision_mismatch`);
+//!    `hardlink`, `not_regular_file`, `not_found`), the identity from the
+//!    opened descriptor, the token over that identity and the claimed digest
+//!    (`read_required`), the revision (`revision_mismatch`); the bytes are
+//!    read only to name a refusal, since the guardian re-hashes them;
 //! 6. the owner: `embedded_runtime`, `unsupported_platform`,
 //!    `owner_unavailable` (no guardian), `owner_unsupported` (no
 //!    `temporary_release` in its hello: the release is never sent),
