@@ -122,7 +122,7 @@ fn sizes_backend() -> &'static dyn ScanBackend {
 ///
 /// - [`ScanMode::Lean`] (every release; `winx-release scan` without
 ///   `--sizes`): the threaded walkers ([`ThreadsBackend`]) when at least
-///   [`URING_MIN_IDLE_CORES`] cores are idle, else the synchronous backend.
+///   1.5 cores (`URING_MIN_IDLE_CORES`) are idle, else the synchronous backend.
 ///   A lean scan makes a handful of system calls per directory and none per
 ///   file. Measured on the 50,000-entry tree (`benches/README.md`,
 ///   2026-11-30): on an idle machine the threaded walk took 0.72 of the
