@@ -13,25 +13,23 @@
 //! phase 1 (parallel) and phase 2 (the in-order replay) must agree on where
 //! a bound or an offending entry falls.
 
+mod common;
+
+use common::trees::*;
 use std::collections::HashSet;
 use std::fs;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, CWD};
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
     open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, ScanBackend, ScanLimits, ScanMode,
-    ScanReport, SyncBackend, ThreadsBackend, Verdict, MAX_DEPTH, MAX_ENTRIES,
+    ScanReport, SyncBackend, ThreadsBackend, MAX_DEPTH, MAX_ENTRIES,
 };
 use winx_release_engine::uring::{probe, RingConfig, UringBackend, UringConfig};
 use winx_release_engine::{PhysicalId, Pin, Reason};
-
-fn no_aliases() -> HashSet<PhysicalId> {
-    HashSet::new()
-}
 
 /// The io_uring shapes every scan runs on, with whether the run is
 /// expected to end on system calls.
@@ -140,47 +138,6 @@ fn scan_on(
 
 fn scan(roots: &[&Path]) -> ScanReport {
     scan_with(roots, ScanLimits::default(), &no_aliases())
-}
-
-fn id_of(path: &Path) -> PhysicalId {
-    let m = fs::symlink_metadata(path).unwrap();
-    PhysicalId { dev: m.dev(), ino: m.ino() }
-}
-
-fn write(path: &Path, len: usize) {
-    fs::write(path, vec![b'x'; len]).unwrap();
-}
-
-fn files(dir: &Path, n: usize) {
-    for i in 0..n {
-        fs::File::create(dir.join(format!("f{i}"))).unwrap();
-    }
-}
-
-fn chain(root: &Path, n: usize) -> PathBuf {
-    let mut p = root.to_path_buf();
-    for i in 1..=n {
-        p.push(format!("d{i}"));
-    }
-    fs::create_dir_all(&p).unwrap();
-    p
-}
-
-fn fifo(path: &Path) {
-    rustix::fs::mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
-}
-
-#[track_caller]
-fn assert_clean(r: &ScanReport) {
-    assert_eq!(r.verdict, Verdict::Clean, "{r:?}");
-    assert_eq!((r.reason, r.path.as_deref()), (None, None), "{r:?}");
-}
-
-#[track_caller]
-fn assert_fail(r: &ScanReport, reason: Reason, path: &Path) {
-    assert_eq!(r.verdict, Verdict::FailClosed, "{r:?}");
-    assert_eq!(r.reason, Some(reason), "{r:?}");
-    assert_eq!(r.path.as_deref(), Some(path), "{r:?}");
 }
 
 #[test]

@@ -6,10 +6,13 @@
 //! cannot drop privileges; the CLI test (`tests/cli.rs`) covers it by running
 //! `winx-release scan` under `setpriv`.
 
+mod common;
+
+use common::trees::*;
 use std::collections::HashSet;
 use std::fs;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
@@ -20,10 +23,6 @@ use winx_release_engine::scan::{
 };
 use winx_release_engine::{PhysicalId, Reason};
 
-fn no_aliases() -> HashSet<PhysicalId> {
-    HashSet::new()
-}
-
 fn scan(roots: &[&Path]) -> ScanReport {
     scan_with(roots, ScanLimits::default(), &no_aliases())
 }
@@ -31,49 +30,6 @@ fn scan(roots: &[&Path]) -> ScanReport {
 fn scan_with(roots: &[&Path], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
     let roots: Vec<PathBuf> = roots.iter().map(|p| p.to_path_buf()).collect();
     scan_paths(&SyncBackend, &roots, limits, aliases)
-}
-
-fn id_of(path: &Path) -> PhysicalId {
-    let m = fs::symlink_metadata(path).unwrap();
-    PhysicalId { dev: m.dev(), ino: m.ino() }
-}
-
-fn write(path: &Path, len: usize) {
-    fs::write(path, vec![b'x'; len]).unwrap();
-}
-
-/// Creates `n` empty files `f0..` in `dir`.
-fn files(dir: &Path, n: usize) {
-    for i in 0..n {
-        fs::File::create(dir.join(format!("f{i}"))).unwrap();
-    }
-}
-
-/// Creates a chain of `n` nested directories `d1/d2/.../dn` below `root`
-/// and returns the deepest.
-fn chain(root: &Path, n: usize) -> PathBuf {
-    let mut p = root.to_path_buf();
-    for i in 1..=n {
-        p.push(format!("d{i}"));
-    }
-    fs::create_dir_all(&p).unwrap();
-    p
-}
-
-#[track_caller]
-fn assert_clean(r: &ScanReport) {
-    assert_eq!(r.verdict, Verdict::Clean, "{r:?}");
-    assert_eq!(r.reason, None, "{r:?}");
-    assert_eq!(r.path, None, "{r:?}");
-    assert!(!r.failed_closed());
-}
-
-#[track_caller]
-fn assert_fail(r: &ScanReport, reason: Reason, path: &Path) {
-    assert_eq!(r.verdict, Verdict::FailClosed, "{r:?}");
-    assert!(r.failed_closed());
-    assert_eq!(r.reason, Some(reason), "{r:?}");
-    assert_eq!(r.path.as_deref(), Some(path), "{r:?}");
 }
 
 #[test]
@@ -170,18 +126,6 @@ fn root_failure_stops_before_scanning() {
     let r = scan(&[&good, &link]);
     assert_fail(&r, Reason::BackingSymlink, &link);
     assert_eq!((r.entries, r.files, r.directories, r.bytes, r.max_depth), (0, 0, 0, Some(0), 0));
-}
-
-/// A temporary directory for a large tree: on tmpfs where there is one, as
-/// creating 50,000 files on some disk filesystems takes tens of seconds.
-fn big_tempdir() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(t) = tempfile::tempdir_in(shm) {
-            return t;
-        }
-    }
-    tempfile::tempdir().unwrap()
 }
 
 #[test]

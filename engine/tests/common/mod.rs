@@ -1,6 +1,8 @@
 //! Shared fixtures for engine tests.
 #![allow(dead_code)]
 
+pub mod trees;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
