@@ -22,7 +22,13 @@ fn body(i: usize) -> Vec<u8> {
 async fn guardian_killed_mid_release_loses_nothing() {
     let mut interrupted = 0;
     let mut tries = 0;
-    while interrupted < 2 && tries < 12 {
+    // When to kill, steered towards the window in which the release is in
+    // flight: later after a kill that came before anything moved, earlier
+    // after one that came when the release had finished. The window moves
+    // with the machine's speed and load; fixed delays miss it.
+    let mut delay_us: u64 = 40_000;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    while interrupted < 2 && tries < 20 {
         tries += 1;
         let mut env = Env::new();
         env.start_guardian();
@@ -54,7 +60,10 @@ async fn guardian_killed_mid_release_loses_nothing() {
 
         // Send the release, then kill the guardian a little later.
         let call = mcp.edit(req.clone());
-        let delay = Duration::from_millis(15 + 25 * (tries as u64 % 5));
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_micros(delay_us * 8 / 10 + seed % (delay_us * 4 / 10).max(1));
         let killer = async {
             tokio::time::sleep(delay).await;
         };
@@ -69,6 +78,10 @@ async fn guardian_killed_mid_release_loses_nothing() {
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         if report["journals"].as_u64().unwrap_or(0) > 0 {
             interrupted += 1;
+        } else if contents.keys().all(|p| p.exists()) && result["status"] != "completed" {
+            delay_us = (delay_us * 4 / 3).min(2_000_000);
+        } else {
+            delay_us = (delay_us * 3 / 4).max(1_000);
         }
         let released_by_reply: Vec<&str> = result["files"]
             .as_array()
