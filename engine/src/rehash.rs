@@ -41,6 +41,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::hash::{Head, Keep};
 use crate::identity::{Identity, Pin};
 use crate::uring::read::{FileJob, Reader};
 use crate::uring::ring::{Pipeline, RingConfig, Shared};
@@ -77,20 +78,19 @@ pub struct HashJob<'a> {
     /// Stop after `limit + 1` bytes (the pinned size: more cannot match);
     /// `None` reads to the end.
     pub limit: Option<u64>,
-    /// Bytes of content to keep from the start (for `ReadFiles`); 0 keeps
-    /// none.
-    pub keep: usize,
+    /// What to keep of the first bytes (for `ReadFiles`).
+    pub keep: Keep,
 }
 
 impl<'a> HashJob<'a> {
     /// Hash all of `fd`, keep nothing.
     pub fn new(fd: BorrowedFd<'a>) -> Self {
-        HashJob { fd, limit: None, keep: 0 }
+        HashJob { fd, limit: None, keep: Keep::Nothing }
     }
 
     /// Hash `fd` against a pinned size: stop after `size + 1` bytes.
     pub fn pinned(fd: BorrowedFd<'a>, size: u64) -> Self {
-        HashJob { fd, limit: Some(size), keep: 0 }
+        HashJob { fd, limit: Some(size), keep: Keep::Nothing }
     }
 }
 
@@ -102,8 +102,8 @@ pub struct Rehashed {
     /// Bytes read: the file's length, or `limit + 1` when it is longer than
     /// the job's limit.
     pub len: u64,
-    /// The first `keep` bytes (fewer if the file is shorter).
-    pub head: Vec<u8>,
+    /// The first bytes, as the job's `keep` said.
+    pub head: Head,
 }
 
 impl Rehashed {
@@ -275,7 +275,9 @@ pub fn open_and_hash_at(
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match r {
-                Ok((fd, _, true)) => Some((i, HashJob { fd: fd.as_fd(), limit: jobs[i].pin.map(|p| p.size), keep: 0 })),
+                Ok((fd, _, true)) => {
+                    Some((i, HashJob { fd: fd.as_fd(), limit: jobs[i].pin.map(|p| p.size), keep: Keep::Nothing }))
+                }
                 _ => None,
             })
             .unzip();
@@ -324,14 +326,15 @@ mod tests {
             (0..12u8).map(|i| (0..(i as usize * 77_777 + (i as usize % 3))).map(|k| (k as u8) ^ i).collect()).collect();
         let files: Vec<std::fs::File> = contents.iter().map(|c| file_with(c)).collect();
         let want: Vec<([u8; 32], u64)> = files.iter().map(|f| crate::hash::sha256_fd(f).unwrap()).collect();
-        let jobs: Vec<HashJob<'_>> = files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: 10 }).collect();
+        let jobs: Vec<HashJob<'_>> =
+            files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(10) }).collect();
         for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
             for threads in [0, 1, 2] {
                 let got = hash_fds(&jobs, &RehashOptions { backend, threads });
                 for (i, g) in got.into_iter().enumerate() {
                     let g = g.unwrap();
                     assert_eq!((g.sha256, g.len), want[i], "{backend:?} {threads} file {i}");
-                    assert_eq!(g.head, contents[i][..contents[i].len().min(10)]);
+                    assert_eq!(g.head.bytes(), &contents[i][..contents[i].len().min(10)]);
                 }
             }
         }

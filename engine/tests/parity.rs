@@ -23,6 +23,7 @@ use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
+use winx_release_engine::hash::Keep;
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
     open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, ScanBackend, ScanLimits, ScanMode,
@@ -477,7 +478,8 @@ fn rehash_digests_agree_across_backends() {
         (0..40usize).map(|i| (0..(i * i * 997 + i)).map(|k| (k % 251) as u8 ^ i as u8).collect()).collect();
     let files: Vec<fs::File> = contents.iter().map(|c| temp_file(c)).collect();
     let want: Vec<([u8; 32], u64)> = files.iter().map(|f| winx_release_engine::hash::sha256_fd(f).unwrap()).collect();
-    let jobs: Vec<HashJob<'_>> = files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: 3 }).collect();
+    let jobs: Vec<HashJob<'_>> =
+        files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(3) }).collect();
     for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
         for threads in [0, 1, 2, 4] {
             let got = hash_fds(&jobs, &RehashOptions { backend, threads });
@@ -485,7 +487,7 @@ fn rehash_digests_agree_across_backends() {
             for (i, g) in got.iter().enumerate() {
                 let g = g.as_ref().unwrap();
                 assert_eq!((g.sha256, g.len), want[i], "{backend:?}/{threads}: file {i}");
-                assert_eq!(g.head, contents[i][..contents[i].len().min(3)]);
+                assert_eq!(g.head.bytes(), &contents[i][..contents[i].len().min(3)]);
             }
         }
     }

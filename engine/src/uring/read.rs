@@ -17,6 +17,8 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use crate::hash::{Head, Keep};
+
 use super::ring::{Op, Pipeline, RingConfig, Shared};
 
 /// Size of one read.
@@ -53,8 +55,8 @@ pub(crate) struct FileJob {
     /// The size the file is expected to have (its pin, or `fstat`): reads
     /// are sized to end there, then one 1-byte read checks for the end.
     pub size_hint: u64,
-    /// Bytes of content to keep from the start.
-    pub keep: usize,
+    /// What to keep of the first bytes.
+    pub keep: Keep,
 }
 
 /// A file's digest, its length as read, and its first bytes.
@@ -62,14 +64,14 @@ pub(crate) struct FileJob {
 pub(crate) struct Hashed {
     pub sha256: [u8; 32],
     pub len: u64,
-    pub head: Vec<u8>,
+    pub head: Head,
 }
 
 struct Active {
     job: usize,
     hasher: Sha256,
     off: u64,
-    head: Vec<u8>,
+    head: Head,
 }
 
 /// A pipeline and its read buffers. The pipeline is drained before the
@@ -113,8 +115,7 @@ impl Reader {
                     break;
                 };
                 idle.pop();
-                let keep = jobs[job].keep.min(CHUNK * 4);
-                active[b] = Some(Active { job, hasher: Sha256::new(), off: 0, head: Vec::with_capacity(keep) });
+                active[b] = Some(Active { job, hasher: Sha256::new(), off: 0, head: Head::new(jobs[job].keep) });
                 pending[b] = self.issue(b, &jobs[job], 0);
                 in_flight += pending[b];
                 live += 1;
@@ -147,10 +148,7 @@ impl Reader {
                 } else {
                     let data = &self.bufs[b][..n];
                     a.hasher.update(data);
-                    if a.head.len() < job.keep {
-                        let take = (job.keep - a.head.len()).min(n);
-                        a.head.extend_from_slice(&data[..take]);
-                    }
+                    a.head.push(data);
                     a.off += n as u64;
                     job.limit.is_some_and(|l| a.off > l)
                 };
@@ -288,7 +286,7 @@ mod tests {
         let jobs: Vec<FileJob> = files
             .iter()
             .zip(&sizes)
-            .map(|(f, &n)| FileJob { fd: f.as_raw_fd(), limit: None, size_hint: n as u64, keep: 0 })
+            .map(|(f, &n)| FileJob { fd: f.as_raw_fd(), limit: None, size_hint: n as u64, keep: Keep::Nothing })
             .collect();
         let shared = Shared::with_fatal_at(2, CANARY);
         let pipe = Pipeline::new(&RingConfig::default(), shared.clone());

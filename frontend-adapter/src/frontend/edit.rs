@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use winx_release_engine::hash::parse_revision;
+use winx_release_engine::hash::{parse_revision, Keep};
 use winx_release_engine::path_rules::place_helper;
 use winx_release_engine::release::open_session_dir;
 use winx_release_engine::resolve::open_regular_beneath;
@@ -350,7 +350,7 @@ impl Frontend {
             }
             drop(opened);
             // Slow path, only to name the refusal: hash what is there now.
-            let read = match read_helper(&dir, h, 0) {
+            let read = match read_helper(&dir, h, Keep::Nothing) {
                 Ok(read) => read,
                 Err(reason) => {
                     own[i] = Some(reason.into());

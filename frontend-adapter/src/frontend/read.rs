@@ -28,7 +28,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use winx_release_engine::hash::revision;
-use winx_release_engine::hash::{read_and_hash, ReadBytes, HASH_CHUNK};
+use winx_release_engine::hash::{read_and_hash, Head, Keep, ReadBytes, HASH_CHUNK};
 use winx_release_engine::path_rules::{place_helper, HelperPath};
 use winx_release_engine::rehash::{self, HashJob, RehashOptions};
 use winx_release_engine::release::open_session_dir;
@@ -52,7 +52,7 @@ pub(crate) struct HelperRead {
 }
 
 /// Reads an opened file consistently, or `None` when it kept changing.
-fn consistent_read(fd: &OwnedFd, first: Identity, keep: usize) -> io::Result<Option<(ReadBytes, Identity)>> {
+fn consistent_read(fd: &OwnedFd, first: Identity, keep: Keep) -> io::Result<Option<(ReadBytes, Identity)>> {
     let mut before = first;
     let mut buf = vec![0u8; HASH_CHUNK];
     for _ in 0..READ_TRIES {
@@ -68,7 +68,7 @@ fn consistent_read(fd: &OwnedFd, first: Identity, keep: usize) -> io::Result<Opt
 }
 
 /// Opens helper `h` below the session directory `session` and reads it.
-pub(crate) fn read_helper(session: &OwnedFd, h: &HelperPath, keep: usize) -> Result<HelperRead, Reason> {
+pub(crate) fn read_helper(session: &OwnedFd, h: &HelperPath, keep: Keep) -> Result<HelperRead, Reason> {
     let opened = open_regular_beneath(session.as_fd(), &h.rel)?;
     match consistent_read(&opened.file, opened.identity, keep) {
         Ok(Some((bytes, id))) => {
@@ -84,19 +84,24 @@ pub(crate) fn read_helper(session: &OwnedFd, h: &HelperPath, keep: usize) -> Res
 }
 
 /// Sets `content`, `binary` and `truncated` from the first bytes of a file
-/// of `size` bytes. The bytes become the JSON string without a copy.
-fn content_fields(v: &mut Value, prefix: Vec<u8>, size: u64) {
-    let truncated = size > prefix.len() as u64;
-    let text = match String::from_utf8(prefix) {
-        Ok(s) => Some(s),
-        // A character cut by the limit at the very end.
-        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
-            let valid = e.utf8_error().valid_up_to();
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            String::from_utf8(bytes).ok()
+/// of `size` bytes, kept with [`Keep::Text`]. The bytes become the JSON
+/// string without a copy.
+fn content_fields(v: &mut Value, head: Head, size: u64) {
+    let truncated = size > CONTENT_LIMIT as u64;
+    let text = if head.not_text() {
+        None
+    } else {
+        match String::from_utf8(head.into_bytes()) {
+            Ok(s) => Some(s),
+            // A character cut by the limit at the very end.
+            Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut bytes = e.into_bytes();
+                bytes.truncate(valid);
+                String::from_utf8(bytes).ok()
+            }
+            Err(_) => None,
         }
-        Err(_) => None,
     };
     match text.filter(|t| !t.as_bytes().contains(&0)) {
         Some(t) => {
@@ -130,9 +135,10 @@ fn read_plain(path: &str) -> Result<Value, Code> {
     if !id.is_regular() {
         return Err(Reason::NotRegularFile.into());
     }
-    let (bytes, _) = consistent_read(&fd, id, CONTENT_LIMIT).map_err(|_| Code::IoError)?.ok_or(Code::IoError)?;
+    let (bytes, _) =
+        consistent_read(&fd, id, Keep::Text(CONTENT_LIMIT)).map_err(|_| Code::IoError)?.ok_or(Code::IoError)?;
     let mut v = json!({"file_path": path, "revision": revision(&bytes.digest), "size": bytes.len});
-    content_fields(&mut v, bytes.prefix, bytes.len);
+    content_fields(&mut v, bytes.head, bytes.len);
     Ok(v)
 }
 
@@ -176,7 +182,12 @@ impl Frontend {
             (false, false) => "partial",
             (true, false) => "failed",
         };
-        Ok(json!({"status": status, "files": files, "failed_files": failed}))
+        // `Value::Array`, not `json!`: the macro would serialise a deep
+        // copy of every file's content.
+        let mut out = json!({"status": status});
+        out["files"] = Value::Array(files);
+        out["failed_files"] = Value::Array(failed);
+        Ok(out)
     }
 
     /// Reads the helpers `helpers` of the session opened as `session_fd`:
@@ -191,8 +202,11 @@ impl Frontend {
     ) -> Vec<Result<Value, Reason>> {
         let opened: Vec<Result<OpenedFile, Reason>> =
             helpers.iter().map(|(_, h)| open_regular_beneath(session_fd.as_fd(), &h.rel)).collect();
-        let jobs: Vec<HashJob<'_>> =
-            opened.iter().flatten().map(|o| HashJob { fd: o.file.as_fd(), limit: None, keep: CONTENT_LIMIT }).collect();
+        let jobs: Vec<HashJob<'_>> = opened
+            .iter()
+            .flatten()
+            .map(|o| HashJob { fd: o.file.as_fd(), limit: None, keep: Keep::Text(CONTENT_LIMIT) })
+            .collect();
         let mut hashed = rehash::hash_fds(&jobs, &RehashOptions::default()).into_iter();
         drop(jobs);
         helpers
@@ -210,12 +224,12 @@ impl Frontend {
                         }
                         HelperRead {
                             pin: Pin::new(&after, r.sha256),
-                            bytes: ReadBytes { digest: r.sha256, len: r.len, prefix: r.head },
+                            bytes: ReadBytes { digest: r.sha256, len: r.len, head: r.head },
                         }
                     }
                     // Changed while the batch read it, or an error: the
                     // one-file read with its retries decides.
-                    _ => read_helper(session_fd, h, CONTENT_LIMIT)?,
+                    _ => read_helper(session_fd, h, Keep::Text(CONTENT_LIMIT))?,
                 };
                 Ok(self.helper_value(session, h, read))
             })
@@ -236,7 +250,7 @@ impl Frontend {
             "revision": revision(&r.bytes.digest),
             "size": r.bytes.len,
         });
-        content_fields(&mut v, r.bytes.prefix, r.bytes.len);
+        content_fields(&mut v, r.bytes.head, r.bytes.len);
         v["temporary_artifact"] = json!({"artifact_generation": token, "in_use": null, "releasable": null});
         v
     }

@@ -13,6 +13,7 @@
 mod launcher;
 mod server;
 mod tools;
+mod transport;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,9 +64,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let result = runtime.block_on(async move {
         // Room for a whole 32 MiB helper written through EditFiles, with
         // JSON escaping; rmcp drops longer lines without an answer.
-        let (stdin, stdout) = rmcp::transport::stdio();
-        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout)
-            .with_max_line_length(MAX_REQUEST_LINE);
+        let transport = transport::Stdio::new(MAX_REQUEST_LINE).context("stdio transport")?;
         let service = WinxServer::new(frontend)
             .serve(transport)
             .await

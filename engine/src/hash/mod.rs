@@ -8,6 +8,10 @@ use std::os::fd::AsFd;
 
 use sha2::{Digest, Sha256};
 
+mod head;
+
+pub use head::{Head, Keep};
+
 /// Read buffer size for hashing.
 pub const HASH_CHUNK: usize = 256 * 1024;
 
@@ -25,7 +29,7 @@ pub fn sha256_fd<Fd: AsFd>(fd: Fd) -> io::Result<([u8; 32], u64)> {
 
 /// Like [`sha256_fd`], with a caller-provided buffer.
 pub fn sha256_fd_with<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> io::Result<([u8; 32], u64)> {
-    let r = read_and_hash(fd, buf, 0)?;
+    let r = read_and_hash(fd, buf, Keep::Nothing)?;
     Ok((r.digest, r.len))
 }
 
@@ -36,12 +40,12 @@ pub struct ReadBytes {
     pub digest: [u8; 32],
     /// How many bytes were read.
     pub len: u64,
-    /// The first bytes read (at most the `keep` asked for).
-    pub prefix: Vec<u8>,
+    /// The first bytes read, as `keep` asked.
+    pub head: Head,
 }
 
 /// Reads every byte of `fd` from offset 0 with `pread` into `buf`, hashing
-/// them all and keeping the first `keep`.
+/// them all and keeping the first bytes as `keep` says.
 ///
 /// The hash and the kept bytes come from the same reads of the same
 /// descriptor, so the content a caller returns is the content it hashed.
@@ -50,9 +54,9 @@ pub struct ReadBytes {
 ///
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
-pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: usize) -> io::Result<ReadBytes> {
+pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep) -> io::Result<ReadBytes> {
     let mut hasher = Sha256::new();
-    let mut prefix = Vec::new();
+    let mut head = Head::new(keep);
     let mut off = 0u64;
     loop {
         let n = match rustix::io::pread(fd.as_fd(), &mut *buf, off) {
@@ -64,13 +68,10 @@ pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: usize) -> io::Resul
             break;
         }
         hasher.update(&buf[..n]);
-        if prefix.len() < keep {
-            let take = (keep - prefix.len()).min(n);
-            prefix.extend_from_slice(&buf[..take]);
-        }
+        head.push(&buf[..n]);
         off += n as u64;
     }
-    Ok(ReadBytes { digest: hasher.finalize().into(), len: off, prefix })
+    Ok(ReadBytes { digest: hasher.finalize().into(), len: off, head })
 }
 
 /// SHA-256 of a byte slice.
@@ -104,9 +105,9 @@ mod tests {
         let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
         f.write_all(&data).unwrap();
         let mut buf = vec![0u8; 4096];
-        let r = super::read_and_hash(&f, &mut buf, 1000).unwrap();
+        let r = super::read_and_hash(&f, &mut buf, super::Keep::Bytes(1000)).unwrap();
         assert_eq!(r.len, data.len() as u64);
-        assert_eq!(r.prefix, &data[..1000]);
+        assert_eq!(r.head.bytes(), &data[..1000]);
         assert_eq!(r.digest, super::sha256_bytes(&data));
     }
 }

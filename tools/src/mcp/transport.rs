@@ -1,0 +1,147 @@
+//! The stdio transport: rmcp's line reader for what comes in, and one
+//! writer thread that serialises each outgoing message straight into
+//! stdout.
+//!
+//! rmcp's own stdio transport encodes a whole message into one buffer, then
+//! hands it to tokio's stdout, which copies it again, 2 MiB at a time, to
+//! a blocking thread. A `ReadFiles` reply can carry 25 MB of text: the
+//! client then waits for the whole encoding before its first byte, and
+//! the process holds two more copies of the reply. Here the writer thread
+//! serialises into a 256 KiB buffer over stdout (and, when stdout is a
+//! pipe, asks for a 1 MiB pipe), so the client reads the start of a reply
+//! while its end is still being encoded.
+//!
+//! Messages leave in the order [`Transport::send`] was called: the message
+//! is queued in the call, before its future is polled. The reader side is
+//! rmcp's [`AsyncRwTransport`] (bounded lines, malformed input ignored or
+//! answered with an Invalid Request error); the few bytes it writes itself
+//! (those error replies) go through the same writer thread, whole, so no
+//! line is ever interleaved with another.
+//!
+//! # References
+//! - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+//!   (`F_SETPIPE_SZ`)
+//! - [`pipe(7)`](https://man7.org/linux/man-pages/man7/pipe.7.html)
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::task::{Context, Poll};
+
+use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::Transport;
+use tokio::io::AsyncWrite;
+use tokio::sync::oneshot;
+
+/// Bytes the writer thread buffers before a `write(2)` to stdout.
+const WRITE_BUFFER: usize = 256 * 1024;
+
+/// The pipe size asked for when stdout is a pipe (the unprivileged
+/// maximum, `/proc/sys/fs/pipe-max-size`, is 1 MiB by default).
+const PIPE_SIZE: usize = 1024 * 1024;
+
+enum Outgoing {
+    /// A message to serialise; the result of writing it goes back.
+    Message(Box<TxJsonRpcMessage<RoleServer>>, oneshot::Sender<io::Result<()>>),
+    /// Bytes the reader side encoded itself (whole lines).
+    Bytes(Vec<u8>),
+}
+
+/// The MCP transport on stdin and stdout.
+pub struct Stdio {
+    read: AsyncRwTransport<RoleServer, tokio::io::Stdin, Forward>,
+    out: Option<mpsc::Sender<Outgoing>>,
+}
+
+impl Stdio {
+    /// A transport over this process's stdin and stdout; incoming lines
+    /// longer than `max_line` bytes are dropped by the reader.
+    pub fn new(max_line: usize) -> io::Result<Stdio> {
+        let stdout = File::from(io::stdout().as_fd().try_clone_to_owned()?);
+        if rustix::fs::fstat(&stdout).is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_fifo()) {
+            // Best effort: a smaller pipe only means more wake-ups.
+            let _ = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE_SIZE);
+        }
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new().name("winx-mcp-out".into()).spawn(move || write_loop(stdout, rx))?;
+        let read = AsyncRwTransport::new_server(tokio::io::stdin(), Forward(tx.clone())).with_max_line_length(max_line);
+        Ok(Stdio { read, out: Some(tx) })
+    }
+}
+
+/// The writer thread: serialises messages into `stdout` until every sender
+/// is gone.
+fn write_loop(stdout: File, rx: mpsc::Receiver<Outgoing>) {
+    let mut w = BufWriter::with_capacity(WRITE_BUFFER, stdout);
+    for item in rx {
+        match item {
+            Outgoing::Message(m, done) => {
+                let r = serde_json::to_writer(&mut w, &*m)
+                    .map_err(io::Error::from)
+                    .and_then(|()| w.write_all(b"\n"))
+                    .and_then(|()| w.flush());
+                let _ = done.send(r);
+            }
+            Outgoing::Bytes(b) => {
+                if let Err(e) = w.write_all(&b).and_then(|()| w.flush()) {
+                    tracing::debug!(error = %e, "stdout write failed");
+                }
+            }
+        }
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "MCP writer is closed")
+}
+
+impl Transport<RoleServer> for Stdio {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl std::future::Future<Output = Result<(), io::Error>> + Send + 'static {
+        let (done, result) = oneshot::channel();
+        // Queued now, so messages leave in the order of the calls.
+        let queued = self.out.as_ref().is_some_and(|tx| tx.send(Outgoing::Message(Box::new(item), done)).is_ok());
+        async move {
+            if !queued {
+                return Err(closed());
+            }
+            result.await.unwrap_or_else(|_| Err(closed()))
+        }
+    }
+
+    fn receive(&mut self) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        self.read.receive()
+    }
+
+    async fn close(&mut self) -> Result<(), io::Error> {
+        let r = self.read.close().await;
+        self.out = None;
+        r
+    }
+}
+
+/// The reader side's writer: hands what it writes to the writer thread.
+/// rmcp's codec writes whole lines and this accepts every byte at once, so
+/// a line is never split.
+struct Forward(mpsc::Sender<Outgoing>);
+
+impl AsyncWrite for Forward {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.0.send(Outgoing::Bytes(buf.to_vec())).map(|()| buf.len()).map_err(|_| closed()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
