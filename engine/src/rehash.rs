@@ -334,7 +334,7 @@ mod tests {
                 for (i, g) in got.into_iter().enumerate() {
                     let g = g.unwrap();
                     assert_eq!((g.sha256, g.len), want[i], "{backend:?} {threads} file {i}");
-                    assert_eq!(g.head.bytes(), &contents[i][..contents[i].len().min(10)]);
+                    assert_eq!(g.head.clone().into_bytes(), &contents[i][..contents[i].len().min(10)]);
                 }
             }
         }

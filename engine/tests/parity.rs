@@ -487,7 +487,63 @@ fn rehash_digests_agree_across_backends() {
             for (i, g) in got.iter().enumerate() {
                 let g = g.as_ref().unwrap();
                 assert_eq!((g.sha256, g.len), want[i], "{backend:?}/{threads}: file {i}");
-                assert_eq!(g.head.bytes(), &contents[i][..contents[i].len().min(3)]);
+                assert_eq!(g.head.clone().into_bytes(), &contents[i][..contents[i].len().min(3)]);
+            }
+        }
+    }
+}
+
+/// Text kept across reads (characters cut by every read boundary), and
+/// binary files given up, agree across backends and with the one-file read.
+#[test]
+fn rehash_text_heads_agree_across_backends() {
+    let line = "ÿ€ text — 𝄞 line\n";
+    let contents: Vec<Vec<u8>> = (0..24usize)
+        .map(|i| {
+            let mut c = line.repeat(i * 1500 + i).into_bytes();
+            match i % 4 {
+                // A NUL far in, past the first read.
+                1 => c.insert(c.len() / 2, 0),
+                // A bad byte.
+                2 => c.push(0xff),
+                // A character cut by the end of the file.
+                3 => c.extend_from_slice(&"€".as_bytes()[..2]),
+                _ => {}
+            }
+            c
+        })
+        .collect();
+    let files: Vec<fs::File> = contents.iter().map(|c| temp_file(c)).collect();
+    let limit = 300_000;
+    let want: Vec<Option<String>> = files
+        .iter()
+        .map(|f| {
+            let mut buf = vec![0u8; 4096];
+            let r = winx_release_engine::hash::read_and_hash(f, &mut buf, Keep::Text(limit)).unwrap();
+            r.head.into_text(r.len > limit as u64)
+        })
+        .collect();
+    // What the rule says, from the whole contents.
+    for (i, c) in contents.iter().enumerate() {
+        let expect = match std::str::from_utf8(&c[..c.len().min(limit)]) {
+            Ok(s) if !s.contains('\0') => Some(s.to_owned()),
+            Err(e) if e.error_len().is_none() && c.len() > limit => {
+                Some(std::str::from_utf8(&c[..e.valid_up_to()]).unwrap().to_owned())
+            }
+            _ => None,
+        };
+        assert_eq!(want[i], expect, "file {i}");
+    }
+    assert!(want.iter().any(Option::is_none) && want.iter().filter(|w| w.is_some()).count() > 6);
+    let jobs: Vec<HashJob<'_>> =
+        files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Text(limit) }).collect();
+    for backend in [RehashBackend::Uring, RehashBackend::Sync] {
+        for threads in [1, 2] {
+            let got = hash_fds(&jobs, &RehashOptions { backend, threads });
+            for (i, g) in got.into_iter().enumerate() {
+                let g = g.unwrap();
+                let cut = g.len > limit as u64;
+                assert_eq!(g.head.into_text(cut), want[i], "{backend:?}/{threads}: file {i}");
             }
         }
     }

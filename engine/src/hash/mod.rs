@@ -107,7 +107,7 @@ mod tests {
         let mut buf = vec![0u8; 4096];
         let r = super::read_and_hash(&f, &mut buf, super::Keep::Bytes(1000)).unwrap();
         assert_eq!(r.len, data.len() as u64);
-        assert_eq!(r.head.bytes(), &data[..1000]);
+        assert_eq!(r.head.into_bytes(), &data[..1000]);
         assert_eq!(r.digest, super::sha256_bytes(&data));
     }
 }

@@ -115,7 +115,12 @@ impl Reader {
                     break;
                 };
                 idle.pop();
-                active[b] = Some(Active { job, hasher: Sha256::new(), off: 0, head: Head::new(jobs[job].keep) });
+                active[b] = Some(Active {
+                    job,
+                    hasher: Sha256::new(),
+                    off: 0,
+                    head: Head::sized(jobs[job].keep, jobs[job].size_hint),
+                });
                 pending[b] = self.issue(b, &jobs[job], 0);
                 in_flight += pending[b];
                 live += 1;

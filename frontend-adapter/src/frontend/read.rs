@@ -88,22 +88,8 @@ pub(crate) fn read_helper(session: &OwnedFd, h: &HelperPath, keep: Keep) -> Resu
 /// string without a copy.
 fn content_fields(v: &mut Value, head: Head, size: u64) {
     let truncated = size > CONTENT_LIMIT as u64;
-    let text = if head.not_text() {
-        None
-    } else {
-        match String::from_utf8(head.into_bytes()) {
-            Ok(s) => Some(s),
-            // A character cut by the limit at the very end.
-            Err(e) if truncated && e.utf8_error().error_len().is_none() => {
-                let valid = e.utf8_error().valid_up_to();
-                let mut bytes = e.into_bytes();
-                bytes.truncate(valid);
-                String::from_utf8(bytes).ok()
-            }
-            Err(_) => None,
-        }
-    };
-    match text.filter(|t| !t.as_bytes().contains(&0)) {
+    // The head checked every byte once as it was read (UTF-8, no NUL).
+    match head.into_text(truncated) {
         Some(t) => {
             v["content"] = Value::String(t);
             v["binary"] = Value::Bool(false);
