@@ -40,7 +40,7 @@ fn rehash_throughput(c: &mut Criterion) {
         for (name, backend) in
             [("uring", RehashBackend::Uring), ("sync", RehashBackend::Sync), ("auto", RehashBackend::Auto)]
         {
-            let opts = RehashOptions { backend, threads: 0 };
+            let opts = RehashOptions { backend, threads: 0, fingerprint: false };
             g.bench_with_input(BenchmarkId::new(name, label), &jobs, |b, jobs| {
                 b.iter(|| {
                     let r = hash_fds(jobs, &opts);

@@ -21,13 +21,17 @@
 //! # Hash passes of one release
 //!
 //! A helper's bytes are hashed once by `ReadFiles` (the revision and the
-//! token's digest come from that one read), then twice by a release: once
-//! by the pre-release check (every target, before the scan and before
-//! anything moves: "all targets are checked before removal begins") and once
-//! after the move into quarantine ("its pinned physical identity and
-//! content are rechecked"). Neither can be dropped: the recheck alone would
-//! start moving targets before all were checked, and the check alone would
-//! leave the window between check and move unverified.
+//! token's digest come from that one read), then read twice by a release:
+//! once by the pre-release check (every target, beside the scan and before
+//! anything moves: "all targets are checked before removal begins"), which
+//! takes SHA-256 against the pin and, from the same reads, a BLAKE3
+//! fingerprint ([`RehashOptions::fingerprint`]); and once after the move
+//! into quarantine ("its pinned physical identity and content are
+//! rechecked"), which compares the captured bytes' BLAKE3 with that
+//! fingerprint (`release/check.rs` says why that is a content recheck).
+//! Neither pass can be dropped: the recheck alone would start moving
+//! targets before all were checked, and the check alone would leave the
+//! window between check and move unverified.
 //!
 //! # References
 //! - [`io_uring_enter(2)`](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
@@ -41,7 +45,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::hash::{Head, Keep};
+use crate::hash::{Fingerprint, Head, Keep};
 use crate::identity::{Identity, Pin};
 use crate::uring::read::{FileJob, Reader};
 use crate::uring::ring::{Pipeline, RingConfig, Shared};
@@ -67,6 +71,9 @@ pub struct RehashOptions {
     pub backend: RehashBackend,
     /// Worker threads, the calling thread included; 0 lets [`plan`] decide.
     pub threads: usize,
+    /// Also take each file's BLAKE3 fingerprint from the same reads
+    /// ([`Rehashed::fingerprint`]).
+    pub fingerprint: bool,
 }
 
 /// One file to hash: an open descriptor, read from offset 0 (the file
@@ -104,6 +111,9 @@ pub struct Rehashed {
     pub len: u64,
     /// The first bytes, as the job's `keep` said.
     pub head: Head,
+    /// BLAKE3 of the same bytes, when [`RehashOptions::fingerprint`] asked
+    /// for it.
+    pub fingerprint: Option<Fingerprint>,
 }
 
 impl Rehashed {
@@ -182,7 +192,13 @@ pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Re
     let file_jobs: Vec<FileJob> = jobs
         .iter()
         .zip(&sizes)
-        .map(|(j, &size)| FileJob { fd: j.fd.as_raw_fd(), limit: j.limit, keep: j.keep, size_hint: size })
+        .map(|(j, &size)| FileJob {
+            fd: j.fd.as_raw_fd(),
+            limit: j.limit,
+            keep: j.keep,
+            size_hint: size,
+            fingerprint: opts.fingerprint,
+        })
         .collect();
     let cursor = AtomicUsize::new(0);
     let next = || {
@@ -200,7 +216,10 @@ pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Re
         let mut reader = Reader::new(pipe, DEPTH);
         let mut mine: Vec<(usize, io::Result<Rehashed>)> = Vec::new();
         reader.run(&file_jobs, &next, &mut |i, r| {
-            mine.push((i, r.map(|h| Rehashed { sha256: h.sha256, len: h.len, head: h.head })));
+            mine.push((
+                i,
+                r.map(|h| Rehashed { sha256: h.sha256, len: h.len, head: h.head, fingerprint: h.fingerprint }),
+            ));
         });
         drop(reader);
         let mut all = results.lock().unwrap_or_else(|p| p.into_inner());
@@ -314,7 +333,7 @@ mod tests {
         let big = plan(100, 64 << 20, &auto);
         assert_eq!(big.uring, crate::uring::probe().is_ok());
         assert!(big.threads >= 1);
-        let sync = RehashOptions { backend: RehashBackend::Sync, threads: 2 };
+        let sync = RehashOptions { backend: RehashBackend::Sync, threads: 2, fingerprint: false };
         assert_eq!(plan(100, 64 << 20, &sync), Plan { uring: false, threads: 2 });
         // Never more threads than files.
         assert_eq!(plan(1, 64 << 20, &sync).threads, 1);
@@ -330,7 +349,7 @@ mod tests {
             files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(10) }).collect();
         for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
             for threads in [0, 1, 2] {
-                let got = hash_fds(&jobs, &RehashOptions { backend, threads });
+                let got = hash_fds(&jobs, &RehashOptions { backend, threads, fingerprint: false });
                 for (i, g) in got.into_iter().enumerate() {
                     let g = g.unwrap();
                     assert_eq!((g.sha256, g.len), want[i], "{backend:?} {threads} file {i}");
@@ -344,10 +363,14 @@ mod tests {
     fn limit_stops_after_one_more_byte() {
         let f = file_with(&[7u8; 1000]);
         for backend in [RehashBackend::Uring, RehashBackend::Sync] {
-            let r = hash_fds(&[HashJob::pinned(f.as_fd(), 10)], &RehashOptions { backend, threads: 1 });
+            let r =
+                hash_fds(&[HashJob::pinned(f.as_fd(), 10)], &RehashOptions { backend, threads: 1, fingerprint: false });
             let r = r.into_iter().next().unwrap().unwrap();
             assert_eq!(r.len, 11);
-            let exact = hash_fds(&[HashJob::pinned(f.as_fd(), 1000)], &RehashOptions { backend, threads: 1 });
+            let exact = hash_fds(
+                &[HashJob::pinned(f.as_fd(), 1000)],
+                &RehashOptions { backend, threads: 1, fingerprint: false },
+            );
             let exact = exact.into_iter().next().unwrap().unwrap();
             assert_eq!((exact.sha256, exact.len), crate::hash::sha256_fd(&f).unwrap());
         }
@@ -359,7 +382,7 @@ mod tests {
         let dir = std::fs::File::open("/").unwrap(); // reading a directory: EISDIR
         let jobs = [HashJob::new(good.as_fd()), HashJob::new(dir.as_fd())];
         for backend in [RehashBackend::Uring, RehashBackend::Sync] {
-            let r = hash_fds(&jobs, &RehashOptions { backend, threads: 1 });
+            let r = hash_fds(&jobs, &RehashOptions { backend, threads: 1, fingerprint: false });
             assert_eq!(r[0].as_ref().unwrap().sha256, crate::hash::sha256_bytes(b"hello"));
             assert_eq!(r[1].as_ref().unwrap_err().raw_os_error(), Some(libc::EISDIR));
         }

@@ -478,16 +478,23 @@ fn rehash_digests_agree_across_backends() {
         (0..40usize).map(|i| (0..(i * i * 997 + i)).map(|k| (k % 251) as u8 ^ i as u8).collect()).collect();
     let files: Vec<fs::File> = contents.iter().map(|c| temp_file(c)).collect();
     let want: Vec<([u8; 32], u64)> = files.iter().map(|f| winx_release_engine::hash::sha256_fd(f).unwrap()).collect();
+    // The fingerprints (BLAKE3) as the release's recheck takes them.
+    let mut buf = vec![0u8; 4096];
+    let prints: Vec<_> =
+        files.iter().map(|f| winx_release_engine::hash::fingerprint_fd(f, &mut buf, u64::MAX - 1).unwrap().0).collect();
     let jobs: Vec<HashJob<'_>> =
         files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(3) }).collect();
     for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
         for threads in [0, 1, 2, 4] {
-            let got = hash_fds(&jobs, &RehashOptions { backend, threads });
-            assert_eq!(got.len(), files.len());
-            for (i, g) in got.iter().enumerate() {
-                let g = g.as_ref().unwrap();
-                assert_eq!((g.sha256, g.len), want[i], "{backend:?}/{threads}: file {i}");
-                assert_eq!(g.head.clone().into_bytes(), &contents[i][..contents[i].len().min(3)]);
+            for fingerprint in [false, true] {
+                let got = hash_fds(&jobs, &RehashOptions { backend, threads, fingerprint });
+                assert_eq!(got.len(), files.len());
+                for (i, g) in got.iter().enumerate() {
+                    let g = g.as_ref().unwrap();
+                    assert_eq!((g.sha256, g.len), want[i], "{backend:?}/{threads}: file {i}");
+                    assert_eq!(g.head.clone().into_bytes(), &contents[i][..contents[i].len().min(3)]);
+                    assert_eq!(g.fingerprint, fingerprint.then_some(prints[i]), "{backend:?}/{threads}: file {i}");
+                }
             }
         }
     }
@@ -539,7 +546,7 @@ fn rehash_text_heads_agree_across_backends() {
         files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Text(limit) }).collect();
     for backend in [RehashBackend::Uring, RehashBackend::Sync] {
         for threads in [1, 2] {
-            let got = hash_fds(&jobs, &RehashOptions { backend, threads });
+            let got = hash_fds(&jobs, &RehashOptions { backend, threads, fingerprint: false });
             for (i, g) in got.into_iter().enumerate() {
                 let g = g.unwrap();
                 let cut = g.len > limit as u64;
@@ -577,7 +584,7 @@ fn open_and_hash_checks_the_pin_before_hashing() {
         OpenJob { name: c"other", pin: None },
     ];
     for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
-        let r = open_and_hash_at(dir.as_fd(), &jobs, &RehashOptions { backend, threads: 0 });
+        let r = open_and_hash_at(dir.as_fd(), &jobs, &RehashOptions { backend, threads: 0, fingerprint: false });
         assert!(r[0].as_ref().unwrap().hash.as_ref().unwrap().matches(&good), "{backend:?}");
         assert!(r[1].as_ref().unwrap().hash.is_none());
         assert!(r[2].as_ref().unwrap().hash.is_none(), "two links: not hashed");

@@ -338,6 +338,34 @@ fn replacement_swapped_in_quarantine_is_restored() {
     assert_eq!(fs::read(&h).unwrap(), b"pinned");
 }
 
+/// The pinned inode itself rewritten (same inode, same size, other bytes)
+/// after the checks, or in quarantine after the move: the recheck reads the
+/// captured bytes again, so the object is put back, never unlinked.
+#[test]
+fn in_place_write_after_checks_is_restored_not_deleted() {
+    use std::os::unix::fs::FileExt;
+    for in_quarantine in [false, true] {
+        let fx = Fixture::new();
+        let h = fx.helper("h.txt", b"pinned bytes, one of many");
+        let t = [target(&h)];
+        let original_ino = fs::metadata(&h).unwrap().ino();
+        let rewrite = |path: &Path| fs::OpenOptions::new().write(true).open(path)?.write_all_at(b"PINNED", 0);
+        let hook = |p: &FaultPoint<'_>| match p {
+            FaultPoint::AfterChecks if !in_quarantine => rewrite(&h),
+            FaultPoint::AfterRename { quarantined, .. } if in_quarantine => rewrite(quarantined),
+            _ => Ok(()),
+        };
+        let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+        assert_eq!(r.status, Status::Partial, "{in_quarantine}: {r:?}");
+        assert_eq!(r.files[0].outcome, Outcome::Restored, "{in_quarantine}: {r:?}");
+        assert_eq!(r.files[0].reason.map(TargetCode::code), Some("replaced_during_release"));
+        assert_eq!(r.bytes_reclaimed, 0);
+        assert_eq!(fs::read(&h).unwrap(), b"PINNED bytes, one of many");
+        assert_eq!(fs::metadata(&h).unwrap().ino(), original_ino);
+        assert_eq!(fx.session_entries(), vec!["h.txt".to_owned()]);
+    }
+}
+
 #[test]
 fn occupied_name_during_restore_is_preserved_and_named() {
     let fx = Fixture::new();

@@ -14,11 +14,11 @@ use super::check::{Checked, Opened};
 use super::{failed_untouched, fault, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, TargetResult};
 use crate::error::{Reason, TargetReason};
 use crate::fault::FaultPoint;
+use crate::hash::{fingerprint_fd, Fingerprint, HASH_CHUNK};
 use crate::identity::{Identity, Pin, IDENTITY_MASK};
 use crate::journal::{Journal, JournalIntent, JournalLock, JournalMark, JournalTarget};
 use crate::layout;
 use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
-use crate::rehash::{self, HashJob, RehashBackend, RehashOptions};
 
 /// A release's quarantine and journal, once both exist.
 pub(super) struct Run {
@@ -97,6 +97,8 @@ struct Place<'a> {
 /// moved.
 pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[Checked]) -> (Vec<TargetResult>, bool) {
     let mut files: Vec<TargetResult> = Vec::with_capacity(targets.len());
+    // One read buffer for every recheck.
+    let mut buf = vec![0u8; HASH_CHUNK];
     let mut stopped = false;
     let mut touched = false;
     for (i, c) in targets.iter().enumerate() {
@@ -110,7 +112,7 @@ pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[C
         if !stopped {
             let qname = entry_name(i);
             let place = Place { q: &run.q, target: c, index: i, qpath: run.q.entry_path(&qname), qname };
-            let step = capture_one(&mut run.journal, opts, &place, &mut result);
+            let step = capture_one(&mut run.journal, opts, &place, &mut buf, &mut result);
             touched |= step.moved;
             stopped = !step.go_on;
         }
@@ -129,7 +131,13 @@ struct Step {
 
 /// Moves one target into quarantine, rechecks it, and unlinks it or puts it
 /// back.
-fn capture_one(journal: &mut Journal, opts: &ReleaseOptions<'_>, p: &Place<'_>, result: &mut TargetResult) -> Step {
+fn capture_one(
+    journal: &mut Journal,
+    opts: &ReleaseOptions<'_>,
+    p: &Place<'_>,
+    buf: &mut [u8],
+    result: &mut TargetResult,
+) -> Step {
     let (c, i, q) = (p.target, p.index, p.q);
     let path = c.helper.as_path();
     let moved = fault(opts, FaultPoint::BeforeRename { index: i, path })
@@ -142,7 +150,7 @@ fn capture_one(journal: &mut Journal, opts: &ReleaseOptions<'_>, p: &Place<'_>, 
     }
     let stop = Step { moved: true, go_on: false };
     let verdict = fault(opts, FaultPoint::AfterRename { index: i, path, quarantined: &p.qpath })
-        .and_then(|()| recheck_captured(q, &p.qname, &c.pin))
+        .and_then(|()| recheck_captured(q, &p.qname, &c.pin, c.fingerprint, buf))
         .and_then(|v| {
             fault(opts, FaultPoint::AfterRecheck { index: i, quarantined: &p.qpath, verified: v.is_some() })?;
             Ok(v)
@@ -182,9 +190,18 @@ fn capture_one(journal: &mut Journal, opts: &ReleaseOptions<'_>, p: &Place<'_>, 
     }
 }
 
-/// Re-identifies and re-hashes a captured object; returns its identity when
-/// it is exactly the pinned object.
-fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin) -> io::Result<Option<Identity>> {
+/// Re-identifies a captured object and reads all its bytes again; returns
+/// its identity when it is exactly the pinned object: the pinned inode, one
+/// link, the pinned size, and bytes whose BLAKE3 is the check's
+/// `fingerprint` (see `check.rs`). Without a fingerprint nothing verifies.
+fn recheck_captured(
+    q: &Quarantine,
+    qname: &str,
+    pin: &Pin,
+    fingerprint: Option<Fingerprint>,
+    buf: &mut [u8],
+) -> io::Result<Option<Identity>> {
+    let Some(fingerprint) = fingerprint else { return Ok(None) };
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(q.dir.as_fd(), qname, flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -197,15 +214,12 @@ fn recheck_captured(q: &Quarantine, qname: &str, pin: &Pin) -> io::Result<Option
     if !id.is_regular() || !pin.same_object(&id) || id.nlink != 1 || id.size != pin.size {
         return Ok(None);
     }
-    // One file, read once from the start: `pread` on this thread. A ring
-    // for a single file costs its set-up and saves nothing (the rehash
-    // `Auto` plan would build one for any file over 256 KiB).
-    let one_file = RehashOptions { backend: RehashBackend::Sync, threads: 1 };
-    let hashed = rehash::hash_fds(&[HashJob::pinned(fd.as_fd(), pin.size)], &one_file);
-    match hashed.into_iter().next() {
-        Some(Ok(h)) if h.matches(pin) => {}
-        Some(Err(e)) => return Err(e),
-        _ => return Ok(None),
+    // One file, read once from the start with `pread` on this thread (a
+    // ring for a single file costs its set-up and saves nothing), up to one
+    // byte past the pinned size.
+    let (print, len) = fingerprint_fd(fd.as_fd(), buf, pin.size)?;
+    if len != pin.size || print != fingerprint {
+        return Ok(None);
     }
     // The name must still denote the descriptor we verified.
     let again = rustix::fs::statx(q.dir.as_fd(), qname, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK)?;

@@ -186,7 +186,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         return ReleaseReport::denied(&paths, Reason::UnsupportedPlatform, &[], "release is supported on Linux only");
     }
     // Steps 6–7 (identities), then 7 (bytes) and 8 (scan) side by side.
-    let opened = match check::open_targets(req, owner, &paths) {
+    let mut opened = match check::open_targets(req, owner, &paths) {
         Ok(o) => o,
         Err(report) => return report,
     };
@@ -199,8 +199,12 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         let own = check::rehash_targets(&opened);
         (own, scan.join())
     });
+    let (own, prints) = own;
     if let Some(first) = own.iter().flatten().next().copied() {
         return ReleaseReport::denied(&paths, first, &own, "a target failed its check");
+    }
+    for (c, f) in opened.targets.iter_mut().zip(prints) {
+        c.fingerprint = f;
     }
     let scan = match scan {
         Ok(Ok(scan)) => scan,

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::hash::{Head, Keep};
+use crate::hash::{Fingerprint, Head, Keep};
 
 use super::ring::{Op, Pipeline, RingConfig, Shared};
 
@@ -57,6 +57,8 @@ pub(crate) struct FileJob {
     pub size_hint: u64,
     /// What to keep of the first bytes.
     pub keep: Keep,
+    /// Also take the BLAKE3 fingerprint of the bytes.
+    pub fingerprint: bool,
 }
 
 /// A file's digest, its length as read, and its first bytes.
@@ -65,11 +67,13 @@ pub(crate) struct Hashed {
     pub sha256: [u8; 32],
     pub len: u64,
     pub head: Head,
+    pub fingerprint: Option<Fingerprint>,
 }
 
 struct Active {
     job: usize,
     hasher: Sha256,
+    fingerprint: Option<Box<blake3::Hasher>>,
     off: u64,
     head: Head,
 }
@@ -118,6 +122,7 @@ impl Reader {
                 active[b] = Some(Active {
                     job,
                     hasher: Sha256::new(),
+                    fingerprint: jobs[job].fingerprint.then(|| Box::new(blake3::Hasher::new())),
                     off: 0,
                     head: Head::sized(jobs[job].keep, jobs[job].size_hint),
                 });
@@ -153,13 +158,24 @@ impl Reader {
                 } else {
                     let data = &self.bufs[b][..n];
                     a.hasher.update(data);
+                    if let Some(f) = a.fingerprint.as_mut() {
+                        f.update(data);
+                    }
                     a.head.push(data);
                     a.off += n as u64;
                     job.limit.is_some_and(|l| a.off > l)
                 };
                 if finished {
                     let a = active[b].take().expect("active");
-                    out(a.job, Ok(Hashed { sha256: a.hasher.finalize().into(), len: a.off, head: a.head }));
+                    out(
+                        a.job,
+                        Ok(Hashed {
+                            sha256: a.hasher.finalize().into(),
+                            len: a.off,
+                            head: a.head,
+                            fingerprint: a.fingerprint.map(|f| *f.finalize().as_bytes()),
+                        }),
+                    );
                     idle.push(b);
                     live -= 1;
                 } else {
@@ -291,7 +307,13 @@ mod tests {
         let jobs: Vec<FileJob> = files
             .iter()
             .zip(&sizes)
-            .map(|(f, &n)| FileJob { fd: f.as_raw_fd(), limit: None, size_hint: n as u64, keep: Keep::Nothing })
+            .map(|(f, &n)| FileJob {
+                fd: f.as_raw_fd(),
+                limit: None,
+                size_hint: n as u64,
+                keep: Keep::Nothing,
+                fingerprint: false,
+            })
             .collect();
         let shared = Shared::with_fatal_at(2, CANARY);
         let pipe = Pipeline::new(&RingConfig::default(), shared.clone());
