@@ -6,11 +6,12 @@
 
 mod support;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::Env;
@@ -160,4 +161,24 @@ async fn old_token_is_refused_for_a_recreation_under_the_same_inode_number() {
     assert_eq!(v["status"], "completed", "{v}");
     assert!(!h.exists());
     mcp.stop().await;
+}
+
+/// A guardian answers a new connection at once: between peers its accept
+/// loop waits in `poll(2)`. (A fixed 25 ms sleep there once delayed every
+/// frontend call by half of that on average: 20 calls took 250 ms or more.)
+#[test]
+fn guardian_answers_new_connections_without_delay() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let hello = format!("{}\n", json!({"id": 1, "op": "hello", "protocol": 1, "client": "test"}));
+    let t = Instant::now();
+    for _ in 0..20 {
+        let mut s = UnixStream::connect(&env.sock).unwrap();
+        s.write_all(hello.as_bytes()).unwrap();
+        let mut line = String::new();
+        BufReader::new(&s).read_line(&mut line).unwrap();
+        assert!(line.contains("\"ok\":true"), "{line}");
+    }
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(150), "20 connections and hellos took {took:?}");
 }

@@ -133,7 +133,19 @@ fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
+/// How long the accept loop waits for a peer before it looks at the
+/// shutdown flag again.
+const ACCEPT_POLL: Duration = Duration::from_millis(25);
+
 /// Accepts peers of this user until shutdown.
+///
+/// The listener is non-blocking; between peers the loop waits in `poll(2)`,
+/// which returns as soon as a peer connects (a fixed sleep here once added
+/// up to 25 ms to every frontend call), and at least every
+/// [`ACCEPT_POLL`] to see a shutdown.
+///
+/// # References
+/// - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
 fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
     while !shared.shutdown.load(Ordering::SeqCst) {
         match listener.accept() {
@@ -150,7 +162,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                 std::thread::spawn(move || connection(shared, stream));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                std::thread::sleep(Duration::from_millis(25));
+                let mut fds = [rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN)];
+                let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: ACCEPT_POLL.as_nanos() as _ };
+                if rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
+                    std::thread::sleep(ACCEPT_POLL);
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
