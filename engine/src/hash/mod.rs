@@ -4,7 +4,7 @@
 //! - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use sha2::{Digest, Sha256};
 
@@ -49,17 +49,29 @@ pub struct ReadBytes {
 ///
 /// The hash and the kept bytes come from the same reads of the same
 /// descriptor, so the content a caller returns is the content it hashed.
-/// This is the one synchronous SHA-256 read loop; the io_uring pipeline is
-/// in [`crate::rehash`].
+/// This is the one synchronous SHA-256 read; the io_uring pipeline is in
+/// [`crate::rehash`].
 ///
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep) -> io::Result<ReadBytes> {
     let mut hasher = Sha256::new();
     let mut head = Head::new(keep);
+    let len = pread_all(fd.as_fd(), buf, u64::MAX, &mut |data| {
+        hasher.update(data);
+        head.push(data);
+    })?;
+    Ok(ReadBytes { digest: hasher.finalize().into(), len, head })
+}
+
+/// Reads `fd` from offset 0 with `pread` into `buf`, handing each read to
+/// `each`, until the end of the file or `end` bytes. Returns the bytes
+/// read. The one synchronous read loop of this module.
+fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], end: u64, each: &mut dyn FnMut(&[u8])) -> io::Result<u64> {
     let mut off = 0u64;
-    loop {
-        let n = match rustix::io::pread(fd.as_fd(), &mut *buf, off) {
+    while off < end {
+        let want = usize::try_from(end - off).unwrap_or(usize::MAX).min(buf.len());
+        let n = match rustix::io::pread(fd, &mut buf[..want], off) {
             Ok(n) => n,
             Err(rustix::io::Errno::INTR) | Err(rustix::io::Errno::AGAIN) => continue,
             Err(e) => return Err(e.into()),
@@ -67,11 +79,10 @@ pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep) -> io::Result
         if n == 0 {
             break;
         }
-        hasher.update(&buf[..n]);
-        head.push(&buf[..n]);
+        each(&buf[..n]);
         off += n as u64;
     }
-    Ok(ReadBytes { digest: hasher.finalize().into(), len: off, head })
+    Ok(off)
 }
 
 /// A BLAKE3 digest of a file's bytes.
@@ -92,22 +103,10 @@ pub type Fingerprint = [u8; 32];
 /// - [BLAKE3](https://github.com/BLAKE3-team/BLAKE3-specs/blob/master/blake3.pdf)
 pub fn fingerprint_fd<Fd: AsFd>(fd: Fd, buf: &mut [u8], limit: u64) -> io::Result<(Fingerprint, u64)> {
     let mut hasher = blake3::Hasher::new();
-    let mut off = 0u64;
-    let end = limit.saturating_add(1);
-    while off < end {
-        let want = usize::try_from(end - off).unwrap_or(usize::MAX).min(buf.len());
-        let n = match rustix::io::pread(fd.as_fd(), &mut buf[..want], off) {
-            Ok(n) => n,
-            Err(rustix::io::Errno::INTR) | Err(rustix::io::Errno::AGAIN) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        off += n as u64;
-    }
-    Ok((*hasher.finalize().as_bytes(), off))
+    let len = pread_all(fd.as_fd(), buf, limit.saturating_add(1), &mut |data| {
+        hasher.update(data);
+    })?;
+    Ok((*hasher.finalize().as_bytes(), len))
 }
 
 /// SHA-256 of a byte slice.
