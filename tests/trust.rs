@@ -165,20 +165,26 @@ async fn old_token_is_refused_for_a_recreation_under_the_same_inode_number() {
 
 /// A guardian answers a new connection at once: between peers its accept
 /// loop waits in `poll(2)`. (A fixed 25 ms sleep there once delayed every
-/// frontend call by half of that on average: 20 calls took 250 ms or more.)
+/// frontend call: each connect + `hello` in a row took ~25 ms.) The median
+/// of 20 round trips is compared, so a few slow ones on a busy machine do
+/// not decide.
 #[test]
 fn guardian_answers_new_connections_without_delay() {
     let mut env = Env::new();
     env.start_guardian();
     let hello = format!("{}\n", json!({"id": 1, "op": "hello", "protocol": 1, "client": "test"}));
-    let t = Instant::now();
-    for _ in 0..20 {
-        let mut s = UnixStream::connect(&env.sock).unwrap();
-        s.write_all(hello.as_bytes()).unwrap();
-        let mut line = String::new();
-        BufReader::new(&s).read_line(&mut line).unwrap();
-        assert!(line.contains("\"ok\":true"), "{line}");
-    }
-    let took = t.elapsed();
-    assert!(took < Duration::from_millis(150), "20 connections and hellos took {took:?}");
+    let mut trips: Vec<Duration> = (0..20)
+        .map(|_| {
+            let t = Instant::now();
+            let mut s = UnixStream::connect(&env.sock).unwrap();
+            s.write_all(hello.as_bytes()).unwrap();
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line).unwrap();
+            assert!(line.contains("\"ok\":true"), "{line}");
+            t.elapsed()
+        })
+        .collect();
+    trips.sort();
+    let median = trips[trips.len() / 2];
+    assert!(median < Duration::from_millis(10), "median connect + hello {median:?}; all: {trips:?}");
 }
