@@ -172,8 +172,24 @@ fn ring_config() -> RingConfig {
 ///
 /// An error reading a file is that file's result; the others go on.
 pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Rehashed>> {
+    let results: Mutex<Vec<Option<io::Result<Rehashed>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    hash_fds_each(jobs, opts, &|i, r| {
+        results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("rehash worker ended early"))))
+        .collect()
+}
+
+/// Like [`hash_fds`], handing each file's result to `done` as soon as it
+/// is ready, with the file's index in `jobs`: on the worker thread that
+/// hashed it, in no particular order. Returns once every job is done.
+pub fn hash_fds_each(jobs: &[HashJob<'_>], opts: &RehashOptions, done: &(dyn Fn(usize, io::Result<Rehashed>) + Sync)) {
     if jobs.is_empty() {
-        return Vec::new();
+        return;
     }
     // Sizes, for the plan and to start the biggest files first.
     // (A pinned size is what the file should hold; only unpinned files
@@ -205,7 +221,6 @@ pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Re
         let k = cursor.fetch_add(1, Ordering::Relaxed);
         order.get(k).copied()
     };
-    let results: Mutex<Vec<Option<io::Result<Rehashed>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     let shared = Shared::new();
     let work = |uring: bool| {
         let pipe = if uring {
@@ -214,18 +229,9 @@ pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Re
             Pipeline::synchronous(&ring_config(), shared.clone())
         };
         let mut reader = Reader::new(pipe, DEPTH);
-        let mut mine: Vec<(usize, io::Result<Rehashed>)> = Vec::new();
         reader.run(&file_jobs, &next, &mut |i, r| {
-            mine.push((
-                i,
-                r.map(|h| Rehashed { sha256: h.sha256, len: h.len, head: h.head, fingerprint: h.fingerprint }),
-            ));
+            done(i, r.map(|h| Rehashed { sha256: h.sha256, len: h.len, head: h.head, fingerprint: h.fingerprint }));
         });
-        drop(reader);
-        let mut all = results.lock().unwrap_or_else(|p| p.into_inner());
-        for (i, r) in mine {
-            all[i] = Some(r);
-        }
     };
     std::thread::scope(|s| {
         for _ in 1..plan.threads {
@@ -233,12 +239,6 @@ pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Re
         }
         work(plan.uring);
     });
-    results
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("rehash worker ended early"))))
-        .collect()
 }
 
 /// A file [`open_and_hash_at`] opened.

@@ -12,6 +12,8 @@
 mod bash;
 mod edit;
 mod read;
+
+pub use read::{read_files_result, read_status, ReadEntry};
 mod write;
 
 use std::collections::HashMap;
@@ -312,19 +314,6 @@ impl Frontend {
             v["message"] = json!(notes.join("; "));
         }
         Ok(v)
-    }
-
-    /// `ReadFiles`: see the contract's section 3.
-    pub fn read_files(&self, args: Value) -> Value {
-        match self.try_read_files(&args) {
-            Ok(v) => v,
-            Err(e) => {
-                let mut v = refusal(&e);
-                v["files"] = json!([]);
-                v["failed_files"] = json!([]);
-                v
-            }
-        }
     }
 
     /// `EditFiles`: a release (`operation: "release_temporary"` or release

@@ -14,6 +14,9 @@
 //! (io_uring reads, every core), which keeps each file's first bytes from
 //! the same reads that are hashed (`HashJob::keep`). A helper whose identity
 //! changed during the batch is read again on its own (the retry above).
+//! Each path's entry is handed over as soon as it is known
+//! ([`Frontend::read_files_each`], from the hashing threads), so the MCP
+//! server can stream the reply; [`Frontend::read_files`] gathers them.
 //!
 //! Any other absolute path is read normally (links followed), without a
 //! token. Content: UTF-8 text up to 256 KiB; `"binary": true` (content
@@ -26,6 +29,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use crate::error::FrontendError;
 use serde_json::{json, Value};
 use winx_release_engine::hash::revision;
 use winx_release_engine::hash::{read_and_hash, Head, Keep, ReadBytes, HASH_CHUNK};
@@ -35,10 +39,11 @@ use winx_release_engine::release::open_session_dir;
 use winx_release_engine::resolve::{open_regular_beneath, OpenedFile};
 use winx_release_engine::{Identity, Pin, Reason};
 
-use super::{Frontend, Session};
-use crate::error::{Code, FrontendError};
+use super::{refusal, Frontend, Session};
+use crate::error::Code;
 use crate::token::TokenSubject;
 use crate::wire::ReadFilesArgs;
+use winx_release_engine::sync::lock;
 
 /// Most content bytes returned per file.
 pub const CONTENT_LIMIT: usize = 256 * 1024;
@@ -128,98 +133,139 @@ fn read_plain(path: &str) -> Result<Value, Code> {
     Ok(v)
 }
 
+/// One path's entry of a `ReadFiles` result: its `files` object, or its
+/// `failed_files` object.
+pub type ReadEntry = Result<Value, Value>;
+
+/// The `ReadFiles` result of the paths' entries, in request order: `status`
+/// (`completed`, `partial` or `failed`), `files` and `failed_files`.
+pub fn read_files_result(entries: impl IntoIterator<Item = ReadEntry>) -> Value {
+    let (mut files, mut failed) = (Vec::new(), Vec::new());
+    for e in entries {
+        match e {
+            Ok(v) => files.push(v),
+            Err(v) => failed.push(v),
+        }
+    }
+    // `Value::Array`, not `json!`: the macro would serialise a deep copy of
+    // every file's content.
+    let mut out = json!({"status": read_status(files.len(), failed.len())});
+    out["files"] = Value::Array(files);
+    out["failed_files"] = Value::Array(failed);
+    out
+}
+
+/// The `status` of a `ReadFiles` result with `read` files and `failed`
+/// failures.
+pub fn read_status(read: usize, failed: usize) -> &'static str {
+    match (read, failed) {
+        (_, 0) => "completed",
+        (0, _) => "failed",
+        _ => "partial",
+    }
+}
+
 impl Frontend {
-    pub(super) fn try_read_files(&self, args: &Value) -> Result<Value, FrontendError> {
-        let a = ReadFilesArgs::parse(args)?;
-        let session = self.session(&a.thread_id)?;
-        let mut results: Vec<Option<Result<Value, Code>>> = (0..a.file_paths.len()).map(|_| None).collect();
-        // Helpers first, as one batch; other paths one by one.
+    /// `ReadFiles`, entry by entry: checks the request, then hands each
+    /// path's entry to `each(index, entry)` as soon as it is known — from
+    /// any thread, in any order, each index once — and returns the number
+    /// of paths. A refusal of the whole request is `Err` with its result,
+    /// before any entry. [`Frontend::read_files`] gathers the entries;
+    /// the MCP server streams them.
+    pub fn read_files_each(&self, args: &Value, each: &(dyn Fn(usize, ReadEntry) + Sync)) -> Result<usize, Value> {
+        let a = ReadFilesArgs::parse(args).map_err(|e| whole_refusal(&e))?;
+        let session = self.session(&a.thread_id).map_err(|e| whole_refusal(&e))?;
+        // Other paths one by one, then the helpers as one batch.
         let mut helpers = Vec::new();
         for (i, p) in a.file_paths.iter().enumerate() {
             match place_helper(&session.layout, &session.thread_id, p) {
                 Ok(h) => helpers.push((i, h)),
-                Err(_) => results[i] = Some(read_plain(p)),
+                Err(_) => each(i, read_plain(p).map_err(|code| failure(p, code))),
             }
         }
         if !helpers.is_empty() {
             match open_session_dir(&session.layout, &session.thread_id) {
-                Ok(fd) => {
-                    for ((i, _), r) in helpers.iter().zip(self.read_helpers(&session, &fd, &helpers)) {
-                        results[*i] = Some(r.map_err(Code::from));
-                    }
-                }
+                Ok(fd) => self.read_helpers(&session, &fd, &helpers, &|k, r| {
+                    let (i, h) = &helpers[k];
+                    each(*i, r.map_err(|reason| failure(&h.path, reason)));
+                }),
                 Err(r) => {
-                    for (i, _) in &helpers {
-                        results[*i] = Some(Err(Code::from(r)));
+                    for (i, h) in &helpers {
+                        each(*i, Err(failure(&h.path, r)));
                     }
                 }
             }
         }
-        let mut files = Vec::new();
-        let mut failed = Vec::new();
-        for (p, r) in a.file_paths.iter().zip(results) {
-            match r.unwrap_or(Err(Code::IoError)) {
-                Ok(v) => files.push(v),
-                Err(code) => failed.push(failure(p, code)),
+        Ok(a.file_paths.len())
+    }
+
+    /// `ReadFiles`: every entry, gathered in request order.
+    pub fn read_files(&self, args: Value) -> Value {
+        let slots: std::sync::Mutex<Vec<Option<ReadEntry>>> = std::sync::Mutex::new(Vec::new());
+        let put = |i: usize, e: ReadEntry| {
+            let mut s = lock(&slots);
+            if s.len() <= i {
+                s.resize_with(i + 1, || None);
+            }
+            s[i] = Some(e);
+        };
+        match self.read_files_each(&args, &put) {
+            Err(v) => v,
+            Ok(n) => {
+                let mut s = slots.into_inner().unwrap_or_else(|p| p.into_inner());
+                s.resize_with(n, || None);
+                read_files_result(s.into_iter().map(|e| e.unwrap_or_else(|| Err(json!({"errorCode": "io_error"})))))
             }
         }
-        let status = match (files.is_empty(), failed.is_empty()) {
-            (_, true) => "completed",
-            (false, false) => "partial",
-            (true, false) => "failed",
-        };
-        // `Value::Array`, not `json!`: the macro would serialise a deep
-        // copy of every file's content.
-        let mut out = json!({"status": status});
-        out["files"] = Value::Array(files);
-        out["failed_files"] = Value::Array(failed);
-        Ok(out)
     }
 
     /// Reads the helpers `helpers` of the session opened as `session_fd`:
     /// opens each, hashes all in one rehash batch keeping their first
     /// [`CONTENT_LIMIT`] bytes, and re-reads on its own any whose identity
-    /// changed meanwhile. Results are in `helpers`' order.
+    /// changed meanwhile. Hands each result to `done` with the helper's
+    /// index in `helpers` as soon as it is known (from the hashing threads).
     fn read_helpers(
         &self,
         session: &Session,
         session_fd: &OwnedFd,
         helpers: &[(usize, HelperPath)],
-    ) -> Vec<Result<Value, Reason>> {
+        done: &(dyn Fn(usize, Result<Value, Reason>) + Sync),
+    ) {
         let opened: Vec<Result<OpenedFile, Reason>> =
             helpers.iter().map(|(_, h)| open_regular_beneath(session_fd.as_fd(), &h.rel)).collect();
-        let jobs: Vec<HashJob<'_>> = opened
-            .iter()
-            .flatten()
-            .map(|o| HashJob { fd: o.file.as_fd(), limit: None, keep: Keep::Text(CONTENT_LIMIT) })
-            .collect();
-        let mut hashed = rehash::hash_fds(&jobs, &RehashOptions::default()).into_iter();
-        drop(jobs);
-        helpers
-            .iter()
-            .zip(opened)
-            .map(|((_, h), o)| {
-                let o = o?;
-                let batch = hashed.next().ok_or(Reason::NotFound)?;
-                let read = match (batch, Identity::of_fd(&o.file)) {
-                    (Ok(r), Ok(after))
-                        if Pin::new(&o.identity, [0; 32]).matches_identity(&after) && r.len == after.size =>
-                    {
-                        if after.nlink > 1 {
-                            return Err(Reason::Hardlink);
-                        }
-                        HelperRead {
-                            pin: Pin::new(&after, r.sha256),
-                            bytes: ReadBytes { digest: r.sha256, len: r.len, head: r.head },
-                        }
+        // The batch's jobs, and which helper each one is.
+        let mut of_job = Vec::with_capacity(opened.len());
+        let mut jobs: Vec<HashJob<'_>> = Vec::with_capacity(opened.len());
+        for (k, o) in opened.iter().enumerate() {
+            match o {
+                Ok(o) => {
+                    of_job.push(k);
+                    jobs.push(HashJob { fd: o.file.as_fd(), limit: None, keep: Keep::Text(CONTENT_LIMIT) });
+                }
+                Err(r) => done(k, Err(*r)),
+            }
+        }
+        rehash::hash_fds_each(&jobs, &RehashOptions::default(), &|j, batch| {
+            let k = of_job[j];
+            let (o, h) = (opened[k].as_ref().expect("a job's file was opened"), &helpers[k].1);
+            let read = match (batch, Identity::of_fd(&o.file)) {
+                (Ok(r), Ok(after))
+                    if Pin::new(&o.identity, [0; 32]).matches_identity(&after) && r.len == after.size =>
+                {
+                    if after.nlink > 1 {
+                        return done(k, Err(Reason::Hardlink));
                     }
-                    // Changed while the batch read it, or an error: the
-                    // one-file read with its retries decides.
-                    _ => read_helper(session_fd, h, Keep::Text(CONTENT_LIMIT))?,
-                };
-                Ok(self.helper_value(session, h, read))
-            })
-            .collect()
+                    Ok(HelperRead {
+                        pin: Pin::new(&after, r.sha256),
+                        bytes: ReadBytes { digest: r.sha256, len: r.len, head: r.head },
+                    })
+                }
+                // Changed while the batch read it, or an error: the
+                // one-file read with its retries decides.
+                _ => read_helper(session_fd, h, Keep::Text(CONTENT_LIMIT)),
+            };
+            done(k, read.map(|read| self.helper_value(session, h, read)));
+        });
     }
 
     /// The `files` entry of a helper read consistently: its revision, size,
@@ -240,4 +286,12 @@ impl Frontend {
         v["temporary_artifact"] = json!({"artifact_generation": token, "in_use": null, "releasable": null});
         v
     }
+}
+
+/// The result refusing a whole `ReadFiles` request.
+fn whole_refusal(e: &FrontendError) -> Value {
+    let mut v = refusal(e);
+    v["files"] = json!([]);
+    v["failed_files"] = json!([]);
+    v
 }

@@ -12,6 +12,7 @@
 
 mod launcher;
 mod server;
+mod stream;
 mod tools;
 mod transport;
 
@@ -64,8 +65,9 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let result = runtime.block_on(async move {
         // Room for a whole 32 MiB helper written through EditFiles, with
         // JSON escaping; rmcp drops longer lines without an answer.
-        let transport = transport::Stdio::new(MAX_REQUEST_LINE).context("stdio transport")?;
-        let service = WinxServer::new(frontend)
+        let streams = transport::Streams::default();
+        let transport = transport::Stdio::new(MAX_REQUEST_LINE, streams.clone()).context("stdio transport")?;
+        let service = WinxServer::streaming(frontend, streams)
             .serve(transport)
             .await
             .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;

@@ -11,19 +11,30 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 use winx_release_frontend_adapter::{is_error, summary, Frontend};
 
+use super::stream;
 use super::tools::tool_list;
+use super::transport::Streams;
 
 /// The MCP server: a thin layer over a [`Frontend`].
 #[derive(Clone)]
 pub struct WinxServer {
     frontend: Arc<Frontend>,
     tools: Arc<Vec<Tool>>,
+    /// Where `ReadFiles` replies are streamed from; `None` serialises every
+    /// result whole.
+    streams: Option<Streams>,
 }
 
 impl WinxServer {
-    /// A server over `frontend`.
+    /// A server over `frontend` whose results are serialised whole.
     pub fn new(frontend: Arc<Frontend>) -> WinxServer {
-        WinxServer { frontend, tools: Arc::new(tool_list()) }
+        WinxServer { frontend, tools: Arc::new(tool_list()), streams: None }
+    }
+
+    /// A server over `frontend` that streams `ReadFiles` replies through
+    /// the transport that shares `streams`.
+    pub fn streaming(frontend: Arc<Frontend>, streams: Streams) -> WinxServer {
+        WinxServer { streams: Some(streams), ..WinxServer::new(frontend) }
     }
 }
 
@@ -62,7 +73,7 @@ impl ServerHandler for WinxServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.into_owned();
         if !self.tools.iter().any(|t| t.name == name) {
@@ -72,6 +83,15 @@ impl ServerHandler for WinxServer {
         // shape is its `invalid_input` result, not a protocol error.
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
         tracing::debug!(tool = %name, "tool call");
+        if let (Some(streams), "ReadFiles") = (&self.streams, name.as_str()) {
+            // The reply is written by the stream as the helpers are read;
+            // this placeholder only carries the protocol's own members.
+            let (tx, rx) = std::sync::mpsc::channel();
+            streams.insert(context.id.clone(), stream::writer(rx));
+            let frontend = self.frontend.clone();
+            tokio::task::spawn_blocking(move || stream::read(&frontend, &args, &tx));
+            return Ok(CallToolResult::success(vec![]).into());
+        }
         let frontend = self.frontend.clone();
         let tool = name.clone();
         let value = match tokio::task::spawn_blocking(move || frontend.call(&tool, args)).await {

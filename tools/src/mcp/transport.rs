@@ -11,6 +11,13 @@
 //! pipe, asks for a 1 MiB pipe), so the client reads the start of a reply
 //! while its end is still being encoded.
 //!
+//! A tool may also stream its result ([`Streams`]): its handler registers a
+//! writer for the request's id and returns a placeholder; when the reply to
+//! that id comes to be written, the writer thread writes the envelope and
+//! lets the tool's writer write the `result` object as its parts become
+//! known, so the client reads a `ReadFiles` reply while later helpers are
+//! still being hashed.
+//!
 //! Messages leave in the order [`Transport::send`] was called: the message
 //! is queued in the call, before its future is polled. The reader side is
 //! rmcp's [`AsyncRwTransport`] (bounded lines, malformed input ignored or
@@ -23,13 +30,15 @@
 //!   (`F_SETPIPE_SZ`)
 //! - [`pipe(7)`](https://man7.org/linux/man-pages/man7/pipe.7.html)
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsFd;
 use std::pin::Pin;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::task::{Context, Poll};
 
+use rmcp::model::{JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
@@ -50,6 +59,25 @@ enum Outgoing {
     Bytes(Vec<u8>),
 }
 
+/// Writes the JSON object of a reply's `result`, given the result rmcp made
+/// of the handler's placeholder (its fields other than the tool's own).
+pub type StreamedResult = Box<dyn FnOnce(&ServerResult, &mut dyn Write) -> io::Result<()> + Send>;
+
+/// Streamed results waiting for their reply, by request id.
+#[derive(Clone, Default)]
+pub struct Streams(Arc<Mutex<HashMap<RequestId, StreamedResult>>>);
+
+impl Streams {
+    /// The reply to `id` is to be written by `write`.
+    pub fn insert(&self, id: RequestId, write: StreamedResult) {
+        winx_release_engine::sync::lock(&self.0).insert(id, write);
+    }
+
+    fn take(&self, id: &RequestId) -> Option<StreamedResult> {
+        winx_release_engine::sync::lock(&self.0).remove(id)
+    }
+}
+
 /// The MCP transport on stdin and stdout.
 pub struct Stdio {
     read: AsyncRwTransport<RoleServer, tokio::io::Stdin, Forward>,
@@ -58,15 +86,16 @@ pub struct Stdio {
 
 impl Stdio {
     /// A transport over this process's stdin and stdout; incoming lines
-    /// longer than `max_line` bytes are dropped by the reader.
-    pub fn new(max_line: usize) -> io::Result<Stdio> {
+    /// longer than `max_line` bytes are dropped by the reader; replies to
+    /// the ids in `streams` are streamed.
+    pub fn new(max_line: usize, streams: Streams) -> io::Result<Stdio> {
         let stdout = File::from(io::stdout().as_fd().try_clone_to_owned()?);
         if rustix::fs::fstat(&stdout).is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_fifo()) {
             // Best effort: a smaller pipe only means more wake-ups.
             let _ = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE_SIZE);
         }
         let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new().name("winx-mcp-out".into()).spawn(move || write_loop(stdout, rx))?;
+        std::thread::Builder::new().name("winx-mcp-out".into()).spawn(move || write_loop(stdout, rx, &streams))?;
         let read = AsyncRwTransport::new_server(tokio::io::stdin(), Forward(tx.clone())).with_max_line_length(max_line);
         Ok(Stdio { read, out: Some(tx) })
     }
@@ -74,15 +103,12 @@ impl Stdio {
 
 /// The writer thread: serialises messages into `stdout` until every sender
 /// is gone.
-fn write_loop(stdout: File, rx: mpsc::Receiver<Outgoing>) {
+fn write_loop(stdout: File, rx: mpsc::Receiver<Outgoing>, streams: &Streams) {
     let mut w = BufWriter::with_capacity(WRITE_BUFFER, stdout);
     for item in rx {
         match item {
             Outgoing::Message(m, done) => {
-                let r = serde_json::to_writer(&mut w, &*m)
-                    .map_err(io::Error::from)
-                    .and_then(|()| w.write_all(b"\n"))
-                    .and_then(|()| w.flush());
+                let r = write_message(&mut w, &m, streams).and_then(|()| w.write_all(b"\n")).and_then(|()| w.flush());
                 let _ = done.send(r);
             }
             Outgoing::Bytes(b) => {
@@ -92,6 +118,23 @@ fn write_loop(stdout: File, rx: mpsc::Receiver<Outgoing>) {
             }
         }
     }
+}
+
+/// Writes one message (without its newline): serialised, or, for a reply
+/// whose result is streamed, its envelope around the tool's writer.
+fn write_message(w: &mut dyn Write, m: &TxJsonRpcMessage<RoleServer>, streams: &Streams) -> io::Result<()> {
+    if let JsonRpcMessage::Response(r) = m {
+        if let Some(write) = streams.take(&r.id) {
+            w.write_all(b"{\"jsonrpc\":")?;
+            serde_json::to_writer(&mut *w, &r.jsonrpc)?;
+            w.write_all(b",\"id\":")?;
+            serde_json::to_writer(&mut *w, &r.id)?;
+            w.write_all(b",\"result\":")?;
+            write(&r.result, w)?;
+            return w.write_all(b"}");
+        }
+    }
+    serde_json::to_writer(w, m).map_err(io::Error::from)
 }
 
 fn closed() -> io::Error {
