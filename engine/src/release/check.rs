@@ -168,24 +168,20 @@ pub(super) fn open_targets(
 }
 
 /// Re-hashes every opened target in one batch (io_uring reads and every
-/// core for large batches; see `rehash`), taking each one's fingerprint
-/// from the same reads. Returns each request index's reason
-/// (`read_required` where the bytes are not the pinned ones) and, per
-/// checked target, the fingerprint of bytes that matched.
-pub(super) fn rehash_targets(opened: &Opened) -> (Vec<Option<Reason>>, Vec<Option<Fingerprint>>) {
+/// core for large batches; see `rehash`), and keeps the fingerprint of
+/// each one whose bytes matched, from the same reads. Returns each request
+/// index's reason: `read_required` where the bytes are not the pinned ones.
+pub(super) fn rehash_targets(opened: &mut Opened) -> Vec<Option<Reason>> {
     let mut own = vec![None; opened.count];
     let jobs: Vec<HashJob<'_>> = opened.targets.iter().map(|c| HashJob::pinned(c.file.as_fd(), c.pin.size)).collect();
     let opts = RehashOptions { fingerprint: true, ..RehashOptions::default() };
     let hashes = rehash::hash_fds(&jobs, &opts);
-    let mut prints = Vec::with_capacity(hashes.len());
-    for (c, h) in opened.targets.iter().zip(hashes) {
+    drop(jobs);
+    for (c, h) in opened.targets.iter_mut().zip(hashes) {
         match h {
-            Ok(h) if h.matches(&c.pin) => prints.push(h.fingerprint),
-            _ => {
-                own[c.index] = Some(Reason::ReadRequired);
-                prints.push(None);
-            }
+            Ok(h) if h.matches(&c.pin) => c.fingerprint = h.fingerprint,
+            _ => own[c.index] = Some(Reason::ReadRequired),
         }
     }
-    (own, prints)
+    own
 }

@@ -196,15 +196,11 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
             fault(opts, FaultPoint::BeforeScan)
                 .map(|()| scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases))
         });
-        let own = check::rehash_targets(&opened);
+        let own = check::rehash_targets(&mut opened);
         (own, scan.join())
     });
-    let (own, prints) = own;
     if let Some(first) = own.iter().flatten().next().copied() {
         return ReleaseReport::denied(&paths, first, &own, "a target failed its check");
-    }
-    for (c, f) in opened.targets.iter_mut().zip(prints) {
-        c.fingerprint = f;
     }
     let scan = match scan {
         Ok(Ok(scan)) => scan,

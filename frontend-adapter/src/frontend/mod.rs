@@ -12,9 +12,9 @@
 mod bash;
 mod edit;
 mod read;
+mod write;
 
 pub use read::{read_files_result, read_status, ReadEntry};
-mod write;
 
 use std::collections::HashMap;
 use std::fmt;

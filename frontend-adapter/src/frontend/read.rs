@@ -186,12 +186,12 @@ impl Frontend {
         if !helpers.is_empty() {
             match open_session_dir(&session.layout, &session.thread_id) {
                 Ok(fd) => self.read_helpers(&session, &fd, &helpers, &|k, r| {
-                    let (i, h) = &helpers[k];
-                    each(*i, r.map_err(|reason| failure(&h.path, reason)));
+                    let i = helpers[k].0;
+                    each(i, r.map_err(|reason| failure(&a.file_paths[i], reason)));
                 }),
                 Err(r) => {
-                    for (i, h) in &helpers {
-                        each(*i, Err(failure(&h.path, r)));
+                    for (i, _) in &helpers {
+                        each(*i, Err(failure(&a.file_paths[*i], r)));
                     }
                 }
             }

@@ -6,7 +6,8 @@
 //! each call's raw argument object to the adapter on a blocking thread, and
 //! wraps the adapter's JSON result as `structuredContent` plus a one-line
 //! text summary (`isError` when the status is `denied`, `invalid_input` or
-//! `failed`).
+//! `failed`). `ReadFiles` replies are streamed as the helpers are read
+//! (`stream.rs`, `transport.rs`).
 //!
 //! Stdout carries only the MCP protocol; logs go to stderr.
 
@@ -63,9 +64,9 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
         .build()
         .context("tokio runtime")?;
     let result = runtime.block_on(async move {
+        let streams = transport::Streams::default();
         // Room for a whole 32 MiB helper written through EditFiles, with
         // JSON escaping; rmcp drops longer lines without an answer.
-        let streams = transport::Streams::default();
         let transport = transport::Stdio::new(MAX_REQUEST_LINE, streams.clone()).context("stdio transport")?;
         let service = WinxServer::streaming(frontend, streams)
             .serve(transport)

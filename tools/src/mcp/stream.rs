@@ -58,7 +58,7 @@ pub fn writer(rx: mpsc::Receiver<Piece>) -> StreamedResult {
 fn write_result(placeholder: &ServerResult, rx: &mpsc::Receiver<Piece>, w: &mut dyn Write) -> io::Result<()> {
     let first = rx.recv().ok();
     if let Some(Piece::Whole(v)) = first {
-        return write_rest(placeholder, to_call_result("ReadFiles", v), None, w);
+        return write_rest(placeholder, to_call_result("ReadFiles", v), false, w);
     }
     w.write_all(b"{\"structuredContent\":{\"files\":[")?;
     let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
@@ -115,29 +115,29 @@ fn write_result(placeholder: &ServerResult, rx: &mpsc::Receiver<Piece>, w: &mut 
     // have them.
     let mut counted = json!({"status": status, "failed_files": failed});
     counted["files"] = Value::Array(vec![Value::Null; read]);
-    write_rest(placeholder, to_call_result("ReadFiles", counted), Some(()), w)
+    write_rest(placeholder, to_call_result("ReadFiles", counted), true, w)
 }
 
-/// Writes the members of `result` other than `structuredContent` (when
-/// `open` says that member was written already, after a comma; else the
-/// whole object), with the placeholder's protocol members.
+/// Writes `result` with the placeholder's protocol members: the whole
+/// object, or, when `structured_written` (its `{` and `structuredContent`
+/// are out already), its other members and the closing `}`.
 fn write_rest(
     placeholder: &ServerResult,
     mut result: rmcp::model::CallToolResult,
-    open: Option<()>,
+    structured_written: bool,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     if let ServerResult::CallToolResult(p) = placeholder {
         result.result_type = p.result_type.clone();
         result.meta = p.meta.clone();
     }
-    if open.is_some() {
+    if structured_written {
         result.structured_content = None;
     }
     let Value::Object(members) = serde_json::to_value(&result)? else {
         return Err(io::Error::other("a tool result is not an object"));
     };
-    if open.is_none() {
+    if !structured_written {
         return serde_json::to_writer(w, &members).map_err(io::Error::from);
     }
     for (k, v) in &members {
