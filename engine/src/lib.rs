@@ -111,7 +111,7 @@ mod generation;
 
 // Building blocks this workspace's frontend adapter, `winx-release` tools,
 // tests and benches call so that each rule has one copy (path shape,
-// no-follow resolution, hashing, durable writes, socket trust). They are
+// no-follow resolution, hashing, durable writes). They are
 // public only for those crates: hidden from the docs, and not a supported
 // API of the engine.
 #[doc(hidden)]
@@ -132,8 +132,6 @@ pub mod random;
 pub mod rehash;
 #[doc(hidden)]
 pub mod resolve;
-#[doc(hidden)]
-pub mod socket_trust;
 #[doc(hidden)]
 pub mod sync;
 #[doc(hidden)]

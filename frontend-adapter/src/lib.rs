@@ -7,9 +7,6 @@
 //!   length-framed fields);
 //! - [`receipt`]: durable receipts of releases that touched the filesystem,
 //!   replayed by request fingerprint;
-//! - [`protocol`]: the guardian socket protocol as types, shared with the
-//!   guardian server;
-//! - [`client`]: the synchronous guardian socket client;
 //! - [`frontend`]: [`Frontend`], whose tool methods take the arguments as
 //!   JSON and return the contract's `structuredContent` objects;
 //! - [`policy`]: what the shell modes allow;
@@ -21,11 +18,9 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod client;
 pub mod error;
 pub mod frontend;
 pub mod policy;
-pub mod protocol;
 pub mod receipt;
 pub mod schema;
 pub mod token;
@@ -33,7 +28,6 @@ pub mod wire;
 
 mod embedded;
 
-pub use client::{default_socket_path, resolve_socket_path, ClientError, GuardianClient, Hello};
 pub use error::{Code, FrontendError};
 pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher};
 pub use receipt::{Fingerprint, ReceiptStore};

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use winx_release_frontend_adapter::protocol::{parse_request, ErrorCode};
+use winx_release_protocol::messages::{parse_request, ErrorCode};
 
 fuzz_target!(|data: &[u8]| {
     match parse_request(data) {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit_cmd;
-pub mod guardian;
+mod guardian_cmd;
 mod mcp;
 mod recover_cmd;
 mod scan_cmd;
@@ -35,11 +35,11 @@ enum Command {
     /// Report a workspace's helper usage per session as JSON; deletes nothing.
     Audit(audit_cmd::AuditArgs),
     /// Run the durable guardian in the foreground.
-    Guardian(guardian::GuardianArgs),
+    Guardian(guardian_cmd::GuardianArgs),
     /// Run crash recovery without starting a guardian.
     Recover(recover_cmd::RecoverArgs),
     /// Drive a real guardian and MCP frontends with an adversarial workload; check every invariant.
-    Stress(stress_cmd::StressArgs),
+    Stress(winx_release_stress::Config),
     /// Run the frontend: an MCP server on stdio with Initialize, ReadFiles, EditFiles and BashCommand.
     Mcp(mcp::McpArgs),
 }
@@ -52,7 +52,7 @@ pub fn main() -> ExitCode {
         Command::Scan(a) => scan_cmd::run(&a),
         Command::Audit(a) => audit_cmd::run(&a),
         Command::Stress(a) => stress_cmd::run(&a),
-        Command::Guardian(a) => guardian::run(&a),
+        Command::Guardian(a) => guardian_cmd::run(&a),
         Command::Recover(a) => recover_cmd::run(&a),
         Command::Mcp(a) => mcp::run(&a),
     };

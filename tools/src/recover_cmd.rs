@@ -27,14 +27,3 @@ pub fn run(args: &RecoverArgs) -> anyhow::Result<u8> {
     print_json(&report)?;
     Ok(EXIT_OK)
 }
-
-/// Runs recovery over every journal when a guardian starts; logs the result.
-pub fn recover_at_start(data_dir: &std::path::Path) {
-    match winx_release_engine::recovery::recover(data_dir, &[]) {
-        Ok(r) if r.journals > 0 || !r.corrupt_journals.is_empty() => {
-            tracing::warn!(report = %serde_json::to_string(&r).unwrap_or_default(), "recovered interrupted releases")
-        }
-        Ok(_) => {}
-        Err(e) => tracing::error!(error = %e, "recovery failed"),
-    }
-}

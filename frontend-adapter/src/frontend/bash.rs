@@ -16,11 +16,11 @@ use serde_json::{json, Value};
 use winx_release_engine::Reason;
 
 use super::{Frontend, Session};
-use crate::client::ExecRequest;
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
-use crate::protocol::{ExecReply, ExecStatus};
 use crate::wire::{BashAction, BashCommandArgs};
+use winx_release_protocol::client::ExecRequest;
+use winx_release_protocol::messages::{ExecReply, ExecStatus};
 
 fn pass_through(r: ExecReply) -> Value {
     let queued = r.status == ExecStatus::Queued;
@@ -101,7 +101,7 @@ impl Frontend {
 /// A guardian failure as a refusal: its contract reason when it has one
 /// (`owner_unavailable` for a lost connection; the message then says the
 /// command may have started), else the guardian's code as `invalid_input`.
-fn guardian_refusal(e: crate::client::ClientError) -> FrontendError {
+fn guardian_refusal(e: winx_release_protocol::client::ClientError) -> FrontendError {
     let mut msg = e.to_string();
     if e.outcome_unknown() {
         msg.push_str("; the command may have started: check with status_check");

@@ -52,13 +52,13 @@ use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, Target, Target
 
 use super::read::read_helper;
 use super::{Frontend, Session};
-use crate::client::ClientError;
 use crate::error::{Code, FrontendError};
 use crate::receipt::Fingerprint;
 use crate::token::TokenSubject;
 use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
 use winx_release_engine::path_rules::check_shape;
 use winx_release_engine::sync::lock;
+use winx_release_protocol::client::ClientError;
 
 /// `errorCode` of a touching release whose receipt could not be written.
 pub(crate) const RECEIPT_UNAVAILABLE: &str = "receipt_unavailable";

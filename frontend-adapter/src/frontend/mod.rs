@@ -30,7 +30,6 @@ use winx_release_engine::quota;
 use winx_release_engine::release::open_session_dir;
 use winx_release_engine::Reason;
 
-use crate::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
 use crate::embedded::ExecTable;
 use crate::error::{Code, FrontendError};
 use crate::policy::Policy;
@@ -39,6 +38,7 @@ use crate::token::TokenKey;
 use crate::wire::{InitializeArgs, ModeName};
 use winx_release_engine::random::random_hex;
 use winx_release_engine::sync::lock;
+use winx_release_protocol::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
 
 /// Starts a guardian listening at the given socket; used only by
 /// `Initialize` when no guardian answers, never during a release.
@@ -46,7 +46,7 @@ pub type GuardianLauncher = Box<dyn Fn(&Path) -> io::Result<()> + Send + Sync>;
 
 /// How a [`Frontend`] runs.
 pub struct FrontendConfig {
-    /// The guardian socket (see [`crate::client::resolve_socket_path`]).
+    /// The guardian socket (see [`winx_release_protocol::client::resolve_socket_path`]).
     pub socket_path: PathBuf,
     /// Run commands in-process, with no guardian (releases are then denied
     /// with `embedded_runtime`).
@@ -78,7 +78,7 @@ impl FrontendConfig {
     /// The socket from `--socket` or the environment, the data directory
     /// from the environment (contract section 1).
     pub fn from_env(socket: Option<&Path>, embedded: bool) -> FrontendConfig {
-        FrontendConfig::new(crate::client::resolve_socket_path(socket), default_data_dir(), embedded)
+        FrontendConfig::new(winx_release_protocol::client::resolve_socket_path(socket), default_data_dir(), embedded)
     }
 
     /// Sets the guardian launcher.

@@ -16,7 +16,7 @@ struct World {
 }
 
 fn world() -> World {
-    let dir = crate::client::fake::private_tempdir();
+    let dir = winx_release_protocol::client::fake::private_tempdir();
     let root = dir.path().canonicalize().unwrap();
     let ws = root.join("ws");
     std::fs::create_dir(&ws).unwrap();

@@ -14,7 +14,7 @@ use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
 use winx_release_engine::{IdleOwner, Target};
 
 use super::*;
-use crate::client::fake::{hello_reply, FakeGuardian, Handler};
+use winx_release_protocol::client::fake::{hello_reply, FakeGuardian, Handler};
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -25,7 +25,7 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let dir = crate::client::fake::private_tempdir();
+        let dir = winx_release_protocol::client::fake::private_tempdir();
         let root = dir.path().canonicalize().unwrap();
         let ws = root.join("ws");
         std::fs::create_dir(&ws).unwrap();

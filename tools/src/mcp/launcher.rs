@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use rustix::fs::{Mode, OFlags};
-use winx_release_engine::socket_trust;
+use winx_release_protocol::trust;
 
 /// How long a new guardian may take to print its ready line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -32,13 +32,13 @@ pub const LOG_NAME: &str = "guardian.log";
 ///
 /// Refuses (`PermissionDenied`, naming the failed check) before writing
 /// anything or starting anything unless the socket's directory passes
-/// [`socket_trust::trusted_socket_dir`] (a missing one is created 0700).
+/// [`trust::trusted_socket_dir`] (a missing one is created 0700).
 pub fn launch_guardian(socket: &Path) -> io::Result<()> {
     // The socket's directory must be trusted (created 0700 here, or owned by
     // this user with mode 0700 and not a link) before a log is written into
     // it or a guardian is started there.
-    let dir = socket_trust::socket_dir(socket);
-    let dir_fd = socket_trust::trusted_socket_dir(dir, true)?;
+    let dir = trust::socket_dir(socket);
+    let dir_fd = trust::trusted_socket_dir(dir, true)?;
     let exe = std::env::current_exe()?;
     let stderr = rustix::fs::openat(
         &dir_fd,

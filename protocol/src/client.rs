@@ -17,13 +17,13 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::trust;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use winx_release_engine::socket_trust;
 use winx_release_engine::{Reason, ReleaseReport, Target};
 
-use crate::protocol::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
-pub use crate::protocol::{ExecReply, Hello, SessionOpened, StatusReply};
+use crate::messages::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
+pub use crate::messages::{ExecReply, Hello, SessionOpened, StatusReply};
 
 /// This client's name in `hello`.
 pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSION"));
@@ -166,8 +166,8 @@ impl GuardianClient {
     /// Connects to the guardian at `socket` (no request is sent).
     ///
     /// Before connecting, the socket's directory must pass
-    /// [`socket_trust::trusted_socket_dir`]; after connecting, the peer must
-    /// pass [`socket_trust::check_peer`]. A failed check is
+    /// [`trust::trusted_socket_dir`]; after connecting, the peer must
+    /// pass [`trust::check_peer`]. A failed check is
     /// [`ClientError::Untrusted`] and nothing is sent. A directory or socket
     /// that does not exist is [`ClientError::Unavailable`].
     pub fn connect(socket: &Path, timeouts: Timeouts) -> Result<GuardianClient, ClientError> {
@@ -178,10 +178,10 @@ impl GuardianClient {
                 ClientError::Unavailable(e)
             }
         };
-        socket_trust::trusted_socket_dir(socket_trust::socket_dir(socket), false).map_err(untrusted)?;
+        trust::trusted_socket_dir(trust::socket_dir(socket), false).map_err(untrusted)?;
         let stream = UnixStream::connect(socket)
             .map_err(|e| ClientError::Unavailable(io::Error::new(e.kind(), format!("{}: {e}", socket.display()))))?;
-        socket_trust::check_peer(&stream).map_err(ClientError::Untrusted)?;
+        trust::check_peer(&stream).map_err(ClientError::Untrusted)?;
         stream.set_write_timeout(Some(timeouts.io)).map_err(ClientError::Unavailable)?;
         let writer = stream.try_clone().map_err(ClientError::Unavailable)?;
         Ok(GuardianClient { reader: BufReader::new(stream), writer, next_id: 1, timeouts, hello: None })
@@ -331,9 +331,10 @@ impl GuardianClient {
     }
 }
 
-#[cfg(test)]
-pub(crate) mod fake {
-    //! A minimal scripted guardian for unit tests.
+#[cfg(any(test, feature = "fake-guardian"))]
+#[allow(missing_docs)]
+pub mod fake {
+    //! A minimal scripted guardian for unit tests (feature `fake-guardian`).
 
     use super::*;
     use serde_json::json;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use winx_release_engine::layout::Layout;
 
-use super::exec::{ExecState, Execution};
-use super::liveness::{self, Leader};
-use super::sessions::{lock, Guardian};
+use crate::exec::{ExecState, Execution};
+use crate::liveness::{self, Leader};
+use crate::sessions::{lock, Guardian};
 
 /// Largest `status.json` read.
 const MAX_STATUS: u64 = 64 * 1024;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::retention::{backing_usage, data_usage, BackingUsage, Retention, RetentionPolicy};
 
-use super::sessions::{lock, Guardian};
+use crate::sessions::{lock, Guardian};
 
 /// How long a kick waits for more kicks before the pass runs.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);

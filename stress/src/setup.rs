@@ -9,15 +9,15 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use super::backing::Backing;
-use super::client::{CallError, McpClient};
-use super::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
-use super::ledger::Ledger;
-use super::ops::{self, Written};
-use super::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
-use super::scenarios::{self, Blocker};
-use super::world::{Session, Stats, World};
-use super::Config;
+use crate::backing::Backing;
+use crate::client::{CallError, McpClient};
+use crate::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
+use crate::ledger::Ledger;
+use crate::ops::{self, Written};
+use crate::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
+use crate::scenarios::{self, Blocker};
+use crate::world::{Session, Stats, World};
+use crate::Config;
 
 /// The scan bound of the contract.
 pub const SCAN_BOUND: u64 = 50_000;
@@ -55,7 +55,7 @@ pub fn open_session(
     home: usize,
     other: usize,
     mode: Option<&str>,
-    rng: super::rng::Rng,
+    rng: crate::rng::Rng,
 ) -> anyhow::Result<(Session, Value)> {
     let root = w.workspaces[ws].root.clone();
     let v = ops::initialize(w, home, &root, thread_id, mode)?;
@@ -182,8 +182,8 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
     let mut k = 0;
     while total < MAX_WORKSPACE_BYTES {
         interrupted(w)?;
-        let thread = format!("stress-{}-filler-{k}", cfg.seed);
-        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, super::rng::Rng::new(k as u64))?;
+        let thread = format!("stress-{}-filler-{k}", cfg.seed());
+        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, crate::rng::Rng::new(k as u64))?;
         k += 1;
         let mut in_session = 0;
         while total < MAX_WORKSPACE_BYTES && in_session < MAX_SESSION_BYTES {
@@ -195,8 +195,8 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
         }
         extras.push(f);
     }
-    let thread = format!("stress-{}-probe", cfg.seed);
-    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, super::rng::Rng::new(7))?;
+    let thread = format!("stress-{}-probe", cfg.seed());
+    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, crate::rng::Rng::new(7))?;
     let p = probe.fresh_path("ws");
     let r = ops::write_files(w, &mut probe, 0, &[(p, "z".to_owned())])?;
     w.check(

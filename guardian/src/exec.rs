@@ -4,7 +4,7 @@
 //! overflow dropped into `W/.winx/scratch/`.
 //!
 //! An execution is *running* while its leader runs, then *lingering* while
-//! anything it started is still alive (see [`super::liveness`]), and
+//! anything it started is still alive (see [`crate::liveness`]), and
 //! *resolved* only when nothing is left; its `status.json` says so durably.
 
 use std::fs::{self, File, OpenOptions};
@@ -19,10 +19,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use winx_release_engine::durable::{create_private_dir_all, write_durable};
 use winx_release_engine::random::random_hex;
-use winx_release_frontend_adapter::protocol::{ExecReply, ExecStatus};
+use winx_release_protocol::messages::{ExecReply, ExecStatus};
 
-use super::liveness::{self, Leader};
-use super::sessions::{lock, Guardian, Session};
+use crate::liveness::{self, Leader};
+use crate::sessions::{lock, Guardian, Session};
 
 /// Most output bytes returned inline; the rest is dropped into scratch.
 pub const INLINE_LIMIT: u64 = 64 * 1024;
@@ -325,7 +325,7 @@ fn spawn_child(g: &Guardian, session: &Session, e: &Execution) -> std::io::Resul
         .stdout(out)
         .stderr(err);
     // systemd's activation and notification variables are the guardian's.
-    for var in super::activation::SYSTEMD_VARS {
+    for var in crate::activation::SYSTEMD_VARS {
         cmd.env_remove(var);
     }
     let child = g.spawn_tracked(&mut cmd)?;

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::ledger::{in_quarantine, record};
-use super::ops::{self, Expect, Pinned, Written};
-use super::world::{Session, Stats, World};
+use crate::ledger::{in_quarantine, record};
+use crate::ops::{self, Expect, Pinned, Written};
+use crate::world::{Session, Stats, World};
 
 /// Helpers of `sess` to work on: up to `k` present ones, files of at most
 /// `max_size` bytes first.
@@ -84,7 +84,7 @@ pub fn create_tool(w: &World, sess: &mut Session) -> anyhow::Result<Written> {
 /// output is dropped into the scratch backing root.
 pub fn create_bash(w: &World, sess: &mut Session) -> anyhow::Result<()> {
     let (files, bytes) = sess.ledger.usage();
-    let room = super::quota::MAX_SESSION_BYTES.saturating_sub(bytes);
+    let room = crate::quota::MAX_SESSION_BYTES.saturating_sub(bytes);
     if files >= 120 || room < (64 << 10) {
         return Ok(());
     }

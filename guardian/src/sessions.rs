@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::owner::RuntimeOwner;
 
-use super::exec::{ExecState, Execution};
+use crate::exec::{ExecState, Execution};
 
 pub(crate) use winx_release_engine::sync::lock;
 
@@ -27,7 +27,7 @@ pub struct Guardian {
     sessions: Mutex<HashMap<(PathBuf, String), Arc<Session>>>,
     executions: Mutex<HashMap<String, Arc<Execution>>>,
     /// Wakes the retention worker.
-    pub retention: super::retention::Kick,
+    pub retention: crate::retention::Kick,
     /// Pids of leaders whose `Child` handle a monitor thread waits on; the
     /// orphan reaper never reaps these. Held across every spawn.
     children: Mutex<HashSet<i32>>,
@@ -121,7 +121,7 @@ impl Guardian {
             sigchld: Arc::new(AtomicBool::new(false)),
             sessions: Mutex::new(HashMap::new()),
             executions: Mutex::new(HashMap::new()),
-            retention: super::retention::Kick::default(),
+            retention: crate::retention::Kick::default(),
             children: Mutex::new(HashSet::new()),
             resolved: Mutex::new(HashSet::new()),
             peers: Mutex::new(HashMap::new()),
@@ -175,7 +175,7 @@ impl Guardian {
 
     /// Records a peer that connected to the socket.
     pub fn note_peer(&self, pid: i32) {
-        if let Some(start) = super::liveness::start_time_of(pid) {
+        if let Some(start) = crate::liveness::start_time_of(pid) {
             lock(&self.peers).insert(pid, start);
         }
     }
@@ -184,7 +184,7 @@ impl Guardian {
     /// guardian and the peers (frontends) that connected and still run.
     pub fn in_use_exempt(&self) -> Vec<i32> {
         let mut peers = lock(&self.peers);
-        peers.retain(|pid, start| super::liveness::start_time_of(*pid) == Some(*start));
+        peers.retain(|pid, start| crate::liveness::start_time_of(*pid) == Some(*start));
         let mut v: Vec<i32> = peers.keys().copied().collect();
         v.push(self.pid);
         v

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::client::McpClient;
-use super::ledger::{Findings, Ledger};
-use super::procs::Private;
-use super::quota::WorkspaceBook;
-use super::rng::Rng;
+use crate::client::McpClient;
+use crate::ledger::{Findings, Ledger};
+use crate::procs::Private;
+use crate::quota::WorkspaceBook;
+use crate::rng::Rng;
 
 /// One workspace.
 pub struct Workspace {

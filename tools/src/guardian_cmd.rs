@@ -1,26 +1,11 @@
-//! `winx-release guardian`: the durable runtime owner of sessions and their
-//! executions, serving the JSON-lines protocol of `docs/PROTOCOL.md` on a
-//! Unix socket.
-
-mod activation;
-mod adopt;
-mod exec;
-mod liveness;
-mod retention;
-mod server;
-mod sessions;
+//! `winx-release guardian`.
 
 use std::path::PathBuf;
 
 use clap::Args;
+use winx_release_guardian::{serve_with, ServeOptions};
 
-pub use server::{serve, serve_with, ServeOptions};
-pub use sessions::Guardian;
-
-/// Capabilities this guardian advertises in `hello`.
-pub const CAPABILITIES: &[&str] = &["temporary_release", "executions"];
-/// Protocol version.
-pub const PROTOCOL: u64 = winx_release_frontend_adapter::protocol::PROTOCOL_VERSION;
+use crate::EXIT_OK;
 
 /// Arguments of `winx-release guardian`.
 #[derive(Args, Debug)]
@@ -48,5 +33,5 @@ pub fn run(args: &GuardianArgs) -> anyhow::Result<u8> {
         keep_receipts: std::time::Duration::from_secs(args.keep_receipts_days * 86_400),
     };
     serve_with(&socket, &data_dir, &ServeOptions { retention })?;
-    Ok(crate::EXIT_OK)
+    Ok(EXIT_OK)
 }

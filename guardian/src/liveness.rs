@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use winx_release_engine::liveness::{self as proc, EnvLookup, ProcError, ProcTable};
 
-use super::exec::{self, ExecState, Execution, MARKER};
-use super::sessions::{lock, Guardian, Session};
+use crate::exec::{self, ExecState, Execution, MARKER};
+use crate::sessions::{lock, Guardian, Session};
 
 /// Probes without anything found in a row before a lingering execution is
 /// recorded resolved (two, so that a process forked just as a scan passed
@@ -201,7 +201,7 @@ impl Probe {
 /// and a message naming them (pids included). `(0, None)` when nothing of
 /// the session runs. Called under the session's admission barrier.
 pub fn release_check(g: &Arc<Guardian>, session: &Session) -> (usize, Option<String>) {
-    super::adopt::adopt_unresolved(g);
+    crate::adopt::adopt_unresolved(g);
     let mut found = Vec::new();
     if let Err(e) = check(g, session, &mut found) {
         found.push(format!("cannot tell what still runs: {e}"));

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::ledger::Violation;
-use super::world::{Check, Stats, World};
-use super::Config;
+use crate::ledger::Violation;
+use crate::world::{Check, Stats, World};
+use crate::Config;
 
 /// Release throughput of the timed phase.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -49,27 +49,6 @@ pub struct Statuses {
     pub denied: u64,
     /// `failed`.
     pub failed: u64,
-}
-
-/// The run's parameters.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ConfigReport {
-    /// `--duration`.
-    pub duration_s: f64,
-    /// `--sessions`.
-    pub sessions: usize,
-    /// `--frontends`.
-    pub frontends: usize,
-    /// `--workspaces`.
-    pub workspaces: usize,
-    /// `--backing-entries`.
-    pub backing_entries: u64,
-    /// `--seed`.
-    pub seed: u64,
-    /// Whether sessions were filled to their quotas.
-    pub fill: bool,
-    /// Whether the scan bound was probed at 50,000 / 50,001 entries.
-    pub bound_check: bool,
 }
 
 /// The report (contract section 9, plus detail).
@@ -148,7 +127,7 @@ pub struct Report {
     /// Seconds of each phase, in order.
     pub phases: Vec<(String, f64)>,
     /// The parameters.
-    pub config: ConfigReport,
+    pub config: Config,
     /// The private directory, when kept.
     pub private_dir: Option<String>,
     /// A fatal error that stopped the run.
@@ -239,16 +218,7 @@ impl Report {
             run_s: (run_s * 10.0).round() / 10.0,
             total_s: (w.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
             phases: w.phases(),
-            config: ConfigReport {
-                duration_s: cfg.duration.as_secs_f64(),
-                sessions: cfg.sessions,
-                frontends: cfg.frontends,
-                workspaces: cfg.workspaces,
-                backing_entries: cfg.backing_entries,
-                seed: cfg.seed,
-                fill: cfg.fill,
-                bound_check: cfg.bound_check,
-            },
+            config: cfg.clone(),
             private_dir: None,
             error: None,
             interrupted: false,
@@ -267,7 +237,12 @@ impl Report {
         let _ = writeln!(
             o,
             "winx-release stress: {:.1} s timed ({:.1} s setup), {} sessions, {} frontends, {} workspaces, seed {}",
-            self.run_s, self.setup_s, c.sessions, c.frontends, c.workspaces, c.seed
+            self.run_s,
+            self.setup_s,
+            c.sessions,
+            c.frontends,
+            c.workspaces,
+            c.seed()
         );
         let row = |o: &mut String, k: &str, v: String| {
             let _ = writeln!(o, "  {k:<20} {v}");

@@ -30,6 +30,7 @@
 
 mod backing;
 mod client;
+mod config;
 mod edge_checks;
 mod ledger;
 mod liveness;
@@ -51,40 +52,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+pub use config::{Config, CALL_TIMEOUT};
 pub use report::Report;
 
 use backing::Backing;
 use procs::{GuardianProc, Private};
 use world::{Session, Workspace, World};
-
-/// The parameters of a run.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Length of the timed phase.
-    pub duration: Duration,
-    /// Worker sessions.
-    pub sessions: usize,
-    /// MCP frontends the workers share.
-    pub frontends: usize,
-    /// Workspaces the sessions are spread over.
-    pub workspaces: usize,
-    /// Entries the backing roots are held at during the timed phase.
-    pub backing_entries: u64,
-    /// Seed of every random choice.
-    pub seed: u64,
-    /// Fill sessions to their quotas.
-    pub fill: bool,
-    /// Probe the scan bound at 50,000 and 50,001 entries.
-    pub bound_check: bool,
-    /// Where the private directory is made (default: the temp dir).
-    pub dir: Option<PathBuf>,
-    /// Keep the private directory.
-    pub keep: bool,
-    /// Show progress bars on stderr.
-    pub progress: bool,
-    /// Longest wait for one tool call.
-    pub call_timeout: Duration,
-}
 
 fn bar(enabled: bool) -> ProgressBar {
     if !enabled {
@@ -126,10 +99,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     let caps = guardian.capabilities();
     let mut frontends = Vec::with_capacity(cfg.frontends + 2);
     for i in 0..cfg.frontends {
-        frontends.push(private.spawn_frontend(&format!("mcp-{i}"), &[], cfg.call_timeout)?);
+        frontends.push(private.spawn_frontend(&format!("mcp-{i}"), &[], CALL_TIMEOUT)?);
     }
-    frontends.push(private.spawn_frontend("mcp-embedded", &["--embedded"], cfg.call_timeout)?);
-    frontends.push(private.spawn_frontend("mcp-fresh", &[], cfg.call_timeout)?);
+    frontends.push(private.spawn_frontend("mcp-embedded", &["--embedded"], CALL_TIMEOUT)?);
+    frontends.push(private.spawn_frontend("mcp-fresh", &[], CALL_TIMEOUT)?);
     let mut workspaces = Vec::with_capacity(cfg.workspaces);
     for i in 0..cfg.workspaces {
         let p = private.workspaces.join(format!("ws{i}"));
@@ -187,9 +160,9 @@ fn run_in(
 ) -> anyhow::Result<Report> {
     let f = cfg.frontends;
     let mut sessions = Vec::with_capacity(cfg.sessions);
-    let mut master = rng::Rng::new(cfg.seed);
+    let mut master = rng::Rng::new(cfg.seed());
     for i in 0..cfg.sessions {
-        let thread = format!("stress-{}-{i}", cfg.seed);
+        let thread = format!("stress-{}-{i}", cfg.seed());
         let (s, v) = setup::open_session(w, i, i % cfg.workspaces, &thread, i % f, (i + 1) % f, None, master.fork())?;
         if i == 0 {
             setup::check_initialize(w, &v);
@@ -213,11 +186,11 @@ fn run_in(
 
     // The timed phase.
     pb.finish_and_clear();
-    let rb = run_bar(cfg.progress, cfg.duration);
+    let rb = run_bar(cfg.progress, cfg.timed_phase());
     let target = cfg.backing_entries.min(setup::SCAN_BOUND - 100);
     w.stats.in_run.store(true, Ordering::SeqCst);
     let start = Instant::now();
-    let deadline = start + cfg.duration;
+    let deadline = start + cfg.timed_phase();
     let done = AtomicBool::new(false);
     let sessions: Vec<Session> = std::thread::scope(|sc| {
         let keeper = sc.spawn(|| workload::keeper(w, &mut backing, target, &done));

@@ -1,5 +1,5 @@
 //! The guardian socket protocol as types, shared by the client
-//! ([`crate::client`]) and the guardian server (`winx-release guardian`).
+//! ([`crate::client`]) and the guardian server (`winx-release-guardian`).
 //!
 //! JSON lines over a Unix stream socket: one [`RequestLine`] per line, one
 //! reply per line. A reply is `{"id": n, "ok": true, ...body}` with the body

@@ -10,10 +10,10 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::ops::{self, Expect, Pinned};
-use super::procs::GuardianProc;
-use super::scenarios::read_some;
-use super::world::{Session, World};
+use crate::ops::{self, Expect, Pinned};
+use crate::procs::GuardianProc;
+use crate::scenarios::read_some;
+use crate::world::{Session, World};
 
 fn gated(gate: &std::path::Path) -> String {
     format!("while [ ! -e \"{}\" ]; do sleep 0.05; done", gate.display())

@@ -28,31 +28,9 @@ use serde_json::{json, Value};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::retention::backing_usage;
 
-use super::client::McpClient;
-use super::procs::{GuardianProc, Private};
-
-/// The parameters of a long run.
-#[derive(Clone, Debug)]
-pub struct LongConfig {
-    /// Commands to run in all.
-    pub commands: u64,
-    /// A release after every this many commands of a worker (0: none).
-    pub release_every: u64,
-    /// Worker sessions.
-    pub workers: usize,
-    /// The guardian's `--keep-executions`.
-    pub keep_executions: usize,
-    /// The guardian's `--keep-receipts-days`.
-    pub keep_receipts_days: u64,
-    /// Where the private directory is made.
-    pub dir: Option<PathBuf>,
-    /// Keep the private directory.
-    pub keep: bool,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
-    /// Longest wait for one tool call.
-    pub call_timeout: Duration,
-}
+use crate::client::McpClient;
+use crate::procs::{GuardianProc, Private};
+use crate::{Config, CALL_TIMEOUT};
 
 /// Latency in one window of the run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -177,7 +155,7 @@ struct Log {
 struct Shared<'a> {
     fe: &'a McpClient,
     ws: &'a str,
-    cfg: &'a LongConfig,
+    cfg: &'a Config,
     next: AtomicU64,
     log: Mutex<Log>,
     stop: &'a AtomicBool,
@@ -191,8 +169,8 @@ impl Shared<'_> {
 }
 
 /// Runs the long-run mode.
-pub fn run(cfg: &LongConfig) -> anyhow::Result<LongReport> {
-    anyhow::ensure!(cfg.workers >= 1 && cfg.commands >= 1, "--commands and --workers must be at least 1");
+pub fn run(cfg: &Config) -> anyhow::Result<LongReport> {
+    anyhow::ensure!(cfg.workers >= 1 && cfg.commands.unwrap_or(0) >= 1, "--commands and --workers must be at least 1");
     let mut private = Private::create(cfg.dir.as_deref())?;
     let keep_exec = cfg.keep_executions.to_string();
     let keep_days = cfg.keep_receipts_days.to_string();
@@ -200,7 +178,7 @@ pub fn run(cfg: &LongConfig) -> anyhow::Result<LongReport> {
         &private,
         &["--keep-executions", keep_exec.as_str(), "--keep-receipts-days", keep_days.as_str()],
     )?;
-    let fe = private.spawn_frontend("mcp-long", &[], cfg.call_timeout)?;
+    let fe = private.spawn_frontend("mcp-long", &[], CALL_TIMEOUT)?;
     let ws_path = private.workspaces.join("ws0");
     std::fs::create_dir_all(&ws_path)?;
     let ws = std::fs::canonicalize(&ws_path)?.to_str().context("workspace path is not UTF-8")?.to_owned();
@@ -249,7 +227,7 @@ pub fn run(cfg: &LongConfig) -> anyhow::Result<LongReport> {
     let code = guardian.stop(Duration::from_secs(10));
 
     let log = shared.log.into_inner().unwrap_or_else(|e| e.into_inner());
-    let total = shared.next.load(Ordering::SeqCst).min(cfg.commands);
+    let total = shared.next.load(Ordering::SeqCst).min(cfg.commands.unwrap_or(0));
     let mut r = LongReport {
         mode: "long_run",
         commands: log.commands.len() as u64 - log.commands_failed,
@@ -287,11 +265,11 @@ pub fn run(cfg: &LongConfig) -> anyhow::Result<LongReport> {
     Ok(r)
 }
 
-fn progress(cfg: &LongConfig) -> ProgressBar {
+fn progress(cfg: &Config) -> ProgressBar {
     if !cfg.progress {
         return ProgressBar::hidden();
     }
-    let pb = ProgressBar::with_draw_target(Some(cfg.commands), ProgressDrawTarget::stderr());
+    let pb = ProgressBar::with_draw_target(Some(cfg.commands.unwrap_or(0)), ProgressDrawTarget::stderr());
     pb.set_style(
         ProgressStyle::with_template("{bar:24} {pos}/{len} commands {elapsed:>4} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -342,7 +320,7 @@ fn worker(sh: &Shared<'_>, w: usize) -> anyhow::Result<()> {
             return Ok(());
         }
         let i = sh.next.fetch_add(1, Ordering::SeqCst);
-        if i >= sh.cfg.commands {
+        if i >= sh.cfg.commands.unwrap_or(0) {
             return Ok(());
         }
         let (v, ms) = call(sh, "BashCommand", json!({"thread_id": thread, "command": format!("echo c{i}")}))?;

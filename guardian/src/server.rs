@@ -8,21 +8,21 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::json;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Target};
-use winx_release_engine::socket_trust;
 use winx_release_engine::Reason;
-use winx_release_frontend_adapter::protocol::{
+use winx_release_protocol::messages::{
     error_line, ok_line, parse_request, ErrorCode, ExecutionState, ExecutionSummary, Hello, ReleaseReply, Request,
     RequestLine, SessionOpened, StatusReply, MAX_REQUEST_BYTES,
 };
+use winx_release_protocol::trust;
 
-use super::exec::{self, ExecState};
-use super::sessions::{lock, Guardian, SessionOwner};
-use super::{activation, adopt, liveness};
-use super::{CAPABILITIES, PROTOCOL};
+use crate::error::context;
+use crate::exec::{self, ExecState};
+use crate::sessions::{lock, Guardian, SessionOwner};
+use crate::{activation, adopt, liveness};
+use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
     guardian: Arc<Guardian>,
@@ -38,14 +38,14 @@ pub struct ServeOptions {
 }
 
 /// [`serve_with`] the default options.
-pub fn serve(socket: &Path, data_dir: &Path) -> anyhow::Result<()> {
+pub fn serve(socket: &Path, data_dir: &Path) -> std::io::Result<()> {
     serve_with(socket, data_dir, &ServeOptions::default())
 }
 
 /// Binds `socket` (or takes the listening socket systemd passed, see
 /// `activation`), prints the ready line, notifies systemd, and
 /// serves until SIGTERM/SIGINT.
-pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow::Result<()> {
+pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::io::Result<()> {
     let inherited = activation::inherited_listener()?;
     let activated = inherited.is_some();
     let (listener, socket) = match inherited {
@@ -68,7 +68,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
     liveness::become_subreaper();
     let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
 
-    crate::recover_cmd::recover_at_start(data_dir);
+    crate::recover::recover_at_start(data_dir);
     // Executions a previous guardian left running: releases of their
     // threads are refused until nothing of them runs.
     let adopted = adopt::adopt_unresolved(&shared.guardian);
@@ -86,7 +86,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
     }
     let worker = {
         let (shared, policy) = (shared.clone(), opts.retention);
-        std::thread::spawn(move || super::retention::run(&shared.guardian, policy, &shared.shutdown))
+        std::thread::spawn(move || crate::retention::run(&shared.guardian, policy, &shared.shutdown))
     };
 
     let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES});
@@ -114,21 +114,23 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> anyhow
 
 /// Binds the guardian socket at `socket` (mode 0600) in a trusted
 /// directory, replacing only a stale socket.
-fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
+fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     // A directory it did not create is never chmodded: an untrusted one
     // (another owner, not 0700, a link) is refused.
-    let dir = socket_trust::socket_dir(socket);
-    socket_trust::trusted_socket_dir(dir, true).with_context(|| format!("socket directory {}", dir.display()))?;
+    let dir = trust::socket_dir(socket);
+    trust::trusted_socket_dir(dir, true).map_err(|e| context(e, format!("socket directory {}", dir.display())))?;
     if let Ok(meta) = std::fs::symlink_metadata(socket) {
         if !meta.file_type().is_socket() {
-            anyhow::bail!("{} exists and is not a socket; not removing it", socket.display());
+            let msg = format!("{} exists and is not a socket; not removing it", socket.display());
+            return Err(std::io::Error::new(ErrorKind::AlreadyExists, msg));
         }
         if UnixStream::connect(socket).is_ok() {
-            anyhow::bail!("a guardian already listens on {}", socket.display());
+            let msg = format!("a guardian already listens on {}", socket.display());
+            return Err(std::io::Error::new(ErrorKind::AddrInUse, msg));
         }
-        std::fs::remove_file(socket).with_context(|| format!("stale socket {}", socket.display()))?;
+        std::fs::remove_file(socket).map_err(|e| context(e, format!("stale socket {}", socket.display())))?;
     }
-    let listener = UnixListener::bind(socket).with_context(|| format!("bind {}", socket.display()))?;
+    let listener = UnixListener::bind(socket).map_err(|e| context(e, format!("bind {}", socket.display())))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
@@ -150,7 +152,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
     while !shared.shutdown.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = socket_trust::check_peer(&stream) {
+                if let Err(e) = trust::check_peer(&stream) {
                     tracing::warn!(error = %e, "refused a peer");
                     continue;
                 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::client::{CallError, ToolReply};
-use super::ledger::record;
-use super::quota::{self, Usage};
-use super::world::{Recorded, Session, Stats, World};
+use crate::client::{CallError, ToolReply};
+use crate::ledger::record;
+use crate::quota::{self, Usage};
+use crate::world::{Recorded, Session, Stats, World};
 
 /// Statuses for which `isError` must be true.
 const ERROR_STATUSES: &[&str] = &["denied", "invalid_input", "failed"];
@@ -351,7 +351,7 @@ fn apply_outcomes(
                 };
                 let q = PathBuf::from(q);
                 let at_home = sess.ledger.get(&t.path).is_some_and(|g| {
-                    super::ledger::hash_file(&t.path).is_ok_and(|(sha, size, _)| sha == g.sha && size == g.size)
+                    crate::ledger::hash_file(&t.path).is_ok_and(|(sha, size, _)| sha == g.sha && size == g.size)
                 });
                 if at_home || !sess.ledger.relocate(&t.path, &q) {
                     // Something else was preserved; track it so that nothing

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use super::backing::Backing;
-use super::ops::{self, Expect};
-use super::scenarios::{self, Blocker};
-use super::world::{Session, Stats, World};
+use crate::backing::Backing;
+use crate::ops::{self, Expect};
+use crate::scenarios::{self, Blocker};
+use crate::world::{Session, Stats, World};
 
 /// The steps and their weights (per mille).
 const STEPS: &[(Step, u64)] = &[

@@ -19,8 +19,6 @@
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 /// The variables of the activation and notification protocols, which a
 /// command the guardian runs must not inherit.
 pub const SYSTEMD_VARS: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET"];
@@ -30,7 +28,7 @@ pub const SYSTEMD_VARS: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"
 /// `None` when `LISTEN_FDS` is unset or `LISTEN_PID` names another process.
 /// An error when the first passed descriptor is not a listening Unix stream
 /// socket; further descriptors are ignored (with a warning).
-pub fn inherited_listener() -> anyhow::Result<Option<UnixListener>> {
+pub fn inherited_listener() -> std::io::Result<Option<UnixListener>> {
     let mut fds = listenfd::ListenFd::from_env();
     if fds.len() == 0 {
         return Ok(None);
@@ -40,8 +38,8 @@ pub fn inherited_listener() -> anyhow::Result<Option<UnixListener>> {
     }
     let listener = fds
         .take_unix_listener(0)
-        .context("the socket systemd passed (LISTEN_FDS) is not a Unix stream socket")?
-        .context("LISTEN_FDS names no descriptor")?;
+        .map_err(|e| crate::error::context(e, "the socket systemd passed (LISTEN_FDS) is not a Unix stream socket"))?
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "LISTEN_FDS names no descriptor"))?;
     Ok(Some(listener))
 }
 

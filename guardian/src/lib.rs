@@ -1,0 +1,27 @@
+//! The reference guardian of winx-release: the durable runtime owner of
+//! sessions and their executions, serving the JSON-lines protocol of
+//! `docs/PROTOCOL.md` (the `winx-release-protocol` crate) on a Unix socket.
+//!
+//! It holds one admission barrier per session, runs commands as
+//! executions, and performs releases under that barrier with the engine.
+//! The `winx-release guardian` subcommand runs [`serve_with`].
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod activation;
+mod adopt;
+mod error;
+mod exec;
+mod liveness;
+mod recover;
+mod retention;
+mod server;
+mod sessions;
+
+pub use server::{serve, serve_with, ServeOptions};
+pub use sessions::Guardian;
+
+/// Capabilities this guardian advertises in `hello`.
+pub const CAPABILITIES: &[&str] = &["temporary_release", "executions"];
+/// Protocol version.
+pub const PROTOCOL: u64 = winx_release_protocol::messages::PROTOCOL_VERSION;

@@ -1,0 +1,19 @@
+//! The guardian socket of winx-release: what a frontend and a guardian say
+//! to each other, and whom they say it to.
+//!
+//! - [`messages`]: the JSON-lines protocol as types (requests, replies,
+//!   error codes), shared by the client and the guardian server;
+//! - [`client`]: the synchronous client a frontend uses;
+//! - [`trust`]: whether a socket may be trusted (its directory is the
+//!   user's own, mode `0700`, not a link; the peer runs as the user).
+//!
+//! The protocol sits between the frontend and the guardian; the engine
+//! below it knows no sockets. `docs/PROTOCOL.md` shows each op on the wire.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod messages;
+pub mod trust;
+
+pub use client::{default_socket_path, resolve_socket_path, ClientError, GuardianClient, Hello};
