@@ -96,6 +96,7 @@
 
 // The supported API: what a guardian implements, calls and reads.
 pub mod audit;
+pub mod executions;
 pub mod fault;
 pub mod identity;
 pub mod layout;

@@ -9,10 +9,8 @@
 #![deny(missing_docs)]
 
 mod activation;
-mod adopt;
 mod error;
 mod exec;
-mod liveness;
 mod recover;
 mod retention;
 mod server;

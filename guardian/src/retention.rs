@@ -8,14 +8,14 @@
 //!
 //! An execution's payload is removed only when its `status.json` says it is
 //! resolved *and* this guardian's table does not hold it as anything but
-//! final ([`Guardian::claim_for_retention`]); the guardian then forgets it,
+//! final (`Runtime::claim_for_retention` of the engine); the runtime then forgets it,
 //! so a later status check answers `not_found` ("unknown command_id").
 //!
 //! After a pass (at most every [`USAGE_EVERY`]) the worker counts the
 //! backing roots of every workspace it has served, as a release would scan
 //! them, and logs a warning past 80 % of the 50,000-entry bound.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -104,15 +104,7 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
 }
 
 fn pass(g: &Guardian, retention: &mut Retention) {
-    let mut forgotten: HashSet<String> = HashSet::new();
-    let result = retention.pass(SystemTime::now(), &mut |id| {
-        let ok = g.claim_for_retention(id);
-        if ok {
-            forgotten.insert(id.to_owned());
-        }
-        ok
-    });
-    g.drop_from_sessions(&forgotten);
+    let result = retention.pass(SystemTime::now(), &mut |id| g.runtime.claim_for_retention(id));
     match result {
         Ok(r) if r.executions.removed + r.receipts.removed + r.staging_cleared > 0 => tracing::info!(
             executions_removed = r.executions.removed,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use winx_release_engine::executions::{ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Target};
 use winx_release_engine::Reason;
@@ -18,10 +19,10 @@ use winx_release_protocol::messages::{
 };
 use winx_release_protocol::trust;
 
+use crate::activation;
 use crate::error::context;
-use crate::exec::{self, ExecState};
-use crate::sessions::{lock, Guardian, SessionOwner};
-use crate::{activation, adopt, liveness};
+use crate::exec;
+use crate::sessions::{lock, Guardian};
 use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
@@ -35,6 +36,8 @@ struct Shared {
 pub struct ServeOptions {
     /// What its retention worker keeps.
     pub retention: winx_release_engine::retention::RetentionPolicy,
+    /// How it tells what still runs (a cgroup per execution where it can).
+    pub liveness: LivenessChoice,
 }
 
 /// [`serve_with`] the default options.
@@ -63,19 +66,43 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     let shutdown = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())?;
-    let guardian = Arc::new(Guardian::new(data_dir));
-    signal_hook::flag::register(signal_hook::consts::SIGCHLD, guardian.sigchld.clone())?;
-    liveness::become_subreaper();
-    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
-
     crate::recover::recover_at_start(data_dir);
-    // Executions a previous guardian left running: releases of their
-    // threads are refused until nothing of them runs.
-    let adopted = adopt::adopt_unresolved(&shared.guardian);
-    if adopted > 0 {
-        tracing::info!(adopted, "found unresolved executions of an earlier guardian");
+    // The execution runtime: its liveness mode, and the executions an
+    // earlier guardian left running (releases of their threads are refused
+    // until nothing of them runs).
+    let runtime = Runtime::start(
+        data_dir,
+        &RuntimeOptions {
+            liveness: opts.liveness,
+            move_self: true,
+            subreaper: true,
+            env_remove: activation::SYSTEMD_VARS.iter().map(Into::into).collect(),
+        },
+    );
+    if runtime.liveness_mode() == winx_release_engine::executions::LivenessMode::Proc {
+        tracing::warn!(reason = %runtime.liveness_reason(), "liveness: proc");
+    } else {
+        tracing::info!(reason = %runtime.liveness_reason(), "liveness: cgroup");
     }
-    liveness::spawn_watcher(shared.guardian.clone());
+    signal_hook::flag::register(signal_hook::consts::SIGCHLD, runtime.sigchld_flag())?;
+    let guardian = Arc::new(Guardian::new(data_dir, runtime.clone()));
+    {
+        let (on_exit, on_resolved) = (Arc::downgrade(&guardian), Arc::downgrade(&guardian));
+        runtime.set_hooks(
+            Some(Arc::new(move |e| {
+                if let Some(g) = on_exit.upgrade() {
+                    exec::leader_exited(&g, e);
+                }
+            })),
+            Some(Arc::new(move |e| {
+                // Retention catches up (debounced), also for a background command.
+                if let Some(g) = on_resolved.upgrade() {
+                    g.retention.kick(e.workspace.to_str());
+                }
+            })),
+        );
+    }
+    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
     // Retention's staging directory exists before the guardian serves, so
     // that the first background pass never changes the data directory's
     // shape under a client that has already started.
@@ -89,7 +116,9 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
         std::thread::spawn(move || crate::retention::run(&shared.guardian, policy, &shared.shutdown))
     };
 
-    let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES});
+    let liveness = runtime.liveness_mode().name();
+    let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES,
+        "liveness": liveness});
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{ready}")?;
@@ -108,6 +137,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = worker.join();
+    runtime.leave();
     tracing::info!("guardian stopped");
     Ok(())
 }
@@ -156,12 +186,9 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                     tracing::warn!(error = %e, "refused a peer");
                     continue;
                 }
-                // A frontend: its open descriptors never make a target in use.
-                if let Ok(cred) = rustix::net::sockopt::socket_peercred(&stream) {
-                    shared.guardian.note_peer(cred.pid.as_raw_nonzero().get());
-                }
+                let peer = rustix::net::sockopt::socket_peercred(&stream).ok().map(|c| c.pid.as_raw_nonzero().get());
                 let shared = shared.clone();
-                std::thread::spawn(move || connection(shared, stream));
+                std::thread::spawn(move || connection(shared, stream, peer));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 let mut fds = [rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN)];
@@ -178,7 +205,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
     }
 }
 
-fn connection(shared: Arc<Shared>, stream: UnixStream) {
+fn connection(shared: Arc<Shared>, stream: UnixStream, peer: Option<i32>) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let Ok(mut writer) = stream.try_clone() else { return };
@@ -219,7 +246,7 @@ fn connection(shared: Arc<Shared>, stream: UnixStream) {
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let (reply, close) = handle_line(&shared.guardian, &line);
+        let (reply, close) = handle_line(&shared.guardian, &line, peer);
         line.clear();
         let written = write_line(&mut writer, &reply);
         shared.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -237,9 +264,9 @@ fn write_line(w: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
 ///
 /// The second value is true when the line could not be read as a request
 /// at all; the connection is then closed.
-pub fn handle_line(g: &Arc<Guardian>, line: &[u8]) -> (Vec<u8>, bool) {
+pub fn handle_line(g: &Arc<Guardian>, line: &[u8], peer: Option<i32>) -> (Vec<u8>, bool) {
     match parse_request(line) {
-        Ok(RequestLine { id, request }) => (handle(g, id, request), false),
+        Ok(RequestLine { id, request }) => (handle(g, id, request, peer), false),
         Err(e) => {
             let close = e.code == ErrorCode::InvalidInput && e.id == 0;
             (error_line(e.id, e.code, &e.message), close)
@@ -248,9 +275,15 @@ pub fn handle_line(g: &Arc<Guardian>, line: &[u8]) -> (Vec<u8>, bool) {
 }
 
 /// Runs one parsed request.
-fn handle(g: &Arc<Guardian>, id: u64, request: Request) -> Vec<u8> {
+fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: Option<i32>) -> Vec<u8> {
     let reply = match request {
-        Request::Hello { .. } => Ok(ok_line(
+        Request::Hello { client, .. } => {
+            // A frontend that said hello: its open descriptors never make a
+            // target in use (while that same process runs).
+            if let (Some(pid), true) = (peer, client.starts_with("winx-release-mcp/")) {
+                g.note_peer(pid);
+            }
+            Ok(ok_line(
             id,
             &Hello {
                 protocol: PROTOCOL,
@@ -259,8 +292,10 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request) -> Vec<u8> {
                 capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
                 instance: Some(g.instance.clone()),
                 pid: Some(u64::from(std::process::id())),
+                liveness: Some(g.runtime.liveness_mode().name().to_owned()),
             },
-        )),
+        ))
+        }
         Request::SessionOpen { workspace, thread_id } => session_open(g, id, &workspace, &thread_id),
         Request::Exec { workspace, thread_id, command, wait_for_seconds, is_background } => {
             let r = exec_op(g, id, &workspace, &thread_id, &command, wait_for_seconds, is_background);
@@ -296,20 +331,17 @@ fn layout_of(g: &Arc<Guardian>, workspace: &str, thread: &str) -> Result<Layout,
 
 fn session_open(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
-    ensure_session_dir(&layout, thread)?;
-    let s = g.register(layout, thread);
+    let s = register(g, layout, thread)?;
     Ok(ok_line(
         id,
         &SessionOpened { session_dir: s.session_dir.display().to_string(), instance: Some(g.instance.clone()) },
     ))
 }
 
-/// Creates the session directory through the engine's one no-follow path.
-fn ensure_session_dir(layout: &Layout, thread: &str) -> Result<(), OpError> {
-    layout
-        .create_session_dir(thread)
-        .map(drop)
-        .map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))
+/// Creates the session directory through the engine's one no-follow path
+/// and registers its session.
+fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::Session>, OpError> {
+    g.register(layout, thread).map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))
 }
 
 fn wait_secs(wait: Option<f64>, default: f64) -> Duration {
@@ -326,8 +358,7 @@ fn exec_op(
     background: bool,
 ) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
-    ensure_session_dir(&layout, thread)?;
-    let session = g.register(layout, thread);
+    let session = register(g, layout, thread)?;
     let submitted = {
         let _admission = lock(&session.admission);
         exec::submit(g, &session, command, background)
@@ -338,28 +369,27 @@ fn exec_op(
         // the execution running (and releases refused) after the reply.
         e.wait_until(wait_secs(wait, 5.0), |s| !matches!(s, ExecState::Queued | ExecState::Running));
     }
-    Ok(ok_line(id, &e.reply()))
+    Ok(ok_line(id, &exec::reply(&e)))
 }
 
 fn exec_status(g: &Arc<Guardian>, id: u64, command_id: &str, wait: Option<f64>) -> Result<Vec<u8>, OpError> {
-    let e = adopt::lookup(g, command_id).ok_or_else(|| {
+    let e = g.runtime.lookup(command_id).ok_or_else(|| {
         let msg = format!(
             "unknown command_id {command_id}: not started by this guardian, or its record was removed by retention"
         );
         (ErrorCode::NotFound, msg)
     })?;
     e.wait_until(wait_secs(wait, 0.0), ExecState::is_final);
-    Ok(ok_line(id, &e.reply()))
+    Ok(ok_line(id, &exec::reply(&e)))
 }
 
 fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
-    let Some(s) = g.session(layout.workspace(), thread) else {
+    let Some(s) = g.session(&layout, thread) else {
         return Ok(ok_line(id, &StatusReply { known: false, running: 0, pending: 0, executions: vec![] }));
     };
-    let st = lock(&s.state);
-    let executions = st
-        .all
+    let all = g.runtime.executions_of(&s.key);
+    let executions = all
         .iter()
         .map(|e| ExecutionSummary {
             command_id: e.id.clone(),
@@ -373,8 +403,9 @@ fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Resul
             background: e.background,
         })
         .collect();
-    let running = st.unresolved().len();
-    Ok(ok_line(id, &StatusReply { known: true, running, pending: st.pending(), executions }))
+    let running = all.iter().filter(|e| e.state().is_unresolved()).count();
+    let pending = lock(&s.state).pending();
+    Ok(ok_line(id, &StatusReply { known: true, running, pending, executions }))
 }
 
 fn release_op(
@@ -386,7 +417,7 @@ fn release_op(
 ) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     let paths: Vec<String> = targets.iter().map(|t| t.path.clone()).collect();
-    let Some(session) = g.session(layout.workspace(), thread) else {
+    let Some(session) = g.session(&layout, thread) else {
         let report =
             ReleaseReport::denied(&paths, Reason::OwnerUnavailable, &[], "session is not owned by this guardian");
         return Ok(ok_line(id, &ReleaseReply { report }));
@@ -396,9 +427,11 @@ fn release_op(
         // Under the barrier nothing of this session starts: what runs now
         // can only end.
         let pending = lock(&session.state).pending();
-        let (live, detail) = if pending > 0 { (0, None) } else { liveness::release_check(g, &session) };
-        let owner = SessionOwner { live, detail, pending, exempt: g.in_use_exempt() };
-        let req = ReleaseRequest { layout: &session.layout, thread_id: thread, targets };
+        let liveness = if pending > 0 { Default::default() } else { g.runtime.liveness(&session.key) };
+        let owner = OwnerAnswer { liveness, pending, exempt: g.in_use_exempt() };
+        // The request's own path to the session (which may differ from the
+        // one the session was first opened through: a bind mount).
+        let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
         release(&req, &owner, &ReleaseOptions::default())
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");

@@ -242,6 +242,9 @@ pub struct Hello {
     /// Its process id.
     #[serde(default)]
     pub pid: Option<u64>,
+    /// How it tells that a command still runs: `"cgroup"` or `"proc"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<String>,
 }
 
 impl Hello {

@@ -43,6 +43,8 @@ pub struct Env {
     pub sock: PathBuf,
     guardian: Option<Child>,
     logs: AtomicUsize,
+    /// The last guardian's ready line.
+    pub ready: Option<Value>,
 }
 
 impl Env {
@@ -71,6 +73,7 @@ impl Env {
             home,
             guardian: None,
             logs: AtomicUsize::new(0),
+            ready: None,
         }
     }
 
@@ -137,6 +140,8 @@ impl Env {
         assert_eq!(ready["socket"], json!(self.sock), "{line}");
         assert_eq!(ready["pid"], json!(pid), "{line}");
         assert!(ready["capabilities"].as_array().is_some_and(|c| c.contains(&json!("temporary_release"))), "{line}");
+        assert!(ready["liveness"] == "cgroup" || ready["liveness"] == "proc", "{line}");
+        self.ready = Some(ready);
         pid
     }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use winx_release_engine::executions::LivenessChoice;
 use winx_release_guardian::{serve_with, ServeOptions};
 
 use crate::EXIT_OK;
@@ -22,6 +23,19 @@ pub struct GuardianArgs {
     #[arg(long, value_name = "N", default_value_t = winx_release_engine::retention::DEFAULT_KEEP_RECEIPTS_DAYS,
         value_parser = clap::value_parser!(u64).range(0..=36_500))]
     pub keep_receipts_days: u64,
+    /// How the guardian tells that a command still runs: `auto` (a cgroup per execution where a delegated
+    /// cgroup v2 subtree can be had, else the /proc signals) or `proc` (the /proc signals only).
+    #[arg(long, value_enum, default_value_t = Liveness::Auto, env = "WINX_LIVENESS")]
+    pub liveness: Liveness,
+}
+
+/// `--liveness`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// cgroup where it can be had, else /proc.
+    Auto,
+    /// /proc only.
+    Proc,
 }
 
 /// Runs the guardian in the foreground until SIGTERM or SIGINT.
@@ -32,6 +46,10 @@ pub fn run(args: &GuardianArgs) -> anyhow::Result<u8> {
         keep_executions: args.keep_executions,
         keep_receipts: std::time::Duration::from_secs(args.keep_receipts_days * 86_400),
     };
-    serve_with(&socket, &data_dir, &ServeOptions { retention })?;
+    let liveness = match args.liveness {
+        Liveness::Auto => LivenessChoice::Auto,
+        Liveness::Proc => LivenessChoice::Proc,
+    };
+    serve_with(&socket, &data_dir, &ServeOptions { retention, liveness })?;
     Ok(EXIT_OK)
 }

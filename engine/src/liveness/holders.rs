@@ -6,9 +6,16 @@
 //! and each mapping's device and inode columns of `/proc/<pid>/maps` are
 //! compared with the targets' physical identities.
 //!
-//! Limits: a process that made itself non-dumpable has `/proc/<pid>/fd`
-//! owned by root and cannot be inspected; it is counted in
-//! [`HolderScan::uninspectable`] and otherwise skipped. Threads that
+//! A zombie leader (its main thread called `pthread_exit`) has no
+//! descriptor table or memory map of its own any more: its live threads'
+//! views (`/proc/<pid>/task/<tid>/fd`, `.../maps`) are read instead. A
+//! process of the user whose views cannot be read counts as holding a
+//! target ([`HowHeld::Uninspectable`]): doubt is "in use". A process that
+//! holds a capability the caller lacks (the sandbox's init) is a more
+//! privileged principal, judged like another user's process.
+//!
+//! Limits: a non-dumpable process of the user has `/proc/<pid>` owned by
+//! root and is not looked at by a guardian that is not root. Threads that
 //! unshared their descriptor table (`CLONE_FILES` not set) are not looked
 //! at separately. On stacked filesystems (overlayfs) a mapping shows the
 //! underlying file's device, which may differ from the device the target
@@ -36,6 +43,8 @@ pub enum HowHeld {
     Fd(u32),
     /// Mapped into its memory.
     Mapped,
+    /// Its descriptors or mappings cannot be read: it could hold one.
+    Uninspectable,
 }
 
 /// A process found holding a target.
@@ -133,35 +142,82 @@ fn scan_part(
             Err(_) => continue,
         }
         scan.inspected += 1;
-        match fds_of(proc, pid, targets) {
-            Ok(Some(_)) if unexeced_fork_of(proc, pid, exempt) => continue,
-            Ok(Some(h)) => {
-                scan.holder = Some(h);
-                stop.store(true, Ordering::Relaxed);
-                return Ok(scan);
-            }
-            Ok(None) => {}
-            Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => {
-                scan.uninspectable += 1;
-                continue;
-            }
-            Err(e) if is_gone(e) => continue,
-            Err(e) => return Err(ProcError::Unreadable { pid, file: "fd", error: e.into() }),
+        // The process's own view, then, for a zombie leader (its main
+        // thread called `pthread_exit`: its own descriptor table and memory
+        // map are gone), each of its live threads' views.
+        let mut views = vec![format!("{pid}")];
+        if matches!(super::stat::read_stat(proc, pid), Ok(Some(st)) if st.is_zombie()) {
+            views.extend(threads_of(proc, pid).into_iter().filter(|t| *t != pid).map(|t| format!("{pid}/task/{t}")));
         }
-        match read_file(proc, &format!("{pid}/maps"), &mut buf) {
-            Ok(Some(n)) => {
-                if let Some(target) = mapped(&buf[..n], &devs, targets) {
-                    scan.holder = Some(Holder { pid, how: HowHeld::Mapped, target });
+        for view in &views {
+            match holder_in(proc, pid, view, &devs, targets, &mut buf) {
+                Ok(None) => {}
+                Ok(Some(_)) if unexeced_fork_of(proc, pid, exempt) => break,
+                Ok(Some(h)) => {
+                    scan.holder = Some(h);
                     stop.store(true, Ordering::Relaxed);
                     return Ok(scan);
                 }
+                Err(e) if is_gone(e) => break,
+                // A process of this user whose descriptors or mappings
+                // cannot be read (an LSM, a race with a credential change):
+                // it could hold a target, so it counts as holding one.
+                Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => {
+                    scan.uninspectable += 1;
+                    if super::more_privileged(proc, pid) {
+                        // Not the user's to judge: like another user's.
+                        break;
+                    }
+                    let target = targets.iter().next().copied().unwrap_or(PhysicalId { dev: 0, ino: 0 });
+                    scan.holder = Some(Holder { pid, how: HowHeld::Uninspectable, target });
+                    stop.store(true, Ordering::Relaxed);
+                    return Ok(scan);
+                }
+                Err(e) => return Err(ProcError::Unreadable { pid, file: "fd", error: e.into() }),
             }
-            Ok(None) => {}
-            Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => scan.uninspectable += 1,
-            Err(e) => return Err(ProcError::Unreadable { pid, file: "maps", error: e.into() }),
         }
     }
     Ok(scan)
+}
+
+/// Looks for a target among the descriptors (`VIEW/fd`) and mappings
+/// (`VIEW/maps`) of `view`, a process (`pid`) or one of its threads
+/// (`pid/task/tid`).
+fn holder_in(
+    proc: &OwnedFd,
+    pid: i32,
+    view: &str,
+    devs: &HashSet<u64>,
+    targets: &HashSet<PhysicalId>,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Holder>, rustix::io::Errno> {
+    if let Some(h) = fds_of(proc, pid, view, targets)? {
+        return Ok(Some(h));
+    }
+    match read_file(proc, &format!("{view}/maps"), buf)? {
+        Some(n) => Ok(mapped(&buf[..n], devs, targets).map(|target| Holder { pid, how: HowHeld::Mapped, target })),
+        None => Ok(None),
+    }
+}
+
+/// The thread ids of `pid` (`/proc/<pid>/task`); empty when it is gone.
+fn threads_of(proc: &OwnedFd, pid: i32) -> Vec<i32> {
+    let Ok(fd) = rustix::fs::openat(
+        proc,
+        format!("{pid}/task").as_str(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return Vec::new();
+    };
+    let Ok(mut dir) = rustix::fs::Dir::new(fd) else { return Vec::new() };
+    let mut v = Vec::new();
+    while let Some(Ok(entry)) = dir.read() {
+        if let Some(t) = entry.file_name().to_str().ok().and_then(|s| s.parse::<i32>().ok()) {
+            v.push(t);
+        }
+    }
+    v
 }
 
 /// Whether `pid` is a child of an exempt process that has not called
@@ -183,11 +239,16 @@ fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
     matches!((image(pid), image(st.ppid)), (Some(a), Some(b)) if a == b)
 }
 
-/// Looks through `/proc/<pid>/fd`.
-fn fds_of(proc: impl AsFd, pid: i32, targets: &HashSet<PhysicalId>) -> Result<Option<Holder>, rustix::io::Errno> {
+/// Looks through `/proc/<view>/fd`.
+fn fds_of(
+    proc: impl AsFd,
+    pid: i32,
+    view: &str,
+    targets: &HashSet<PhysicalId>,
+) -> Result<Option<Holder>, rustix::io::Errno> {
     let fd_dir = rustix::fs::openat(
         proc,
-        format!("{pid}/fd").as_str(),
+        format!("{view}/fd").as_str(),
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;

@@ -116,6 +116,32 @@ pub(crate) fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result
     }
 }
 
+/// `CapPrm:` of a `status` file's text.
+fn permitted_caps(status: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(status).ok()?;
+    let v = text.lines().find_map(|l| l.strip_prefix("CapPrm:"))?;
+    u64::from_str_radix(v.trim(), 16).ok()
+}
+
+/// Whether `pid` holds a permitted capability this process lacks: a more
+/// privileged principal than the caller (the sandbox's init, say), whose
+/// state the caller may not read and which the `/proc` rules treat like
+/// another user's process. `false` when it cannot be told (fail closed:
+/// then it counts as the user's).
+///
+/// # References
+/// - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
+/// - [`ptrace(2)`](https://man7.org/linux/man-pages/man2/ptrace.2.html) ("Ptrace access mode checking")
+pub(crate) fn more_privileged(proc: impl AsFd, pid: i32) -> bool {
+    let mut buf = Vec::new();
+    let theirs = match read_file(proc.as_fd(), &format!("{pid}/status"), &mut buf) {
+        Ok(Some(n)) => permitted_caps(&buf[..n]),
+        _ => None,
+    };
+    let ours = std::fs::read("/proc/self/status").ok().and_then(|b| permitted_caps(&b));
+    matches!((theirs, ours), (Some(t), Some(o)) if t & !o != 0)
+}
+
 /// The size of one read of a `/proc` file.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -136,6 +162,9 @@ pub fn in_use_detail(
         Ok(HolderScan { holder: Some(h), .. }) => Some(match h.how {
             HowHeld::Fd(n) => format!("process {} holds a target open (descriptor {n})", h.pid),
             HowHeld::Mapped => format!("process {} has a target mapped", h.pid),
+            HowHeld::Uninspectable => {
+                format!("process {}'s descriptors or mappings cannot be read; it could hold a target", h.pid)
+            }
         }),
         Err(e) => Some(format!("cannot tell whether a target is in use: {e}")),
     }

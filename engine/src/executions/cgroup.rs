@@ -1,0 +1,221 @@
+//! cgroup v2 containment: a cgroup per execution below a delegated subtree.
+//!
+//! The subtree is found from `/proc/self/cgroup` (the `0::` line) and the
+//! cgroup2 mount in `/proc/self/mountinfo` (pure v2 at `/sys/fs/cgroup`, or
+//! hybrid at `/sys/fs/cgroup/unified`). It is `winx-<16 hex>` below the
+//! guardian's own cgroup, the hex digits a hash of the data directory `D`,
+//! so a restarted guardian (started from the same place, a systemd unit
+//! or the same parent) finds its predecessor's cgroups, and two guardians of
+//! different data directories never share one. Inside it:
+//!
+//! - `guardian/`: the guardian itself, a leaf (cgroup v2's "no internal
+//!   processes" rule; no controller is enabled anywhere here);
+//! - `executions/<command_id>/`: one per execution, joined by the
+//!   execution's first process before it runs the command.
+//!
+//! An execution runs while its cgroup's `cgroup.events` says `populated 1`,
+//! whatever its processes do to their environment, group, session or
+//! parent. A cgroup is removed only once it is empty; nothing here kills,
+//! freezes or writes `cgroup.kill`.
+//!
+//! # References
+//! - [cgroup v2](https://docs.kernel.org/admin-guide/cgroup-v2.html)
+//!   ("Delegation", "No Internal Process Constraint", `cgroup.events`)
+//! - [`cgroups(7)`](https://man7.org/linux/man-pages/man7/cgroups.7.html)
+//! - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// The leaf the guardian moves itself into.
+pub const GUARDIAN_LEAF: &str = "guardian";
+/// The parent of the executions' cgroups.
+pub const EXECUTIONS_DIR: &str = "executions";
+
+/// A delegated subtree this process may create cgroups in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subtree {
+    root: PathBuf,
+}
+
+impl Subtree {
+    /// Finds (and creates) the subtree of data directory `data_dir` below
+    /// this process's cgroup. When `move_self` is true this process moves
+    /// itself into the subtree's `guardian/` leaf, which also proves the
+    /// subtree writable; otherwise writability is checked on
+    /// `executions/cgroup.procs`.
+    ///
+    /// The error says why cgroup mode cannot be had (no cgroup2 mount, no
+    /// write access to the own cgroup, ...).
+    pub fn find(data_dir: &Path, move_self: bool) -> Result<Subtree, String> {
+        let own = own_cgroup_dir().map_err(|e| format!("cannot locate this process's cgroup v2: {e}"))?;
+        let name = subtree_name(data_dir);
+        // A guardian restarted from inside its predecessor's leaf.
+        let base = match (own.file_name(), own.parent()) {
+            (Some(leaf), Some(parent)) if leaf == GUARDIAN_LEAF && parent.file_name() == Some(name.as_ref()) => {
+                parent.parent().unwrap_or(parent).to_path_buf()
+            }
+            _ => own,
+        };
+        let root = base.join(&name);
+        for dir in [root.clone(), root.join(GUARDIAN_LEAF), root.join(EXECUTIONS_DIR)] {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("cannot create cgroup {}: {e}", dir.display())),
+            }
+        }
+        let subtree = Subtree { root };
+        if move_self {
+            let procs = subtree.root.join(GUARDIAN_LEAF).join("cgroup.procs");
+            std::fs::write(&procs, format!("{}\n", std::process::id()))
+                .map_err(|e| format!("cannot move into {}: {e}", procs.display()))?;
+        } else {
+            let procs = subtree.root.join(EXECUTIONS_DIR).join("cgroup.procs");
+            rustix::fs::access(&procs, rustix::fs::Access::WRITE_OK)
+                .map_err(|e| format!("cannot write {}: {e}", procs.display()))?;
+        }
+        Ok(subtree)
+    }
+
+    /// The subtree's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The cgroup of execution `id` (which may not exist).
+    pub fn execution_cgroup(&self, id: &str) -> PathBuf {
+        self.root.join(EXECUTIONS_DIR).join(id)
+    }
+
+    /// Creates the cgroup of execution `id`.
+    ///
+    /// # References
+    /// - [`mkdir(2)`](https://man7.org/linux/man-pages/man2/mkdir.2.html)
+    pub fn create_execution_cgroup(&self, id: &str) -> io::Result<PathBuf> {
+        let dir = self.execution_cgroup(id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Ok(dir),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(dir),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every execution cgroup below `executions/`: (name, path).
+    pub fn execution_cgroups(&self) -> io::Result<Vec<(String, PathBuf)>> {
+        let mut v = Vec::new();
+        for entry in std::fs::read_dir(self.root.join(EXECUTIONS_DIR))? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                v.push((entry.file_name().to_string_lossy().into_owned(), entry.path()));
+            }
+        }
+        Ok(v)
+    }
+
+    /// Moves this process back to the subtree's parent and removes what of
+    /// the subtree is empty (a guardian that stops cleanly). Best effort.
+    pub fn leave(&self) {
+        if let Some(parent) = self.root.parent() {
+            let _ = std::fs::write(parent.join("cgroup.procs"), format!("{}\n", std::process::id()));
+        }
+        let _ = std::fs::remove_dir(self.root.join(GUARDIAN_LEAF));
+        let _ = std::fs::remove_dir(self.root.join(EXECUTIONS_DIR));
+        let _ = std::fs::remove_dir(&self.root);
+    }
+}
+
+/// Whether the cgroup at `dir` has a live process in it or below it
+/// (`populated 1` in its `cgroup.events`). A cgroup that does not exist is
+/// empty: it is only ever removed once empty.
+///
+/// # References
+/// - [cgroup v2 `cgroup.events`](https://docs.kernel.org/admin-guide/cgroup-v2.html#core-interface-files)
+pub fn populated(dir: &Path) -> io::Result<bool> {
+    let text = match std::fs::read_to_string(dir.join("cgroup.events")) {
+        Ok(t) => t,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("populated ") {
+            return Ok(v.trim() != "0");
+        }
+    }
+    Err(io::Error::new(ErrorKind::InvalidData, format!("{}/cgroup.events names no populated", dir.display())))
+}
+
+/// Removes the empty cgroup at `dir`; a populated one (`EBUSY`) or a
+/// missing one is left alone.
+///
+/// # References
+/// - [`rmdir(2)`](https://man7.org/linux/man-pages/man2/rmdir.2.html)
+pub fn remove_if_empty(dir: &Path) {
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The name of the subtree of data directory `data_dir`.
+fn subtree_name(data_dir: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let canonical = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let digest = Sha256::digest(canonical.as_os_str().as_bytes());
+    format!("winx-{}", hex::encode(&digest[..8]))
+}
+
+/// This process's cgroup v2 directory: the cgroup2 mount point joined with
+/// the `0::` path of `/proc/self/cgroup`, relative to the mount's root.
+fn own_cgroup_dir() -> io::Result<PathBuf> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")?;
+    let path = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or_else(|| io::Error::new(ErrorKind::NotFound, "no cgroup v2 line in /proc/self/cgroup"))?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        if right.split(' ').next() != Some("cgroup2") {
+            continue;
+        }
+        let fields: Vec<&str> = left.split(' ').collect();
+        let (Some(root), Some(point)) = (fields.get(3), fields.get(4)) else { continue };
+        let Some(rel) = path.strip_prefix(root.trim_end_matches('/')) else { continue };
+        return Ok(Path::new(&unescape(point)).join(rel.trim_start_matches('/')));
+    }
+    Err(io::Error::new(ErrorKind::NotFound, "no cgroup2 mount in /proc/self/mountinfo"))
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subtree_names_follow_the_data_directory() {
+        assert_eq!(subtree_name(Path::new("/nonexistent/a")), subtree_name(Path::new("/nonexistent/a")));
+        assert_ne!(subtree_name(Path::new("/nonexistent/a")), subtree_name(Path::new("/nonexistent/b")));
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+    }
+
+    #[test]
+    fn a_missing_cgroup_is_empty() {
+        assert!(!populated(Path::new("/nonexistent/cgroup")).unwrap());
+    }
+}

@@ -1,0 +1,224 @@
+//! One execution: its identity, its state, and what it printed.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::record::{Leader, Record, RecordState, OUTPUT_FILE};
+use super::SessionKey;
+use crate::sync::lock;
+
+/// Most bytes of output returned inline ([`Execution::output_tail`]); a
+/// longer output is dropped whole into `W/.winx/scratch/<id>.out` when the
+/// execution resolves.
+pub const INLINE_OUTPUT_BYTES: u64 = 64 * 1024;
+
+/// Where an execution is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecState {
+    /// Admitted, not started yet (a foreground command waiting behind the
+    /// session's running one).
+    Queued,
+    /// Its leader runs.
+    Running,
+    /// Its leader exited (with this code, when known), but something it
+    /// started may still run.
+    Lingering(Option<i32>),
+    /// Nothing it started runs any more; recorded.
+    Resolved(Option<i32>),
+    /// Could not be started: the command never ran.
+    FailedToStart,
+}
+
+impl ExecState {
+    /// The name used in replies.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecState::Queued => "queued",
+            ExecState::Running => "running",
+            ExecState::Lingering(_) => "lingering",
+            ExecState::Resolved(_) => "resolved",
+            ExecState::FailedToStart => "failed_to_start",
+        }
+    }
+
+    /// Whether nothing of the execution can run any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, ExecState::Resolved(_) | ExecState::FailedToStart)
+    }
+
+    /// Whether it may still run (started and not resolved).
+    pub fn is_unresolved(self) -> bool {
+        matches!(self, ExecState::Running | ExecState::Lingering(_))
+    }
+}
+
+/// One execution of a session's command.
+#[derive(Debug)]
+pub struct Execution {
+    /// The command id (also the value of its `WINX_EXECUTION_ID` marker).
+    pub id: String,
+    /// Whether it runs in the background.
+    pub background: bool,
+    /// Its directory `D/executions/<id>`.
+    pub dir: PathBuf,
+    /// The workspace it runs in.
+    pub workspace: PathBuf,
+    /// The thread it belongs to.
+    pub thread: String,
+    /// The identity of its session directory; `None` for a record whose
+    /// session is unknown (it then counts for every session).
+    pub session: Option<SessionKey>,
+    /// When it was submitted (Unix seconds).
+    pub started_unix: u64,
+    /// Whether this runtime found it in `D/executions` rather than started it.
+    pub adopted: bool,
+    /// Its cgroup, in cgroup mode.
+    pub cgroup: Option<PathBuf>,
+    /// Why its record could not be read, for a record of unknown owner.
+    pub unreadable: Option<String>,
+    pub(crate) leader: Mutex<Option<Leader>>,
+    pub(crate) leader_exited_unix: Mutex<Option<u64>>,
+    pub(crate) quiet_probes: Mutex<u32>,
+    state: Mutex<ExecState>,
+    cv: Condvar,
+}
+
+impl Execution {
+    pub(crate) fn new(record: &Record, dir: PathBuf, adopted: bool, state: ExecState) -> Execution {
+        Execution {
+            id: record.command_id.clone(),
+            background: record.background,
+            dir,
+            workspace: record.workspace.clone(),
+            thread: record.thread_id.clone(),
+            session: record.session,
+            started_unix: record.started_unix,
+            adopted,
+            cgroup: record.cgroup.clone(),
+            unreadable: None,
+            leader: Mutex::new(record.leader),
+            leader_exited_unix: Mutex::new(record.leader_exited_unix),
+            quiet_probes: Mutex::new(0),
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// A record under `dir` that could not be read: unresolved, of no known
+    /// session, so it counts for every session.
+    pub(crate) fn unreadable(id: &str, dir: PathBuf, why: String) -> Execution {
+        let mut e = Execution::new(
+            &Record {
+                command_id: id.to_owned(),
+                thread_id: String::new(),
+                workspace: PathBuf::new(),
+                session: None,
+                background: true,
+                started_unix: 0,
+                state: RecordState::Lingering,
+                leader: None,
+                cgroup: None,
+                leader_exited_unix: None,
+                exit_code: None,
+                failed_to_start: false,
+                ended_unix: None,
+            },
+            dir,
+            true,
+            ExecState::Lingering(None),
+        );
+        e.unreadable = Some(why);
+        e
+    }
+
+    /// The current state.
+    pub fn state(&self) -> ExecState {
+        *lock(&self.state)
+    }
+
+    pub(crate) fn set(&self, s: ExecState) {
+        *lock(&self.state) = s;
+        self.cv.notify_all();
+    }
+
+    /// Its leader process, once spawned.
+    pub fn leader(&self) -> Option<Leader> {
+        *lock(&self.leader)
+    }
+
+    /// Whether its leader has exited (the shell is done; what it left
+    /// behind may still run).
+    pub fn leader_exited(&self) -> bool {
+        lock(&self.leader_exited_unix).is_some()
+    }
+
+    /// Whether it belongs to the session `key` (a record of unknown session
+    /// belongs to every session).
+    pub fn is_of(&self, key: &SessionKey) -> bool {
+        self.session.is_none_or(|s| s == *key)
+    }
+
+    /// Waits up to `timeout` until `done` holds for the state; returns the
+    /// state then.
+    pub fn wait_until(&self, timeout: Duration, done: impl Fn(ExecState) -> bool) -> ExecState {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.state);
+        loop {
+            if done(*st) {
+                return *st;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return *st;
+            }
+            st = self.cv.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// The last [`INLINE_OUTPUT_BYTES`] of its output (lossy UTF-8), and
+    /// whether earlier output was cut.
+    pub fn output_tail(&self) -> (String, bool) {
+        read_tail(&self.dir.join(OUTPUT_FILE), INLINE_OUTPUT_BYTES)
+    }
+
+    /// Its record as it stands, in state `state`.
+    pub(crate) fn record(&self, state: RecordState) -> Record {
+        let (exit_code, failed_to_start) = match self.state() {
+            ExecState::Resolved(c) | ExecState::Lingering(c) => (c, false),
+            ExecState::FailedToStart => (Some(127), true),
+            _ => (None, false),
+        };
+        Record {
+            command_id: self.id.clone(),
+            thread_id: self.thread.clone(),
+            workspace: self.workspace.clone(),
+            session: self.session,
+            background: self.background,
+            started_unix: self.started_unix,
+            state,
+            leader: self.leader(),
+            cgroup: self.cgroup.clone(),
+            leader_exited_unix: *lock(&self.leader_exited_unix),
+            exit_code,
+            failed_to_start,
+            ended_unix: None,
+        }
+    }
+}
+
+/// The last `limit` bytes of the file at `path` (lossy UTF-8), and whether
+/// earlier bytes were cut.
+pub fn read_tail(path: &Path, limit: u64) -> (String, bool) {
+    let Ok(mut f) = File::open(path) else { return (String::new(), false) };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(limit);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return (String::new(), false);
+    }
+    let mut buf = Vec::new();
+    let _ = f.take(limit).read_to_end(&mut buf);
+    (String::from_utf8_lossy(&buf).into_owned(), start > 0)
+}

@@ -1,0 +1,166 @@
+//! Executions: commands a session runs, and who of them still runs.
+//!
+//! A guardian runs each command of a session as an *execution* of a
+//! [`Runtime`]: [`Runtime::submit`] admits it (an id, a directory
+//! `D/executions/<id>/` with the command text), [`Runtime::run`] starts it
+//! (its own session and process group, `WINX_EXECUTION_ID=<id>` in its
+//! environment, output into `D/executions/<id>/output`, and in cgroup mode
+//! a cgroup of its own joined before the command's first instruction), and
+//! the runtime learns of its end by itself. Under the session's admission
+//! barrier, [`Runtime::liveness`] answers whether anything the session's
+//! executions started still runs; [`OwnerAnswer`] turns that answer into
+//! the [`crate::RuntimeOwner`] a release asks.
+//!
+//! Two modes ([`LivenessMode`]), reported by the guardian:
+//! - **cgroup**: where a delegated cgroup v2 subtree can be had (root, a
+//!   systemd unit with `Delegate=yes`, a `systemd-run --scope -p
+//!   Delegate=yes`), an execution runs while its cgroup is populated,
+//!   whatever its processes do to their environment, group, session or
+//!   parent, across any number of guardian restarts ([`cgroup`]);
+//! - **proc**: elsewhere, the union of `/proc` signals, every doubt
+//!   counted as running ([`procfs`]).
+//!
+//! Each execution's durable record ([`record`]) has a size independent of
+//! the command, so a restarted guardian adopts every unresolved execution
+//! ([`Runtime::adopt`]); a record it cannot read counts as running for
+//! every session. Nothing here ever signals, kills or freezes a process.
+//!
+//! # Example
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use winx_release_engine::executions::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let opts = RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: false, ..Default::default() };
+//! let rt = Runtime::start(tmp.path(), &opts);
+//! let session = SessionKey::of_path(tmp.path())?;
+//! let e = rt.submit(Spawn {
+//!     thread: "t1".into(),
+//!     workspace: tmp.path().into(),
+//!     session,
+//!     command: "echo hi".into(),
+//!     background: false,
+//!     env: vec![],
+//! })?;
+//! rt.run(&e);
+//! let state = e.wait_until(Duration::from_secs(10), ExecState::is_final);
+//! assert_eq!(state, ExecState::Resolved(Some(0)));
+//! assert_eq!(e.output_tail().0, "hi\n");
+//! assert_eq!(rt.liveness(&session).running, 0);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cgroup;
+mod execution;
+pub mod procfs;
+pub mod record;
+mod runtime;
+mod spawn;
+
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use execution::{read_tail, ExecState, Execution, INLINE_OUTPUT_BYTES};
+pub use record::Leader;
+pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
+pub use spawn::CGROUP_JOIN_FAILED;
+
+/// The environment variable that marks every process of an execution.
+pub const MARKER: &str = "WINX_EXECUTION_ID";
+
+/// How a runtime tells that a command still runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LivenessMode {
+    /// Every execution in a cgroup of its own.
+    Cgroup,
+    /// The `/proc` signals, failing closed.
+    Proc,
+}
+
+impl LivenessMode {
+    /// `"cgroup"` or `"proc"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LivenessMode::Cgroup => "cgroup",
+            LivenessMode::Proc => "proc",
+        }
+    }
+}
+
+/// The identity of a session directory (device and inode): a session is
+/// the same whichever path (a bind mount, a renamed workspace) reaches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionKey {
+    /// The device.
+    pub dev: u64,
+    /// The inode.
+    pub ino: u64,
+}
+
+impl SessionKey {
+    /// The identity of the directory open as `fd`.
+    ///
+    /// # References
+    /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+    pub fn of_dir(fd: impl AsFd) -> io::Result<SessionKey> {
+        let id = crate::identity::Identity::of_fd(fd)?;
+        Ok(SessionKey { dev: id.dev, ino: id.ino })
+    }
+
+    /// The identity of the directory at `path` (following links).
+    pub fn of_path(path: &Path) -> io::Result<SessionKey> {
+        SessionKey::of_dir(std::fs::File::open(path)?)
+    }
+}
+
+/// Who of a session still runs ([`Runtime::liveness`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Liveness {
+    /// How many things were found running (executions, processes, cgroups,
+    /// doubts).
+    pub running: usize,
+    /// What was found, naming pids and cgroups, for the denial's message.
+    pub detail: Option<String>,
+}
+
+/// The answers a release asks of a session's owner, taken under the
+/// session's admission barrier: implements [`crate::RuntimeOwner`].
+#[derive(Clone, Debug, Default)]
+pub struct OwnerAnswer {
+    /// Who still runs.
+    pub liveness: Liveness,
+    /// Queued actions of the session.
+    pub pending: usize,
+    /// Processes whose descriptors never make a target `in_use` (the
+    /// guardian and its frontends).
+    pub exempt: Vec<i32>,
+}
+
+impl crate::RuntimeOwner for OwnerAnswer {
+    fn supports_temporary_release(&self) -> bool {
+        true
+    }
+
+    fn running_executions(&self, _thread_id: &str) -> usize {
+        self.liveness.running
+    }
+
+    fn pending_actions(&self, _thread_id: &str) -> usize {
+        self.pending
+    }
+
+    fn running_detail(&self, _thread_id: &str) -> Option<String> {
+        self.liveness.detail.clone()
+    }
+
+    fn in_use_exempt(&self) -> Vec<i32> {
+        self.exempt.clone()
+    }
+}

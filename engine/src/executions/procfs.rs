@@ -1,0 +1,251 @@
+//! The `/proc` fallback: who still runs when no cgroup subtree can be had.
+//!
+//! An execution is alive while any of these holds, and every doubt counts
+//! as alive:
+//! - its leader runs (pid and start time, so a reused pid is not it), also
+//!   as a zombie whose other threads still run (`Threads:` above 1 in
+//!   `/proc/<pid>/status`: the main thread called `pthread_exit`);
+//! - a process is in its process group or its session (the leader is made
+//!   the leader of both), unless the leader's pid now names another
+//!   process (then the kernel had freed the group and session ids);
+//! - a process of this user (by the real uid of `Status: Uid`, so a process
+//!   that made itself non-dumpable is still the user's) carries
+//!   `WINX_EXECUTION_ID=<command_id>` in its environment;
+//! - a process of this user started after the leader whose environment
+//!   cannot be read: it could carry the marker.
+//!
+//! `/proc` is read as snapshots: a process can fork a successor and exit
+//! between the listing and the reads. Callers therefore ask twice in a row
+//! ([`QUIET_PROBES`]) before they believe that nothing is left.
+//!
+//! # References
+//! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
+//! - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
+//! - [`proc_pid_environ(5)`](https://man7.org/linux/man-pages/man5/proc_pid_environ.5.html)
+
+use std::collections::{HashMap, HashSet};
+
+use crate::liveness::{self as proc, EnvLookup, ProcError, ProcTable};
+
+use super::record::Leader;
+use super::MARKER;
+
+/// Probes in a row that must find nothing before an execution is believed
+/// ended (a process forked just as one probe passed its slot is seen by
+/// the next).
+pub const QUIET_PROBES: u32 = 2;
+
+/// What a process's marker is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Marker {
+    /// It carries this marker value.
+    Value(Vec<u8>),
+    /// Its environment cannot be read: it could carry any marker.
+    Unknown,
+}
+
+/// One look at every process, with the markers read on demand.
+pub struct Probe {
+    table: ProcTable,
+    own: i32,
+    uid: u32,
+    /// Markers of the processes started at or after `.0` (clock ticks).
+    markers: Option<(u64, HashMap<i32, Marker>)>,
+    /// Zombies found to have live threads.
+    live_zombies: HashSet<i32>,
+}
+
+/// The start time of `pid`, if it runs.
+pub fn start_time_of(pid: i32) -> Option<u64> {
+    let p = proc::open_proc().ok()?;
+    proc::read_stat(&p, pid).ok().flatten().map(|s| s.start_time)
+}
+
+/// `Uid:` (real) and `Threads:` of `/proc/<pid>/status`; `None` when the
+/// process is gone.
+fn status_of(table: &ProcTable, pid: i32) -> Result<Option<(u32, u32)>, ProcError> {
+    let mut buf = Vec::new();
+    let n = match proc::read_file(&table.proc, &format!("{pid}/status"), &mut buf) {
+        Ok(None) => return Ok(None),
+        Ok(Some(n)) => n,
+        Err(e) => return Err(ProcError::Unreadable { pid, file: "status", error: e.into() }),
+    };
+    let text = String::from_utf8_lossy(&buf[..n]);
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    match (field("Uid:"), field("Threads:")) {
+        (Some(uid), Some(threads)) => Ok(Some((uid, threads))),
+        _ => Err(ProcError::Unreadable { pid, file: "status", error: std::io::Error::other("no Uid or Threads") }),
+    }
+}
+
+impl Probe {
+    /// Takes a snapshot of the process table; `own` (the caller) is never
+    /// counted.
+    pub fn take(own: i32) -> Result<Probe, ProcError> {
+        Ok(Probe {
+            table: proc::snapshot()?,
+            own,
+            uid: rustix::process::getuid().as_raw(),
+            markers: None,
+            live_zombies: HashSet::new(),
+        })
+    }
+
+    /// Whether `pid` is alive: not a zombie, or a zombie leader whose other
+    /// threads still run.
+    fn alive(&mut self, pid: i32) -> Result<bool, ProcError> {
+        let Some(e) = self.table.get(pid).copied() else { return Ok(false) };
+        if !e.stat.is_zombie() {
+            return Ok(true);
+        }
+        if self.live_zombies.contains(&pid) {
+            return Ok(true);
+        }
+        let live = matches!(status_of(&self.table, pid)?, Some((_, threads)) if threads > 1);
+        if live {
+            self.live_zombies.insert(pid);
+        }
+        Ok(live)
+    }
+
+    /// Whether `pid` runs as this user: by the owner of `/proc/<pid>`, or,
+    /// when that is another user (a non-dumpable process shows root), by
+    /// the real uid of its `status`.
+    fn is_users(&self, pid: i32, owner: u32) -> Result<bool, ProcError> {
+        if owner == self.uid {
+            return Ok(true);
+        }
+        Ok(matches!(status_of(&self.table, pid)?, Some((uid, _)) if uid == self.uid))
+    }
+
+    /// The marker of every live process of this user started at or after
+    /// `since`. A marker is inherited, so only processes started no earlier
+    /// than an execution's leader can carry its marker.
+    fn markers(&mut self, since: u64) -> Result<&HashMap<i32, Marker>, ProcError> {
+        if self.markers.as_ref().is_none_or(|(from, _)| *from > since) {
+            let mut found = HashMap::new();
+            let mut buf = Vec::new();
+            let recent: Vec<(i32, u32)> = self
+                .table
+                .iter()
+                .filter(|e| e.stat.start_time >= since && e.stat.pid != self.own)
+                .map(|e| (e.stat.pid, e.uid))
+                .collect();
+            for (pid, owner) in recent {
+                if !self.alive(pid)? || !self.is_users(pid, owner)? {
+                    continue;
+                }
+                let zombie = self.table.get(pid).is_some_and(|e| e.stat.is_zombie());
+                let marker = if zombie {
+                    // A zombie leader with live threads: its environment is
+                    // gone with its memory map; it could carry any marker.
+                    Some(Marker::Unknown)
+                } else {
+                    match proc::env_var(&self.table.proc, pid, MARKER.as_bytes(), &mut buf) {
+                        Ok(EnvLookup::Found(v)) => Some(Marker::Value(v)),
+                        Ok(EnvLookup::Denied) if proc::more_privileged(&self.table.proc, pid) => None,
+                        Ok(EnvLookup::Denied) => Some(Marker::Unknown),
+                        Ok(EnvLookup::Absent) | Ok(EnvLookup::Gone) => None,
+                        Err(_) => Some(Marker::Unknown),
+                    }
+                };
+                if let Some(m) = marker {
+                    found.insert(pid, m);
+                }
+            }
+            self.markers = Some((since, found));
+        }
+        Ok(&self.markers.get_or_insert_with(Default::default).1)
+    }
+
+    /// The live processes of execution `id` with `leader` (every process
+    /// whose marker cannot be read and that started after the leader is
+    /// counted).
+    pub fn members(&mut self, id: &str, leader: Option<Leader>) -> Result<Vec<i32>, ProcError> {
+        let own = self.own;
+        let mut pids: HashSet<i32> = HashSet::new();
+        if let Some(l) = leader {
+            let reused = self.table.get(l.pid).is_some_and(|e| e.stat.start_time != l.start_time);
+            if !reused {
+                let candidates: Vec<i32> = self
+                    .table
+                    .iter()
+                    .map(|e| e.stat)
+                    .filter(|s| s.pid != own)
+                    .filter(|s| s.pid == l.pid || (l.own_group && s.pgid == l.pid) || (l.own_session && s.sid == l.pid))
+                    .map(|s| s.pid)
+                    .collect();
+                for pid in candidates {
+                    if self.alive(pid)? {
+                        pids.insert(pid);
+                    }
+                }
+            }
+        }
+        // Without a recorded leader (a guardian died before the spawn was
+        // recorded), every process is looked at.
+        let since = leader.map_or(0, |l| l.start_time);
+        for (pid, m) in self.markers(since)? {
+            match m {
+                Marker::Value(v) if v.as_slice() == id.as_bytes() => {
+                    pids.insert(*pid);
+                }
+                Marker::Unknown => {
+                    pids.insert(*pid);
+                }
+                Marker::Value(_) => {}
+            }
+        }
+        let mut v: Vec<i32> = pids.into_iter().collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// Live processes reparented to `parent` (a subreaper) that are not in
+    /// `leaders`.
+    pub fn orphans(&self, parent: i32, leaders: &HashSet<i32>) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .table
+            .iter()
+            .filter(|e| e.stat.ppid == parent && !e.stat.is_zombie() && !leaders.contains(&e.stat.pid))
+            .map(|e| e.stat.pid)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Exited children of `parent` that are not in `leaders` (to be reaped).
+    pub fn exited_orphans(&self, parent: i32, leaders: &HashSet<i32>) -> Vec<i32> {
+        self.table
+            .iter()
+            .filter(|e| e.stat.ppid == parent && e.stat.is_zombie() && !leaders.contains(&e.stat.pid))
+            .map(|e| e.stat.pid)
+            .collect()
+    }
+
+    /// Reads `pid`'s `stat` again into the table: `false` when it is gone,
+    /// a zombie, or another process than the one seen (its start time
+    /// changed). A child seen between `fork` and `execve(2)` had neither its
+    /// session nor its marker yet; read again, it has both, or is gone.
+    pub fn refresh(&mut self, pid: i32) -> bool {
+        let Some(seen) = self.table.entries.get(&pid).copied() else { return false };
+        match proc::read_stat(&self.table.proc, pid) {
+            Ok(Some(now)) if now.start_time == seen.stat.start_time && !now.is_zombie() => {
+                self.table.entries.insert(pid, proc::ProcEntry { stat: now, uid: seen.uid });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `pid` belongs to the execution `id` with `leader`: by its
+    /// marker (or a marker that cannot be read), its group or its session.
+    pub fn belongs(&mut self, pid: i32, id: &str, leader: Option<Leader>) -> Result<bool, ProcError> {
+        Ok(self.members(id, leader)?.contains(&pid))
+    }
+}

@@ -1,0 +1,664 @@
+//! The execution runtime: the table of a data directory's executions, their
+//! starts, their ends, and the liveness answer a release asks for.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::cgroup::{self, Subtree};
+use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+use super::procfs::{self, Probe, QUIET_PROBES};
+use super::record::{self, is_command_id, ReadRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
+use super::spawn::{spawn_leader, CommandSpec};
+use super::{Liveness, LivenessMode, SessionKey};
+use crate::durable::create_private_dir_all;
+use crate::sync::lock;
+
+/// How often the watcher looks at lingering executions and orphans.
+const WATCH_PERIOD: Duration = Duration::from_millis(150);
+
+/// How a [`Runtime`] tells what still runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LivenessChoice {
+    /// A cgroup per execution where a delegated subtree can be had, else
+    /// the `/proc` signals.
+    #[default]
+    Auto,
+    /// The `/proc` signals only.
+    Proc,
+}
+
+/// How a [`Runtime`] starts.
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    /// Cgroup or `/proc` liveness.
+    pub liveness: LivenessChoice,
+    /// In cgroup mode, move this process into the subtree's `guardian/`
+    /// leaf (a guardian does; a test that embeds the runtime need not).
+    pub move_self: bool,
+    /// Make this process a child subreaper, so that orphans of its commands
+    /// are reparented to it (and reaped by the runtime) rather than to init.
+    pub subreaper: bool,
+    /// Variables no command inherits (systemd's activation variables, say).
+    pub env_remove: Vec<OsString>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> RuntimeOptions {
+        RuntimeOptions { liveness: LivenessChoice::Auto, move_self: true, subreaper: true, env_remove: Vec::new() }
+    }
+}
+
+/// What to start as an execution of a session.
+#[derive(Clone, Debug)]
+pub struct Spawn {
+    /// The thread.
+    pub thread: String,
+    /// The workspace (the command's working directory).
+    pub workspace: PathBuf,
+    /// The identity of the session directory.
+    pub session: SessionKey,
+    /// The command, run as `bash -c COMMAND`.
+    pub command: String,
+    /// Whether it runs in the background.
+    pub background: bool,
+    /// Variables set for it (besides `WINX_EXECUTION_ID`).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// Called with an execution whose leader exited (or never started), and
+/// with one that resolved.
+pub type Hook = Arc<dyn Fn(&Arc<Execution>) + Send + Sync>;
+
+#[derive(Default)]
+struct Hooks {
+    leader_exited: Option<Hook>,
+    resolved: Option<Hook>,
+}
+
+enum Mode {
+    Cgroup(Subtree),
+    Proc,
+}
+
+/// The executions of one data directory `D`, and who of them still runs.
+///
+/// One runtime per process and data directory. It spawns commands, records
+/// each durably in `D/executions/<id>/`, learns of their ends (the leader's
+/// exit; then an empty cgroup, or `/proc` showing nothing left), adopts the
+/// unresolved executions an earlier runtime left, and answers
+/// [`Runtime::liveness`] under the caller's admission barrier. It never
+/// signals, kills or freezes anything.
+pub struct Runtime {
+    data_dir: PathBuf,
+    mode: Mode,
+    reason: String,
+    pid: i32,
+    env_remove: Vec<OsString>,
+    table: Mutex<HashMap<String, Arc<Execution>>>,
+    resolved: Mutex<HashSet<String>>,
+    specs: Mutex<HashMap<String, Spawn>>,
+    /// Pids of leaders a monitor thread waits on; never reaped elsewhere.
+    children: Mutex<HashSet<i32>>,
+    sigchld: Arc<AtomicBool>,
+    hooks: Mutex<Hooks>,
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl Runtime {
+    /// Starts the runtime of `data_dir`: picks the liveness mode (and says
+    /// why in [`Runtime::liveness_reason`]), becomes a subreaper when asked,
+    /// adopts what an earlier runtime left unresolved, and starts the
+    /// watcher thread.
+    pub fn start(data_dir: &Path, opts: &RuntimeOptions) -> Arc<Runtime> {
+        let (mode, reason) = match opts.liveness {
+            LivenessChoice::Proc => (Mode::Proc, "cgroup mode switched off (--liveness proc)".to_owned()),
+            LivenessChoice::Auto => match Subtree::find(data_dir, opts.move_self) {
+                Ok(s) => {
+                    let why = format!("delegated cgroup v2 subtree {}", s.root().display());
+                    (Mode::Cgroup(s), why)
+                }
+                Err(why) => (Mode::Proc, format!("no delegated cgroup v2 subtree ({why}); /proc signals, failing closed")),
+            },
+        };
+        if opts.subreaper {
+            if let Err(e) =
+                rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(std::process::id() as i32))
+            {
+                tracing::warn!(error = %e, "PR_SET_CHILD_SUBREAPER failed; orphans go to init and are found by marker only");
+            }
+        }
+        let rt = Arc::new(Runtime {
+            data_dir: data_dir.to_path_buf(),
+            mode,
+            reason,
+            pid: std::process::id() as i32,
+            env_remove: opts.env_remove.clone(),
+            table: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(HashSet::new()),
+            specs: Mutex::new(HashMap::new()),
+            children: Mutex::new(HashSet::new()),
+            sigchld: Arc::new(AtomicBool::new(false)),
+            hooks: Mutex::new(Hooks::default()),
+        });
+        tracing::info!(liveness = rt.liveness_mode().name(), reason = %rt.reason, "execution liveness");
+        let adopted = rt.adopt();
+        if adopted > 0 {
+            tracing::info!(adopted, "found unresolved executions of an earlier runtime");
+        }
+        let watcher = Arc::downgrade(&rt);
+        std::thread::spawn(move || loop {
+            std::thread::sleep(WATCH_PERIOD);
+            let Some(rt) = watcher.upgrade() else { return };
+            rt.watch_once();
+        });
+        rt
+    }
+
+    /// The liveness mode in force.
+    pub fn liveness_mode(&self) -> LivenessMode {
+        match self.mode {
+            Mode::Cgroup(_) => LivenessMode::Cgroup,
+            Mode::Proc => LivenessMode::Proc,
+        }
+    }
+
+    /// Why that mode is in force, in one line.
+    pub fn liveness_reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The flag a `SIGCHLD` handler should set (for instance with
+    /// `signal_hook::flag::register`): orphans are then reaped promptly.
+    pub fn sigchld_flag(&self) -> Arc<AtomicBool> {
+        self.sigchld.clone()
+    }
+
+    /// Sets what is called when an execution's leader exits (or it fails
+    /// to start), and when an execution resolves. Both run on the
+    /// runtime's threads and must not block for long.
+    pub fn set_hooks(&self, leader_exited: Option<Hook>, resolved: Option<Hook>) {
+        *lock(&self.hooks) = Hooks { leader_exited, resolved };
+    }
+
+    fn hook(&self, which: fn(&Hooks) -> &Option<Hook>, e: &Arc<Execution>) {
+        // Called without the lock held: a hook may start another execution.
+        let h = which(&lock(&self.hooks)).clone();
+        if let Some(h) = h {
+            h(e);
+        }
+    }
+
+    /// Admits a command: it is given an id and a directory
+    /// `D/executions/<id>/` with the command text, and is
+    /// [`ExecState::Queued`] until [`Runtime::run`] starts it.
+    pub fn submit(&self, spawn: Spawn) -> io::Result<Arc<Execution>> {
+        let id = crate::random::random_hex(8);
+        let dir = self.data_dir.join("executions").join(&id);
+        let cgroup = match &self.mode {
+            Mode::Cgroup(s) => Some(s.execution_cgroup(&id)),
+            Mode::Proc => None,
+        };
+        let record = Record {
+            command_id: id.clone(),
+            thread_id: spawn.thread.clone(),
+            workspace: spawn.workspace.clone(),
+            session: Some(spawn.session),
+            background: spawn.background,
+            started_unix: now_unix(),
+            state: RecordState::Starting,
+            leader: None,
+            cgroup,
+            leader_exited_unix: None,
+            exit_code: None,
+            failed_to_start: false,
+            ended_unix: None,
+        };
+        let e = Arc::new(Execution::new(&record, dir.clone(), false, ExecState::Queued));
+        // Known before its directory exists, so that adoption never takes it
+        // for another runtime's.
+        lock(&self.table).insert(id.clone(), e.clone());
+        let made = create_private_dir_all(&dir).and_then(|()| fs::write(dir.join(COMMAND_FILE), &spawn.command));
+        if let Err(err) = made {
+            lock(&self.table).remove(&id);
+            return Err(err);
+        }
+        lock(&self.specs).insert(id, spawn);
+        Ok(e)
+    }
+
+    /// Starts a queued execution: its cgroup (in cgroup mode), its durable
+    /// record, its leader, and a thread that waits for the leader. The
+    /// caller holds the session's admission barrier.
+    pub fn run(self: &Arc<Self>, e: &Arc<Execution>) {
+        let Some(spawn) = lock(&self.specs).remove(&e.id) else { return };
+        match self.spawn(e, &spawn) {
+            Ok(child) => {
+                e.set(ExecState::Running);
+                let rt = self.clone();
+                let e = e.clone();
+                std::thread::spawn(move || rt.monitor(e, child));
+            }
+            Err(err) => {
+                tracing::warn!(command_id = %e.id, error = %err, "command failed to start");
+                let _ = fs::write(e.dir.join(OUTPUT_FILE), format!("failed to start: {err}\n"));
+                e.set(ExecState::FailedToStart);
+                let mut r = e.record(RecordState::Resolved);
+                r.ended_unix = Some(now_unix());
+                self.write(e, &r);
+                if let Some(cg) = &e.cgroup {
+                    cgroup::remove_if_empty(cg);
+                }
+                lock(&self.resolved).insert(e.id.clone());
+                self.hook(|h| &h.leader_exited, e);
+                self.hook(|h| &h.resolved, e);
+            }
+        }
+    }
+
+    fn write(&self, e: &Execution, r: &Record) {
+        if let Err(err) = record::write_record(&e.dir, r) {
+            tracing::warn!(command_id = %e.id, error = %err, "could not record execution state");
+        }
+    }
+
+    fn spawn(&self, e: &Arc<Execution>, spawn: &Spawn) -> io::Result<Child> {
+        if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
+            s.create_execution_cgroup(&e.id)?;
+        }
+        // Recorded durably before the spawn: a runtime that dies right after
+        // it still leaves the marker and the cgroup for the next one.
+        record::write_record(&e.dir, &e.record(RecordState::Starting))?;
+        let spec = CommandSpec {
+            command: spawn.command.clone(),
+            cwd: spawn.workspace.clone(),
+            env: spawn.env.clone(),
+            env_remove: self.env_remove.clone(),
+        };
+        let (child, leader) = spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), |cmd| {
+            // Under the table of leaders: the orphan reaper never reaps a
+            // leader before it is recorded.
+            let mut children = lock(&self.children);
+            let child = cmd.spawn()?;
+            children.insert(child.id() as i32);
+            Ok(child)
+        })?;
+        *lock(&e.leader) = Some(leader);
+        self.write(e, &e.record(RecordState::Running));
+        Ok(child)
+    }
+
+    fn monitor(self: Arc<Self>, e: Arc<Execution>, mut child: Child) {
+        let status = child.wait();
+        lock(&self.children).remove(&(child.id() as i32));
+        let code = status.as_ref().ok().and_then(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.code().or_else(|| s.signal().map(|n| 128 + n))
+        });
+        *lock(&e.leader_exited_unix) = Some(now_unix());
+        // Still `Running` for every observer until this is decided.
+        if self.nothing_left(&e) {
+            self.resolve(&e, code);
+        } else {
+            e.set(ExecState::Lingering(code));
+            self.write(&e, &e.record(RecordState::Lingering));
+        }
+        self.hook(|h| &h.leader_exited, &e);
+    }
+
+    /// Whether nothing of `e` runs: its cgroup is empty, or two `/proc`
+    /// probes in a row find nothing of it.
+    fn nothing_left(&self, e: &Execution) -> bool {
+        if e.unreadable.is_some() {
+            return false;
+        }
+        if let Some(cg) = &e.cgroup {
+            return matches!(cgroup::populated(cg), Ok(false));
+        }
+        for _ in 0..QUIET_PROBES {
+            let Ok(mut probe) = Probe::take(self.pid) else { return false };
+            match probe.members(&e.id, e.leader()) {
+                Ok(m) if m.is_empty() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Records `e` resolved: nothing it started runs any more. Its output,
+    /// when longer than the inline limit, is dropped whole into
+    /// `W/.winx/scratch/<id>.out`; its empty cgroup is removed.
+    fn resolve(&self, e: &Arc<Execution>, code: Option<i32>) {
+        if e.state().is_final() {
+            return;
+        }
+        let out = e.dir.join(OUTPUT_FILE);
+        if fs::metadata(&out).map(|m| m.len()).unwrap_or(0) > INLINE_OUTPUT_BYTES {
+            if let Err(err) = self.drop_to_scratch(e) {
+                tracing::warn!(command_id = %e.id, error = %err, "could not drop output into scratch");
+            }
+        }
+        e.set(ExecState::Resolved(code));
+        let mut r = e.record(RecordState::Resolved);
+        r.ended_unix = Some(now_unix());
+        self.write(e, &r);
+        if let Some(cg) = &e.cgroup {
+            cgroup::remove_if_empty(cg);
+        }
+        lock(&self.resolved).insert(e.id.clone());
+        self.hook(|h| &h.resolved, e);
+    }
+
+    fn drop_to_scratch(&self, e: &Execution) -> io::Result<()> {
+        use rustix::fs::{Mode as FileMode, OFlags};
+        use std::os::fd::AsFd;
+        let layout = crate::layout::Layout::new(&e.workspace, &self.data_dir).map_err(|d| io::Error::other(d.to_string()))?;
+        let dir = layout.create_scratch_dir()?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(dir.as_fd(), format!("{}.out", e.id).as_str(), flags, FileMode::from_raw_mode(0o600))?;
+        let mut dst = fs::File::from(fd);
+        let mut src = fs::File::open(e.dir.join(OUTPUT_FILE))?;
+        io::copy(&mut src, &mut dst)?;
+        dst.sync_all()
+    }
+
+    /// One pass of the watcher: reaps orphans after `SIGCHLD`, and resolves
+    /// lingering executions of which nothing is left.
+    fn watch_once(&self) {
+        let chld = self.sigchld.swap(false, Ordering::SeqCst);
+        let lingering: Vec<Arc<Execution>> =
+            self.executions().into_iter().filter(|e| matches!(e.state(), ExecState::Lingering(_))).collect();
+        if chld {
+            if let Ok(probe) = Probe::take(self.pid) {
+                let leaders = lock(&self.children).clone();
+                for pid in probe.exited_orphans(self.pid, &leaders) {
+                    // Not a leader a monitor waits on (checked again under
+                    // the lock, as a leader may have been spawned since).
+                    let children = lock(&self.children);
+                    if children.contains(&pid) {
+                        continue;
+                    }
+                    if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                        let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+                    }
+                }
+            }
+        }
+        for e in lingering {
+            if e.unreadable.is_some() {
+                continue;
+            }
+            let quiet = match &e.cgroup {
+                Some(cg) => matches!(cgroup::populated(cg), Ok(false)),
+                None => match Probe::take(self.pid) {
+                    Ok(mut p) => matches!(p.members(&e.id, e.leader()), Ok(m) if m.is_empty()),
+                    Err(_) => false,
+                },
+            };
+            let mut n = lock(&e.quiet_probes);
+            *n = if quiet { *n + 1 } else { 0 };
+            let enough = if e.cgroup.is_some() { 1 } else { QUIET_PROBES };
+            if *n >= enough {
+                drop(n);
+                if let ExecState::Lingering(code) = e.state() {
+                    self.resolve(&e, code);
+                }
+            }
+        }
+    }
+
+    /// Every execution this runtime knows.
+    pub fn executions(&self) -> Vec<Arc<Execution>> {
+        lock(&self.table).values().cloned().collect()
+    }
+
+    /// The executions of session `key` (and those of unknown session).
+    pub fn executions_of(&self, key: &SessionKey) -> Vec<Arc<Execution>> {
+        let mut v: Vec<Arc<Execution>> = self.executions().into_iter().filter(|e| e.is_of(key)).collect();
+        v.sort_by(|a, b| a.started_unix.cmp(&b.started_unix).then_with(|| a.id.cmp(&b.id)));
+        v
+    }
+
+    /// Adopts every execution of `D/executions` that this runtime does not
+    /// know and whose record is not resolved (a record that cannot be read
+    /// or parsed included: it counts for every session). Returns how many.
+    pub fn adopt(&self) -> usize {
+        let Ok(dir) = fs::read_dir(self.data_dir.join("executions")) else { return 0 };
+        let mut adopted = Vec::new();
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().filter(|s| is_command_id(s)) else { continue };
+            if lock(&self.table).contains_key(id) || lock(&self.resolved).contains(id) {
+                continue;
+            }
+            let e = match record::read_record(&entry.path()) {
+                ReadRecord::Missing => continue,
+                ReadRecord::Found(r) if r.state == RecordState::Resolved => {
+                    lock(&self.resolved).insert(id.to_owned());
+                    continue;
+                }
+                ReadRecord::Found(r) => Execution::new(&r, entry.path(), true, ExecState::Lingering(r.exit_code)),
+                ReadRecord::Unreadable(why) => {
+                    tracing::warn!(command_id = %id, %why, "an execution record cannot be read: releases of every session wait");
+                    Execution::unreadable(id, entry.path(), why)
+                }
+            };
+            let e = Arc::new(e);
+            {
+                let mut t = lock(&self.table);
+                if t.contains_key(id) {
+                    continue;
+                }
+                t.insert(id.to_owned(), e.clone());
+            }
+            tracing::info!(command_id = %id, thread = %e.thread, "adopted an unresolved execution");
+            adopted.push(e);
+        }
+        for e in &adopted {
+            if self.nothing_left(e) {
+                if let ExecState::Lingering(code) = e.state() {
+                    self.resolve(e, code);
+                }
+            }
+        }
+        adopted.len()
+    }
+
+    /// The execution `id`: known to this runtime, adopted now from
+    /// `D/executions`, or a resolved record there.
+    pub fn lookup(&self, id: &str) -> Option<Arc<Execution>> {
+        if let Some(e) = lock(&self.table).get(id).cloned() {
+            return Some(e);
+        }
+        if !is_command_id(id) {
+            return None;
+        }
+        self.adopt();
+        if let Some(e) = lock(&self.table).get(id).cloned() {
+            return Some(e);
+        }
+        let dir = self.data_dir.join("executions").join(id);
+        let ReadRecord::Found(r) = record::read_record(&dir) else { return None };
+        if r.state != RecordState::Resolved {
+            return None;
+        }
+        let state = if r.failed_to_start { ExecState::FailedToStart } else { ExecState::Resolved(r.exit_code) };
+        Some(Arc::new(Execution::new(&r, dir, true, state)))
+    }
+
+    /// Who of session `key` still runs, for a release. Call it under the
+    /// session's admission barrier (nothing of the session can start
+    /// meanwhile, so what runs can only end).
+    ///
+    /// Counted: every unresolved execution of the session with anything
+    /// left (its leader, its populated cgroup, or in `/proc` mode its
+    /// group, session, marked or unreadable processes, two probes in a
+    /// row); every record that cannot be read; in cgroup mode every
+    /// populated cgroup below `executions/` that no execution accounts
+    /// for; in `/proc` mode every process reparented to this one that no
+    /// execution accounts for. Any doubt is counted.
+    pub fn liveness(&self, key: &SessionKey) -> Liveness {
+        self.adopt();
+        let mut found = Vec::new();
+        let mut proc_execs = Vec::new();
+        for e in self.executions() {
+            if !e.state().is_unresolved() || !e.is_of(key) {
+                continue;
+            }
+            if let Some(why) = &e.unreadable {
+                found.push(format!("execution {} has a record that cannot be read ({why})", e.id));
+                continue;
+            }
+            if e.state() == ExecState::Running && !e.adopted {
+                let pid = e.leader().map_or_else(|| "?".to_owned(), |l| l.pid.to_string());
+                found.push(format!("command {} is running (pid {pid})", e.id));
+                continue;
+            }
+            match &e.cgroup {
+                Some(cg) => match cgroup::populated(cg) {
+                    Ok(false) => {
+                        if let ExecState::Lingering(code) = e.state() {
+                            self.resolve(&e, code);
+                        }
+                    }
+                    Ok(true) => found.push(format!("command {} still has processes in cgroup {}", e.id, cg.display())),
+                    Err(err) => found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display())),
+                },
+                None => proc_execs.push(e),
+            }
+        }
+        match &self.mode {
+            Mode::Cgroup(s) => self.unaccounted_cgroups(s, &mut found),
+            Mode::Proc => {}
+        }
+        if let Err(err) = self.proc_check(key, &proc_execs, &mut found) {
+            found.push(format!("cannot tell what still runs: {err}"));
+        }
+        Liveness { running: found.len(), detail: if found.is_empty() { None } else { Some(found.join("; ")) } }
+    }
+
+    fn unaccounted_cgroups(&self, s: &Subtree, found: &mut Vec<String>) {
+        let cgroups = match s.execution_cgroups() {
+            Ok(c) => c,
+            Err(err) => {
+                found.push(format!("cannot list {}: {err}", s.root().display()));
+                return;
+            }
+        };
+        for (name, path) in cgroups {
+            let accounted = lock(&self.table).get(&name).is_some_and(|e| !e.state().is_final());
+            if accounted {
+                continue;
+            }
+            match cgroup::populated(&path) {
+                Ok(false) => cgroup::remove_if_empty(&path),
+                Ok(true) => found.push(format!(
+                    "cgroup {} has processes that no unresolved execution accounts for; releases wait until it is empty",
+                    path.display()
+                )),
+                Err(err) => found.push(format!("cannot read {}: {err}", path.display())),
+            }
+        }
+    }
+
+    /// The `/proc` part of [`Runtime::liveness`]: two probes in a row.
+    fn proc_check(
+        &self,
+        key: &SessionKey,
+        execs: &[Arc<Execution>],
+        found: &mut Vec<String>,
+    ) -> Result<(), crate::liveness::ProcError> {
+        let cgroup_mode = matches!(self.mode, Mode::Cgroup(_));
+        if cgroup_mode && execs.is_empty() {
+            return Ok(());
+        }
+        for round in 0..QUIET_PROBES {
+            let mut probe = Probe::take(self.pid)?;
+            let mut named: HashSet<i32> = HashSet::new();
+            let mut here = Vec::new();
+            for e in execs {
+                let members = probe.members(&e.id, e.leader())?;
+                if !members.is_empty() {
+                    named.extend(members.iter().copied());
+                    here.push(format!("command {} left process(es) {members:?} running", e.id));
+                }
+            }
+            if !cgroup_mode {
+                let leaders = lock(&self.children).clone();
+                for pid in probe.orphans(self.pid, &leaders) {
+                    if named.contains(&pid) || !probe.refresh(pid) || lock(&self.children).contains(&pid) {
+                        continue;
+                    }
+                    let mut owner = None;
+                    for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
+                        if probe.belongs(pid, &e.id, e.leader())? {
+                            owner = Some(e);
+                            break;
+                        }
+                    }
+                    match owner {
+                        Some(e) if e.is_of(key) => here.push(format!("process {pid} of command {} still runs", e.id)),
+                        Some(_) => {}
+                        None => here.push(format!(
+                            "process {pid} was reparented to the guardian and no execution accounts for it; \
+                             releases wait until it exits"
+                        )),
+                    }
+                }
+            }
+            if !here.is_empty() {
+                found.extend(here);
+                return Ok(());
+            }
+            let _ = round;
+        }
+        Ok(())
+    }
+
+    /// Whether retention may remove execution `id`'s directory: false while
+    /// this runtime holds it as anything but final; otherwise true, and the
+    /// execution is forgotten (a status check then finds nothing).
+    pub fn claim_for_retention(&self, id: &str) -> bool {
+        let mut table = lock(&self.table);
+        let gone = match table.get(id).map(|e| e.state()) {
+            Some(s) if s.is_final() => {
+                table.remove(id);
+                true
+            }
+            Some(_) => false,
+            None => true,
+        };
+        if gone {
+            lock(&self.resolved).remove(id);
+        }
+        gone
+    }
+
+    /// The start time of `pid` (for recording peers), if it runs.
+    pub fn start_time_of(pid: i32) -> Option<u64> {
+        procfs::start_time_of(pid)
+    }
+
+    /// Moves this process out of its cgroup subtree and removes what of the
+    /// subtree is empty (a guardian that stops cleanly); nothing in `/proc`
+    /// mode.
+    pub fn leave(&self) {
+        if let Mode::Cgroup(s) = &self.mode {
+            s.leave();
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Executions the kernel keeps (real guardian and MCP frontend processes):
+//! a release waits for everything a session's commands started, in cgroup
+//! mode whatever those processes do to their environment, group, session or
+//! parent and across a guardian's SIGKILL and restart; and in the `/proc`
+//! fallback every doubt counts as running.
+//!
+//! Tests that need a delegated cgroup (root on a cgroup2 machine) or a
+//! mount say so and skip elsewhere.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{release_req, snapshot, Env, Mcp};
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn call(mcp: &Mcp, tool: &str, args: Value) -> Value {
+    tokio::time::timeout(CALL_TIMEOUT, mcp.call(tool, args.clone()))
+        .await
+        .unwrap_or_else(|_| panic!("{tool} {args} did not answer within {CALL_TIMEOUT:?}"))
+}
+
+/// A world whose guardian runs in `mode` (`"cgroup"`: the default, which
+/// must then be in force; `"proc"`: the fallback, forced). `None` when
+/// cgroup mode was asked for and cannot be had here (printed).
+async fn world(mode: &str) -> Option<(Env, Mcp)> {
+    let mut env = Env::new();
+    start(&mut env, mode);
+    let got = env.ready.as_ref().map(|r| r["liveness"].as_str().unwrap_or_default().to_owned());
+    if got.as_deref() != Some(mode) {
+        assert_eq!(mode, "cgroup", "the guardian runs {got:?}, not {mode}");
+        eprintln!("SKIPPED: cgroup mode is not available here (not root, or no cgroup v2 mount); ready: {got:?}");
+        return None;
+    }
+    let mcp = env.mcp(&[]).await;
+    Some((env, mcp))
+}
+
+fn start(env: &mut Env, mode: &str) {
+    if mode == "proc" {
+        env.start_guardian_with(&["env", "WINX_LIVENESS=proc"]);
+    } else {
+        env.start_guardian();
+    }
+}
+
+async fn helper(env: &Env, mcp: &Mcp, thread: &str, name: &str) -> (PathBuf, String, String) {
+    let path = env.session_dir(thread).join(name);
+    std::fs::write(&path, format!("helper {name}\n")).unwrap();
+    let (rev, generation) = mcp.read_helper(thread, &path).await;
+    (path, rev, generation)
+}
+
+/// The release of one helper must be denied with `code`, nothing changed.
+async fn denied(env: &Env, mcp: &Mcp, thread: &str, h: &(PathBuf, String, String), code: &str) -> Value {
+    denied_at(env, mcp, &env.ws, thread, h, code).await
+}
+
+async fn denied_at(env: &Env, mcp: &Mcp, ws: &Path, thread: &str, h: &(PathBuf, String, String), code: &str) -> Value {
+    let before = snapshot(&[&env.ws]);
+    let v = call(mcp, "EditFiles", release_req(thread, ws, &[(&h.0, &h.1, &h.2)])).await;
+    assert_eq!(v["status"], "denied", "{v}");
+    assert_eq!(v["errorCode"], code, "{v}");
+    assert!(h.0.exists());
+    assert_eq!(before, snapshot(&[&env.ws]), "a denied release changed the workspace");
+    v
+}
+
+/// Retries the release until it completes (refused with `code` meanwhile).
+async fn completes_after(env: &Env, mcp: &Mcp, thread: &str, h: &(PathBuf, String, String), code: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let v = call(mcp, "EditFiles", release_req(thread, &env.ws, &[(&h.0, &h.1, &h.2)])).await;
+        if v["status"] == "completed" {
+            assert_eq!(v["files"][0]["outcome"], "released", "{v}");
+            assert!(!h.0.exists());
+            return;
+        }
+        assert_eq!(v["errorCode"], code, "{v}");
+        assert!(Instant::now() < deadline, "still refused after {within:?}: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn pids_of(needle: &str) -> Vec<i32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&c).replace('\0', " ").contains(needle) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+/// Item 1: a daemon that clears its environment and leaves its session and
+/// process group; the guardian is SIGKILLed and restarted. The cgroup keeps
+/// the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroup_a_scrubbed_daemon_blocks_release_across_a_guardian_restart() {
+    let Some((mut env, mcp)) = world("cgroup").await else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "d.py").await;
+    let tag = format!("winx-daemon-{}", std::process::id());
+    let cmd = format!("( setsid env -i bash -c 'exec -a {tag} sleep 5' >/dev/null 2>&1 </dev/null & ); echo forked");
+    let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd})).await;
+    assert!(v["output"].as_str().unwrap().contains("forked"), "{v}");
+    assert!(!pids_of(&tag).is_empty(), "the daemon is not running");
+    env.kill_guardian();
+    env.start_guardian();
+    assert_eq!(env.ready.as_ref().unwrap()["liveness"], "cgroup");
+    mcp.init(&env.ws, "t1").await;
+    let d = denied(&env, &mcp, "t1", &h, "execution_active").await;
+    assert!(d["message"].as_str().is_some_and(|m| m.contains("cgroup")), "{d}");
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
+    assert!(pids_of(&tag).is_empty(), "released while the daemon ran");
+    mcp.stop().await;
+}
+
+/// In cgroup mode a process left behind belongs to its execution's
+/// cgroup: it blocks its own session, and no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroup_a_left_behind_process_blocks_its_session_only() {
+    let Some((env, mcp)) = world("cgroup").await else { return };
+    mcp.init(&env.ws, "t1").await;
+    mcp.init(&env.ws, "t2").await;
+    let h1 = helper(&env, &mcp, "t1", "one.py").await;
+    let h2 = helper(&env, &mcp, "t2", "two.py").await;
+    call(
+        &mcp,
+        "BashCommand",
+        json!({"thread_id": "t1", "command": "( env -i setsid sleep 3 >/dev/null 2>&1 </dev/null & ); echo ok"}),
+    )
+    .await;
+    denied(&env, &mcp, "t1", &h1, "execution_active").await;
+    completes_after(&env, &mcp, "t2", &h2, "execution_active", Duration::from_secs(2)).await;
+    completes_after(&env, &mcp, "t1", &h1, "execution_active", Duration::from_secs(15)).await;
+    mcp.stop().await;
+}
+
+/// Item 2: a background command longer than 64 KiB is adopted after a
+/// guardian restart, in both modes.
+async fn long_command_is_adopted(mode: &str) {
+    let Some((mut env, mcp)) = world(mode).await else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "long.py").await;
+    let heredoc = "x".repeat(100 * 1024);
+    let cmd = format!("cat >/dev/null <<'EOF'\n{heredoc}\nEOF\nsleep 4");
+    let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
+    assert_eq!(v["status"], "running", "{v}");
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    let dir = env.data.join("executions").join(&id);
+    assert!(std::fs::metadata(dir.join("status.json")).unwrap().len() < 4096, "the record grew with the command");
+    assert_eq!(std::fs::read_to_string(dir.join("command")).unwrap(), cmd);
+    env.kill_guardian();
+    start(&mut env, mode);
+    mcp.init(&env.ws, "t1").await;
+    denied(&env, &mcp, "t1", &h, "execution_active").await;
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
+    mcp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroup_a_long_background_command_is_adopted_after_a_restart() {
+    long_command_is_adopted("cgroup").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_a_long_background_command_is_adopted_after_a_restart() {
+    long_command_is_adopted("proc").await;
+}
+
+/// A C program whose main thread calls `pthread_exit` while another thread
+/// keeps `argv[1]` open. Built with `cc`; `None` (printed) without one.
+fn zombie_leader_program(root: &Path) -> Option<PathBuf> {
+    let src = root.join("zl.c");
+    std::fs::write(
+        &src,
+        r#"#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static int fd;
+static void *hold(void *arg) { (void)arg; sleep(5); close(fd); return 0; }
+int main(int argc, char **argv) {
+    pthread_t t;
+    if (argc < 2) return 2;
+    fd = open(argv[1], O_RDONLY);
+    if (fd < 0) return 3;
+    pthread_create(&t, 0, hold, 0);
+    printf("holding\n");
+    fflush(stdout);
+    pthread_exit(0);
+}
+"#,
+    )
+    .unwrap();
+    let bin = root.join("zl");
+    let ok = std::process::Command::new("cc")
+        .args(["-O0", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: no working C compiler (cc) to build the pthread_exit program");
+        return None;
+    }
+    Some(bin)
+}
+
+/// Item 3: an execution whose leader's main thread exited while another
+/// thread holds the helper open is still running, in both modes.
+async fn zombie_leader_blocks(mode: &str) {
+    let Some((env, mcp)) = world(mode).await else { return };
+    let Some(prog) = zombie_leader_program(&env.root) else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "z.py").await;
+    let cmd = format!("exec {} {}", prog.display(), h.0.display());
+    let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
+    assert_eq!(v["status"], "running", "{v}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let d = denied(&env, &mcp, "t1", &h, "execution_active").await;
+    assert!(d["message"].is_string(), "{d}");
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
+    mcp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroup_a_leader_whose_main_thread_exited_still_runs() {
+    zombie_leader_blocks("cgroup").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_a_leader_whose_main_thread_exited_still_runs() {
+    zombie_leader_blocks("proc").await;
+}
+
+/// Item 3, outside any execution: a process whose main thread exited holds
+/// the helper through another thread's view of the descriptor table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_leader_holding_a_helper_is_in_use() {
+    let Some((env, mcp)) = world("proc").await else { return };
+    let Some(prog) = zombie_leader_program(&env.root) else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "held.py").await;
+    let mut holder =
+        std::process::Command::new(&prog).arg(&h.0).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let line = support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    assert_eq!(line.trim(), "holding");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let d = denied(&env, &mcp, "t1", &h, "in_use").await;
+    assert!(d["message"].as_str().is_some_and(|m| m.contains(&holder.id().to_string())), "{d}");
+    holder.wait().unwrap();
+    completes_after(&env, &mcp, "t1", &h, "in_use", Duration::from_secs(5)).await;
+    mcp.stop().await;
+}
+
+/// The fallback fails closed: an execution record that cannot be parsed is
+/// unresolved, for every session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_an_unparsable_record_blocks_every_session() {
+    let Some((env, mcp)) = world("proc").await else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "r.py").await;
+    let dir = env.data.join("executions").join("00000000deadbeef");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("status.json"), b"{\"state\": \"running\", \"thread_").unwrap();
+    let d = denied(&env, &mcp, "t1", &h, "execution_active").await;
+    assert!(d["message"].as_str().is_some_and(|m| m.contains("00000000deadbeef")), "{d}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    mcp.stop().await;
+}
+
+/// Item 5: a process that connected to the guardian socket but never said
+/// hello as a frontend is not exempt from `in_use`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_said_hello_is_not_exempt() {
+    let Some((env, mcp)) = world("proc").await else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "peer.py").await;
+    let program = "import socket,sys,time\n\
+s=socket.socket(socket.AF_UNIX)\n\
+s.connect(sys.argv[1])\n\
+f=open(sys.argv[2])\n\
+print('connected',flush=True)\n\
+time.sleep(30)\n";
+    let mut peer = std::process::Command::new("python3")
+        .args(["-c", program, env.sock.to_str().unwrap(), h.0.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = support::read_line_timeout(peer.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    assert_eq!(line.trim(), "connected");
+    let d = denied(&env, &mcp, "t1", &h, "in_use").await;
+    assert!(d["message"].as_str().is_some_and(|m| m.contains(&peer.id().to_string())), "{d}");
+    peer.kill().unwrap();
+    peer.wait().unwrap();
+    completes_after(&env, &mcp, "t1", &h, "in_use", Duration::from_secs(5)).await;
+    mcp.stop().await;
+}
+
+/// Item 7: the same thread initialised through another path to the same
+/// workspace (a bind mount) is the same session, with its executions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reached_through_a_bind_mount_keeps_its_executions() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root for a bind mount");
+        return;
+    }
+    let Some((env, mcp)) = world("proc").await else { return };
+    let alias = env.root.join("alias");
+    std::fs::create_dir(&alias).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["--bind"])
+        .arg(&env.ws)
+        .arg(&alias)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: mount --bind failed");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(alias.clone());
+    mcp.init(&env.ws, "t1").await;
+    let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": "sleep 4", "is_background": true})).await;
+    assert_eq!(v["status"], "running", "{v}");
+    // A second frontend initialises the same thread through the alias.
+    let mcp2 = env.mcp(&[]).await;
+    mcp2.init(&alias, "t1").await;
+    let path = alias.join(env.session_dir("t1").strip_prefix(&env.ws).unwrap()).join("b.py");
+    std::fs::write(&path, "helper\n").unwrap();
+    let (rev, generation) = mcp2.read_helper("t1", &path).await;
+    let h = (path, rev, generation);
+    denied_at(&env, &mcp2, &alias, "t1", &h, "execution_active").await;
+    mcp2.stop().await;
+    mcp.stop().await;
+}
