@@ -70,7 +70,14 @@ async fn denied_at(env: &Env, mcp: &Mcp, ws: &Path, thread: &str, h: &(PathBuf, 
 }
 
 /// Retries the release until it completes (refused with `code` meanwhile).
-async fn completes_after(env: &Env, mcp: &Mcp, thread: &str, h: &(PathBuf, String, String), code: &str, within: Duration) {
+async fn completes_after(
+    env: &Env,
+    mcp: &Mcp,
+    thread: &str,
+    h: &(PathBuf, String, String),
+    code: &str,
+    within: Duration,
+) {
     let deadline = Instant::now() + within;
     loop {
         let v = call(mcp, "EditFiles", release_req(thread, &env.ws, &[(&h.0, &h.1, &h.2)])).await;
@@ -249,8 +256,7 @@ async fn a_zombie_leader_holding_a_helper_is_in_use() {
     let Some(prog) = zombie_leader_program(&env.root) else { return };
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "held.py").await;
-    let mut holder =
-        std::process::Command::new(&prog).arg(&h.0).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut holder = std::process::Command::new(&prog).arg(&h.0).stdout(std::process::Stdio::piped()).spawn().unwrap();
     let line = support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
     assert_eq!(line.trim(), "holding");
     tokio::time::sleep(Duration::from_millis(200)).await;

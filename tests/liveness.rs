@@ -147,7 +147,9 @@ async fn a_setsid_daemon_blocks_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_nothing_accounts_for_blocks_every_session() {
     let mut env = Env::new();
-    let guardian = env.start_guardian() as i32;
+    // The /proc fallback: in cgroup mode the orphan is in its execution's
+    // cgroup and accounted for (tests/executions.rs).
+    let guardian = env.start_guardian_with(&["env", "WINX_LIVENESS=proc"]) as i32;
     let mcp = env.mcp(&[]).await;
     mcp.init(&env.ws, "t1").await;
     mcp.init(&env.ws, "t2").await;

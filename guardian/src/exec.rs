@@ -9,7 +9,12 @@ use winx_release_protocol::messages::{ExecReply, ExecStatus};
 use crate::sessions::{lock, Guardian, Session};
 
 /// Submits a command. The caller holds the session's admission barrier.
-pub fn submit(g: &Arc<Guardian>, session: &Arc<Session>, command: &str, background: bool) -> std::io::Result<Arc<Execution>> {
+pub fn submit(
+    g: &Arc<Guardian>,
+    session: &Arc<Session>,
+    command: &str,
+    background: bool,
+) -> std::io::Result<Arc<Execution>> {
     let e = g.runtime.submit(Spawn {
         thread: session.thread.clone(),
         workspace: session.layout.workspace().to_path_buf(),
@@ -27,7 +32,10 @@ pub fn submit(g: &Arc<Guardian>, session: &Arc<Session>, command: &str, backgrou
         st.fg_running = Some(e.clone());
     }
     drop(st);
-    g.runtime.run(&e);
+    if g.runtime.run(&e).is_err() && !background {
+        // It never ran: the foreground slot is free again.
+        free_and_start_next(g, session, &e);
+    }
     Ok(e)
 }
 
@@ -41,20 +49,31 @@ pub fn leader_exited(g: &Arc<Guardian>, e: &Arc<Execution>) {
     let Some(key) = e.session else { return };
     let Some(session) = g.session_by_key(&key) else { return };
     let _admission = lock(&session.admission);
-    let next = {
-        let mut st = lock(&session.state);
-        if st.fg_running.as_ref().is_some_and(|r| Arc::ptr_eq(r, e)) {
-            st.fg_running = None;
-        }
-        if st.fg_running.is_some() {
+    free_and_start_next(g, &session, e);
+}
+
+/// Frees `e`'s foreground slot and starts the next queued commands until
+/// one runs. The caller holds the session's admission barrier.
+fn free_and_start_next(g: &Arc<Guardian>, session: &Session, e: &Arc<Execution>) {
+    let mut ended = e.clone();
+    loop {
+        let next = {
+            let mut st = lock(&session.state);
+            if st.fg_running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &ended)) {
+                st.fg_running = None;
+            }
+            if st.fg_running.is_some() {
+                return;
+            }
+            let next = st.fg_queue.pop_front();
+            st.fg_running.clone_from(&next);
+            next
+        };
+        let Some(next) = next else { return };
+        if g.runtime.run(&next).is_ok() {
             return;
         }
-        let next = st.fg_queue.pop_front();
-        st.fg_running.clone_from(&next);
-        next
-    };
-    if let Some(next) = next {
-        g.runtime.run(&next);
+        ended = next;
     }
 }
 

@@ -284,17 +284,17 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: Option<i32>) -> Ve
                 g.note_peer(pid);
             }
             Ok(ok_line(
-            id,
-            &Hello {
-                protocol: PROTOCOL,
-                guardian: concat!("winx-release-guardian/", env!("CARGO_PKG_VERSION")).to_owned(),
-                platform: std::env::consts::OS.to_owned(),
-                capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
-                instance: Some(g.instance.clone()),
-                pid: Some(u64::from(std::process::id())),
-                liveness: Some(g.runtime.liveness_mode().name().to_owned()),
-            },
-        ))
+                id,
+                &Hello {
+                    protocol: PROTOCOL,
+                    guardian: concat!("winx-release-guardian/", env!("CARGO_PKG_VERSION")).to_owned(),
+                    platform: std::env::consts::OS.to_owned(),
+                    capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
+                    instance: Some(g.instance.clone()),
+                    pid: Some(u64::from(std::process::id())),
+                    liveness: Some(g.runtime.liveness_mode().name().to_owned()),
+                },
+            ))
         }
         Request::SessionOpen { workspace, thread_id } => session_open(g, id, &workspace, &thread_id),
         Request::Exec { workspace, thread_id, command, wait_for_seconds, is_background } => {

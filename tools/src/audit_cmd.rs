@@ -13,6 +13,9 @@ pub struct AuditArgs {
     /// The workspace root to audit.
     #[arg(long)]
     workspace: PathBuf,
+    /// The guardian socket whose liveness mode is reported (default as for `mcp`).
+    #[arg(long)]
+    socket: Option<PathBuf>,
 }
 
 /// Audits the workspace and prints its report; deletes nothing.
@@ -29,6 +32,16 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
     let usage = winx_release_engine::retention::backing_usage(&layout);
     if let (Some(obj), serde_json::Value::Object(extra)) = (v.as_object_mut(), serde_json::to_value(&usage)?) {
         obj.extend(extra);
+    }
+    // How the guardian that owns the sessions tells that a command runs:
+    // "cgroup", "proc", or null when no guardian answers.
+    let socket = winx_release_protocol::resolve_socket_path(args.socket.as_deref());
+    let timeouts =
+        winx_release_protocol::client::Timeouts { io: std::time::Duration::from_secs(2), ..Default::default() };
+    let liveness =
+        winx_release_protocol::GuardianClient::connect_hello(&socket, timeouts).ok().and_then(|(_, h)| h.liveness);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("liveness".into(), serde_json::json!(liveness));
     }
     print_json(&v)?;
     Ok(EXIT_OK)

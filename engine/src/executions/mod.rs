@@ -44,7 +44,7 @@
 //!     background: false,
 //!     env: vec![],
 //! })?;
-//! rt.run(&e);
+//! rt.run(&e)?;
 //! let state = e.wait_until(Duration::from_secs(10), ExecState::is_final);
 //! assert_eq!(state, ExecState::Resolved(Some(0)));
 //! assert_eq!(e.output_tail().0, "hi\n");

@@ -141,15 +141,16 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
         "running" => RecordState::Running,
         _ => RecordState::Lingering,
     };
-    let leader = match (v.get("leader_pid").and_then(|p| p.as_i64()), v.get("leader_start_time").and_then(|t| t.as_u64())) {
-        (Some(pid), Some(start_time)) => Some(Leader {
-            pid: i32::try_from(pid).ok()?,
-            start_time,
-            own_group: v.get("own_group").and_then(|b| b.as_bool()).unwrap_or(false),
-            own_session: v.get("own_session").and_then(|b| b.as_bool()).unwrap_or(false),
-        }),
-        _ => None,
-    };
+    let leader =
+        match (v.get("leader_pid").and_then(|p| p.as_i64()), v.get("leader_start_time").and_then(|t| t.as_u64())) {
+            (Some(pid), Some(start_time)) => Some(Leader {
+                pid: i32::try_from(pid).ok()?,
+                start_time,
+                own_group: v.get("own_group").and_then(|b| b.as_bool()).unwrap_or(false),
+                own_session: v.get("own_session").and_then(|b| b.as_bool()).unwrap_or(false),
+            }),
+            _ => None,
+        };
     let code = |k: &str| v.get(k).and_then(|c| c.as_i64()).and_then(|c| i32::try_from(c).ok());
     Some(Record {
         command_id: v.get("command_id")?.as_str()?.to_owned(),

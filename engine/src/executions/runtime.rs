@@ -127,7 +127,9 @@ impl Runtime {
                     let why = format!("delegated cgroup v2 subtree {}", s.root().display());
                     (Mode::Cgroup(s), why)
                 }
-                Err(why) => (Mode::Proc, format!("no delegated cgroup v2 subtree ({why}); /proc signals, failing closed")),
+                Err(why) => {
+                    (Mode::Proc, format!("no delegated cgroup v2 subtree ({why}); /proc signals, failing closed"))
+                }
             },
         };
         if opts.subreaper {
@@ -244,28 +246,37 @@ impl Runtime {
     /// Starts a queued execution: its cgroup (in cgroup mode), its durable
     /// record, its leader, and a thread that waits for the leader. The
     /// caller holds the session's admission barrier.
-    pub fn run(self: &Arc<Self>, e: &Arc<Execution>) {
-        let Some(spawn) = lock(&self.specs).remove(&e.id) else { return };
+    ///
+    /// An execution that cannot be started is recorded resolved as
+    /// [`ExecState::FailedToStart`] (its output says why) and the error is
+    /// returned; the leader-exit hook is not called for it (the caller
+    /// knows).
+    pub fn run(self: &Arc<Self>, e: &Arc<Execution>) -> io::Result<()> {
+        let Some(spawn) = lock(&self.specs).remove(&e.id) else {
+            return Err(io::Error::other(format!("execution {} was already started", e.id)));
+        };
         match self.spawn(e, &spawn) {
             Ok(child) => {
                 e.set(ExecState::Running);
                 let rt = self.clone();
                 let e = e.clone();
                 std::thread::spawn(move || rt.monitor(e, child));
+                Ok(())
             }
             Err(err) => {
                 tracing::warn!(command_id = %e.id, error = %err, "command failed to start");
                 let _ = fs::write(e.dir.join(OUTPUT_FILE), format!("failed to start: {err}\n"));
-                e.set(ExecState::FailedToStart);
+                // Recorded before any observer can see the new state.
                 let mut r = e.record(RecordState::Resolved);
-                r.ended_unix = Some(now_unix());
+                (r.exit_code, r.failed_to_start, r.ended_unix) = (Some(127), true, Some(now_unix()));
                 self.write(e, &r);
+                e.set(ExecState::FailedToStart);
                 if let Some(cg) = &e.cgroup {
                     cgroup::remove_if_empty(cg);
                 }
                 lock(&self.resolved).insert(e.id.clone());
-                self.hook(|h| &h.leader_exited, e);
                 self.hook(|h| &h.resolved, e);
+                Err(err)
             }
         }
     }
@@ -314,8 +325,10 @@ impl Runtime {
         if self.nothing_left(&e) {
             self.resolve(&e, code);
         } else {
+            let mut r = e.record(RecordState::Lingering);
+            r.exit_code = code;
+            self.write(&e, &r);
             e.set(ExecState::Lingering(code));
-            self.write(&e, &e.record(RecordState::Lingering));
         }
         self.hook(|h| &h.leader_exited, &e);
     }
@@ -352,10 +365,11 @@ impl Runtime {
                 tracing::warn!(command_id = %e.id, error = %err, "could not drop output into scratch");
             }
         }
-        e.set(ExecState::Resolved(code));
+        // Recorded before any observer can see the new state.
         let mut r = e.record(RecordState::Resolved);
-        r.ended_unix = Some(now_unix());
+        (r.exit_code, r.ended_unix) = (code, Some(now_unix()));
         self.write(e, &r);
+        e.set(ExecState::Resolved(code));
         if let Some(cg) = &e.cgroup {
             cgroup::remove_if_empty(cg);
         }
@@ -366,10 +380,12 @@ impl Runtime {
     fn drop_to_scratch(&self, e: &Execution) -> io::Result<()> {
         use rustix::fs::{Mode as FileMode, OFlags};
         use std::os::fd::AsFd;
-        let layout = crate::layout::Layout::new(&e.workspace, &self.data_dir).map_err(|d| io::Error::other(d.to_string()))?;
+        let layout =
+            crate::layout::Layout::new(&e.workspace, &self.data_dir).map_err(|d| io::Error::other(d.to_string()))?;
         let dir = layout.create_scratch_dir()?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(dir.as_fd(), format!("{}.out", e.id).as_str(), flags, FileMode::from_raw_mode(0o600))?;
+        let fd =
+            rustix::fs::openat(dir.as_fd(), format!("{}.out", e.id).as_str(), flags, FileMode::from_raw_mode(0o600))?;
         let mut dst = fs::File::from(fd);
         let mut src = fs::File::open(e.dir.join(OUTPUT_FILE))?;
         io::copy(&mut src, &mut dst)?;
@@ -535,8 +551,12 @@ impl Runtime {
                             self.resolve(&e, code);
                         }
                     }
-                    Ok(true) => found.push(format!("command {} still has processes in cgroup {}", e.id, cg.display())),
-                    Err(err) => found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display())),
+                    Ok(true) => {
+                        found.push(format!("command {} left process(es) running in cgroup {}", e.id, cg.display()))
+                    }
+                    Err(err) => {
+                        found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display()))
+                    }
                 },
                 None => proc_execs.push(e),
             }

@@ -246,6 +246,7 @@ impl Frontend {
         let policy = Arc::new(Policy::new(mode, a.code_writer_config.as_ref())?);
 
         let mut guardian_info = Value::Null;
+        let mut liveness = Value::Null;
         let mut instance = None;
         let mut notes: Vec<String> = Vec::new();
         let availability = if self.config.embedded {
@@ -256,6 +257,7 @@ impl Frontend {
             match self.guardian(true) {
                 Ok((mut client, hello)) => {
                     instance = hello.instance.clone();
+                    liveness = json!(hello.liveness);
                     guardian_info = json!({"socket": self.config.socket_path, "guardian": hello.guardian,
                         "instance": hello.instance, "capabilities": hello.capabilities});
                     if let Err(e) = client.session_open(&workspace, &thread_id) {
@@ -306,6 +308,7 @@ impl Frontend {
             "stale_audit": stale_audit,
             "reattached": reattached,
             "guardian": guardian_info,
+            "liveness": liveness,
         });
         if let Some(t) = a.init_type {
             v["type"] = json!(t);
