@@ -16,67 +16,69 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::collections::HashMap;
 //! use std::fs::File;
 //! use std::sync::Mutex;
+//! use std::time::Duration;
 //!
-//! use winx_release_engine::{
-//!     recovery, release, Layout, Outcome, Pin, Reason, ReleaseOptions, ReleaseRequest, RuntimeOwner, Status,
-//!     Target,
+//! use winx_release_engine::executions::{
+//!     ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
 //! };
-//!
-//! /// The guardian's execution table: how many commands of each thread run.
-//! struct Executions(HashMap<String, usize>);
-//!
-//! impl RuntimeOwner for Executions {
-//!     fn supports_temporary_release(&self) -> bool {
-//!         true
-//!     }
-//!     fn running_executions(&self, thread_id: &str) -> usize {
-//!         self.0.get(thread_id).copied().unwrap_or(0)
-//!     }
-//!     fn pending_actions(&self, _thread_id: &str) -> usize {
-//!         0
-//!     }
-//! }
+//! use winx_release_engine::{recovery, release, Layout, Outcome, Pin, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let workspace = tmp.path().canonicalize()?.join("ws");
 //! std::fs::create_dir(&workspace)?;
 //! let layout = Layout::new(workspace, tmp.path().canonicalize()?.join("data"))?;
 //!
-//! // Once, when the guardian starts: put back what a crash left in quarantine.
+//! // Once, when the guardian starts: put back what a crash left in
+//! // quarantine, and start the execution runtime, which adopts what an
+//! // earlier guardian left running. (A guardian runs the default options:
+//! // a cgroup per execution where it can, moving itself into its subtree.)
 //! let recovered = recovery::recover(layout.data_dir(), &[layout.workspace().to_path_buf()])?;
 //! assert!(recovered.restored.is_empty());
+//! let opts = RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, ..Default::default() };
+//! let runtime = Runtime::start(layout.data_dir(), &opts);
+//!
+//! // A session: its directory, its identity, its admission barrier.
+//! let session = SessionKey::of_dir(layout.create_session_dir("thread-1")?)?;
+//! let barrier = Mutex::new(());
 //!
 //! // The agent wrote a helper and read it; the read pinned its identity and bytes.
-//! layout.create_session_dir("thread-1")?;
 //! let helper = layout.session_dir("thread-1").join("helper.py");
 //! std::fs::write(&helper, "print('hi')\n")?;
 //! let pin = Pin::of_fd(File::open(&helper)?)?;
-//! let targets = [Target { path: helper.to_str().unwrap().to_owned(), pin }];
+//! let targets = [Target::new(&helper, pin)];
 //! let request = ReleaseRequest { layout: &layout, thread_id: "thread-1", targets: &targets };
 //!
-//! // The session's admission barrier: no command of the thread may start
-//! // while a release runs, so the owner's answers stay true throughout.
-//! let barrier = Mutex::new(());
-//!
-//! // A command of the thread still runs: the release is refused, nothing moves.
-//! let busy = Executions(HashMap::from([("thread-1".to_owned(), 1)]));
-//! let report = {
+//! // A command of the session, started under the barrier, leaves a process behind.
+//! let command = {
 //!     let _admission = barrier.lock().unwrap();
-//!     release(&request, &busy, &ReleaseOptions::default())
+//!     let e = runtime.submit(Spawn {
+//!         thread: "thread-1".into(),
+//!         workspace: layout.workspace().into(),
+//!         session,
+//!         command: "sleep 1 &".into(),
+//!         background: false,
+//!         env: vec![],
+//!     })?;
+//!     runtime.run(&e)?;
+//!     e
 //! };
+//!
+//! // The release asks the runtime who still runs, under the barrier.
+//! let release_now = || {
+//!     let _admission = barrier.lock().unwrap();
+//!     let owner = OwnerAnswer { liveness: runtime.liveness(&session), pending: 0, exempt: vec![std::process::id() as i32] };
+//!     release(&request, &owner, &ReleaseOptions::default())
+//! };
+//! let report = release_now();
 //! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
 //! assert!(helper.exists());
 //!
-//! // Nothing runs: the pinned helper is released and its bytes reported.
-//! let idle = Executions(HashMap::new());
-//! let report = {
-//!     let _admission = barrier.lock().unwrap();
-//!     release(&request, &idle, &ReleaseOptions::default())
-//! };
-//! assert_eq!(report.status, Status::Completed);
+//! // Once nothing the command started runs, the pinned helper is released.
+//! assert_eq!(command.wait_until(Duration::from_secs(20), ExecState::is_final), ExecState::Resolved(Some(0)));
+//! let report = release_now();
+//! assert_eq!(report.status, Status::Completed, "{report}");
 //! assert_eq!(report.files[0].outcome, Outcome::Released);
 //! assert!(!helper.exists());
 //! # Ok(())

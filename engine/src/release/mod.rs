@@ -40,6 +40,7 @@ use crate::scan::{ScanBackend, ScanLimits};
 mod backing;
 mod capture;
 mod check;
+mod display;
 mod finish;
 
 pub(crate) use backing::{open_backing_roots, scan_backing_roots};
@@ -54,6 +55,18 @@ pub struct Target {
     pub path: String,
     /// The pinned identity and digest.
     pub pin: Pin,
+}
+
+impl Target {
+    /// A target at `path` with its pin.
+    ///
+    /// A path that is not UTF-8 cannot be released (the protocol carries
+    /// paths as strings): it is kept with its invalid bytes replaced, which
+    /// names no existing file, so the release of it fails closed
+    /// (`not_found`).
+    pub fn new(path: impl AsRef<std::path::Path>, pin: Pin) -> Target {
+        Target { path: path.as_ref().to_string_lossy().into_owned(), pin }
+    }
 }
 
 /// A release request as the engine receives it.

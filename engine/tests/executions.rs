@@ -1,0 +1,108 @@
+//! The execution runtime without a guardian: spawn, output, resolution,
+//! liveness, and adoption by a second runtime of the same data directory,
+//! in `/proc` mode everywhere and in cgroup mode where this process may
+//! make cgroups (root on a cgroup2 machine; skipped with a reason elsewhere).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use winx_release_engine::executions::{
+    ExecState, LivenessChoice, LivenessMode, Runtime, RuntimeOptions, SessionKey, Spawn,
+};
+
+fn runtime(data: &Path, liveness: LivenessChoice) -> Arc<Runtime> {
+    Runtime::start(data, &RuntimeOptions { liveness, move_self: false, subreaper: false, ..Default::default() })
+}
+
+fn spawn(
+    rt: &Arc<Runtime>,
+    ws: &Path,
+    key: SessionKey,
+    command: &str,
+    background: bool,
+) -> Arc<winx_release_engine::executions::Execution> {
+    let e = rt
+        .submit(Spawn {
+            thread: "t1".into(),
+            workspace: ws.into(),
+            session: key,
+            command: command.into(),
+            background,
+            env: vec![("WINX_TEMP_DIR".into(), ws.as_os_str().into())],
+        })
+        .unwrap();
+    rt.run(&e).unwrap();
+    e
+}
+
+fn until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+fn check(liveness: LivenessChoice) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (ws, data) = (root.join("ws"), root.join("data"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let key = SessionKey::of_path(&ws).unwrap();
+    let rt = runtime(&data, liveness);
+    if liveness == LivenessChoice::Auto && rt.liveness_mode() != LivenessMode::Cgroup {
+        eprintln!("SKIPPED: cgroup mode is not available here: {}", rt.liveness_reason());
+        return;
+    }
+    // A foreground command: output, exit code, resolved.
+    let e = spawn(&rt, &ws, key, "echo \"$WINX_EXECUTION_ID\"; pwd; exit 3", false);
+    assert_eq!(e.wait_until(Duration::from_secs(10), ExecState::is_final), ExecState::Resolved(Some(3)));
+    let (out, cut) = e.output_tail();
+    assert_eq!(out, format!("{}\n{}\n", e.id, ws.display()));
+    assert!(!cut);
+    assert_eq!(rt.liveness(&key).running, 0);
+
+    // A daemon that leaves the group and session and scrubs its environment.
+    let tag = format!("winx-rt-{}-{}", std::process::id(), rt.liveness_mode().name());
+    let cmd = format!("( setsid env -i bash -c 'exec -a {tag} sleep 3' >/dev/null 2>&1 </dev/null & ); echo forked");
+    let d = spawn(&rt, &ws, key, &cmd, true);
+    assert!(until(Duration::from_secs(5), || d.leader_exited()), "the shell did not exit");
+    let live = rt.liveness(&key);
+    if rt.liveness_mode() == LivenessMode::Cgroup {
+        // Only the cgroup still knows it.
+        assert_eq!(live.running, 1, "{live:?}");
+        assert!(live.detail.as_deref().is_some_and(|m| m.contains(&d.id)), "{live:?}");
+        // A second runtime of the same data directory (a restarted guardian)
+        // adopts it and sees it running too.
+        let rt2 = runtime(&data, LivenessChoice::Auto);
+        assert_eq!(rt2.liveness(&key).running, 1);
+        assert!(rt2.lookup(&d.id).is_some_and(|x| x.adopted));
+        // Another session is not blocked by it.
+        let other = SessionKey { dev: key.dev, ino: key.ino + 1 };
+        assert_eq!(rt2.liveness(&other).running, 0);
+    }
+    assert!(until(Duration::from_secs(15), || rt.liveness(&key).running == 0), "{:?}", rt.liveness(&key));
+    assert!(until(Duration::from_secs(5), || d.state().is_final()), "{:?}", d.state());
+
+    // A record that cannot be parsed counts for every session.
+    let bad = data.join("executions").join("00000000000000ff");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("status.json"), b"{not json").unwrap();
+    let live = rt.liveness(&SessionKey { dev: 1, ino: 1 });
+    assert_eq!(live.running, 1, "{live:?}");
+    assert!(live.detail.unwrap().contains("00000000000000ff"));
+}
+
+#[test]
+fn proc_mode_runs_tracks_and_resolves() {
+    check(LivenessChoice::Proc);
+}
+
+#[test]
+fn cgroup_mode_runs_tracks_adopts_and_resolves() {
+    check(LivenessChoice::Auto);
+}
