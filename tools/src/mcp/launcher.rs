@@ -48,7 +48,17 @@ pub fn launch_guardian(socket: &Path) -> io::Result<()> {
     )
     .map(|fd| Stdio::from(std::fs::File::from(fd)))
     .unwrap_or_else(|_| Stdio::null());
-    let mut child = Command::new(exe)
+    // Under a user manager, the guardian gets a delegated cgroup subtree of
+    // its own (a scope with Delegate=yes): a cgroup per execution. Else it
+    // is started plainly and says which liveness mode it could have.
+    let mut cmd = if user_manager_answers() {
+        let mut c = Command::new("systemd-run");
+        c.args(["--user", "--scope", "--quiet", "--collect", "-p", "Delegate=yes", "--"]).arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    let mut child = cmd
         .arg("guardian")
         .arg("--socket")
         .arg(socket)
@@ -100,6 +110,42 @@ pub fn launch_guardian(socket: &Path) -> io::Result<()> {
         Err(e) => {
             tracing::warn!(pid, error = %e, "could not start a guardian");
             Err(e)
+        }
+    }
+}
+
+/// Whether `systemd-run` is on `PATH` and the user's service manager
+/// answers (`systemctl --user show-environment` within 2 s).
+///
+/// # References
+/// - [`systemd-run(1)`](https://www.freedesktop.org/software/systemd/man/latest/systemd-run.html) (`--scope`)
+/// - [`systemd.resource-control(5)`](https://www.freedesktop.org/software/systemd/man/latest/systemd.resource-control.html) (`Delegate=`)
+fn user_manager_answers() -> bool {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    if !on_path("systemd-run") || !on_path("systemctl") {
+        return false;
+    }
+    let Ok(mut child) = Command::new("systemctl")
+        .args(["--user", "show-environment"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
         }
     }
 }
