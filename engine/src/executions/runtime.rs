@@ -121,7 +121,7 @@ impl Runtime {
     /// watcher thread.
     pub fn start(data_dir: &Path, opts: &RuntimeOptions) -> Arc<Runtime> {
         let (mode, reason) = match opts.liveness {
-            LivenessChoice::Proc => (Mode::Proc, "cgroup mode switched off (--liveness proc)".to_owned()),
+            LivenessChoice::Proc => (Mode::Proc, "cgroup mode switched off (proc liveness asked for)".to_owned()),
             LivenessChoice::Auto => match Subtree::find(data_dir, opts.move_self) {
                 Ok(s) => {
                     let why = format!("delegated cgroup v2 subtree {}", s.root().display());
