@@ -1,37 +1,30 @@
 //! Commands run inside the frontend process (`--embedded`): an embedded
 //! runtime, with no guardian and therefore no releases.
 //!
-//! Each command runs `bash -c` in its own process group with cwd = the
-//! workspace and `WINX_TEMP_DIR` = the session directory, stdin from
-//! `/dev/null`, stdout and stderr merged into `D/executions/<command_id>/output`
-//! (with `status.json` beside it), like the guardian does. A waiter thread
-//! reaps each child. The inline reply carries the last 64 KiB of output; a
-//! longer output is also copied whole to `W/.winx/scratch/<command_id>.out`.
-//! A foreground command while another foreground command of the same thread
-//! runs is refused with `execution_active` (the guardian queues it instead).
+//! Each command is an execution of the engine's runtime
+//! ([`winx_release_engine::executions::Runtime`], `/proc` liveness, no
+//! subreaping, no adoption of a guardian's executions): the same record,
+//! output file and output tail as the guardian's. `bash -c` runs in its own
+//! session and process group with cwd = the workspace and `WINX_TEMP_DIR` =
+//! the session directory; stdout and stderr go to
+//! `D/executions/<command_id>/output`. The inline reply carries the last
+//! 64 KiB of output; a longer output is also copied whole to
+//! `W/.winx/scratch/<command_id>.out` (`output_path`). A foreground command
+//! while another foreground command of the same thread runs is refused with
+//! `execution_active` (the guardian queues it instead).
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use winx_release_engine::durable::{create_private_dir_all, write_durable};
+use winx_release_engine::executions::{
+    ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn,
+};
 use winx_release_engine::layout::Layout;
-use winx_release_engine::random::random_hex;
-use winx_release_engine::sync::lock;
 use winx_release_engine::Reason;
 
 use crate::error::{Code, FrontendError};
-
-/// Most bytes of output carried inline in a reply.
-pub const INLINE_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// Where and for whom a command runs.
 pub(crate) struct ExecContext<'a> {
@@ -40,55 +33,40 @@ pub(crate) struct ExecContext<'a> {
     pub(crate) thread_id: &'a str,
 }
 
-struct Exec {
-    command_id: String,
-    thread_id: String,
-    background: bool,
-    command: String,
-    dir: PathBuf,
-    layout: Layout,
-    started_unix: u64,
-    /// `None` while running, then the exit code (128 + signal when killed).
-    state: Mutex<Option<i64>>,
-    done: Condvar,
-}
-
-/// The in-process execution table.
+/// The in-process execution runtime, started at the first command.
 #[derive(Default)]
 pub(crate) struct ExecTable {
-    entries: Mutex<HashMap<String, Arc<Exec>>>,
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    runtime: OnceLock<Arc<Runtime>>,
 }
 
 fn io_err(what: &str, e: impl std::fmt::Display) -> FrontendError {
     FrontendError::new(Code::IoError, format!("{what}: {e}"))
 }
 
-impl Exec {
-    fn exit_code(&self) -> Option<i64> {
-        *lock(&self.state)
-    }
-
-    fn write_status(&self) {
-        let code = self.exit_code();
-        let status = json!({
-            "command_id": self.command_id, "thread_id": self.thread_id, "command": self.command,
-            "is_background": self.background, "started_unix": self.started_unix,
-            "status": if code.is_some() { "completed" } else { "running" }, "exit_code": code,
-        });
-        let _ = write_durable(&self.dir.join("status.json"), status.to_string().as_bytes());
-    }
-}
-
 impl ExecTable {
+    fn runtime(&self, data_dir: &Path) -> &Arc<Runtime> {
+        self.runtime.get_or_init(|| {
+            let opts = RuntimeOptions {
+                liveness: LivenessChoice::Proc,
+                move_self: false,
+                subreaper: false,
+                adopt: false,
+                env_remove: Vec::new(),
+            };
+            Runtime::start(data_dir, &opts)
+        })
+    }
+
+    fn of_thread(&self, thread_id: &str) -> Vec<Arc<Execution>> {
+        let Some(rt) = self.runtime.get() else { return Vec::new() };
+        rt.executions().into_iter().filter(|e| e.thread == thread_id).collect()
+    }
+
     /// Running commands of `thread_id` (foreground only when `foreground`).
     pub(crate) fn running(&self, thread_id: &str, foreground_only: bool) -> usize {
-        lock(&self.entries)
-            .values()
-            .filter(|e| e.thread_id == thread_id && (!foreground_only || !e.background) && e.exit_code().is_none())
+        self.of_thread(thread_id)
+            .iter()
+            .filter(|e| (!foreground_only || !e.background) && !e.state().is_final())
             .count()
     }
 
@@ -106,128 +84,68 @@ impl ExecTable {
                 "a foreground command of this thread is still running; check it with status_check",
             ));
         }
-        let command_id = random_hex(16);
-        let dir = ctx.layout.executions_root().join(&command_id);
-        create_private_dir_all(&dir).map_err(|e| io_err("execution directory", e))?;
-        let out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join("output"))
-            .map_err(|e| io_err("output file", e))?;
-        let err = out.try_clone().map_err(|e| io_err("output file", e))?;
-        let mut child = Command::new("bash")
-            .arg("-c")
-            .arg(command)
-            .current_dir(ctx.layout.workspace())
-            .env("WINX_TEMP_DIR", ctx.session_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .process_group(0)
-            .spawn()
-            .map_err(|e| io_err("starting bash", e))?;
-        let exec = Arc::new(Exec {
-            command_id: command_id.clone(),
-            thread_id: ctx.thread_id.to_owned(),
-            background,
-            command: command.to_owned(),
-            dir,
-            layout: ctx.layout.clone(),
-            started_unix: now_unix(),
-            state: Mutex::new(None),
-            done: Condvar::new(),
-        });
-        exec.write_status();
-        lock(&self.entries).insert(command_id, exec.clone());
-        let waiter = exec.clone();
-        std::thread::spawn(move || {
-            let code = match child.wait() {
-                Ok(st) => st.code().map(i64::from).or_else(|| st.signal().map(|s| 128 + i64::from(s))).unwrap_or(-1),
-                Err(_) => -1,
-            };
-            *lock(&waiter.state) = Some(code);
-            waiter.write_status();
-            waiter.done.notify_all();
-        });
+        let rt = self.runtime(ctx.layout.data_dir());
+        let session = SessionKey::of_path(ctx.session_dir).map_err(|e| io_err("session directory", e))?;
+        let e = rt
+            .submit(Spawn {
+                thread: ctx.thread_id.to_owned(),
+                workspace: ctx.layout.workspace().to_path_buf(),
+                session,
+                command: command.to_owned(),
+                background,
+                env: vec![("WINX_TEMP_DIR".into(), ctx.session_dir.as_os_str().into())],
+            })
+            .map_err(|err| io_err("execution directory", err))?;
+        // A command that cannot start is answered as completed, exit 127,
+        // its output saying why.
+        let _ = rt.run(&e);
         // A background command's call returns at once.
-        Ok(reply(&exec, if background { 0.0 } else { wait }))
+        Ok(reply(ctx.layout, &e, if background { 0.0 } else { wait }))
     }
 
     /// Reports on `command_id` of `thread_id`, waiting up to `wait` seconds.
     pub(crate) fn status(&self, thread_id: &str, command_id: &str, wait: f64) -> Result<Value, FrontendError> {
-        let exec = lock(&self.entries).get(command_id).filter(|e| e.thread_id == thread_id).cloned();
-        match exec {
-            Some(e) => Ok(reply(&e, wait)),
+        let e = self.of_thread(thread_id).into_iter().find(|e| e.id == command_id);
+        match e {
+            Some(e) => {
+                let layout = Layout::new(&e.workspace, self.runtime.get().map_or(Path::new(""), |r| r.data_dir()))
+                    .map_err(|d| FrontendError::new(d.reason, d.to_string()))?;
+                Ok(reply(&layout, &e, wait))
+            }
             None => Err(FrontendError::invalid(format!("no command {command_id:?} in this thread"))),
         }
     }
 }
 
-fn reply(exec: &Exec, wait: f64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs_f64(wait);
-    let mut state = lock(&exec.state);
-    while state.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        state = exec.done.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
-    }
-    let code = *state;
-    drop(state);
-    let (output, truncated, dropped) = match read_output(exec) {
-        Ok(v) => v,
-        Err(e) => (format!("<output unavailable: {e}>"), false, None),
+fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
+    let state = e.wait_until(Duration::from_secs_f64(wait.max(0.0)), ExecState::is_final);
+    let code = match state {
+        ExecState::Resolved(c) => Some(c.map_or(-1, i64::from)),
+        ExecState::FailedToStart => Some(127),
+        _ => None,
     };
+    let (output, truncated) = e.output_tail();
     let mut v = json!({
         "status": if code.is_some() { "completed" } else { "running" },
-        "command_id": exec.command_id,
+        "command_id": e.id,
         "exit_code": code,
         "output": output,
         "output_truncated": truncated,
     });
-    if let Some(p) = dropped {
-        v["output_path"] = json!(p);
+    // The runtime dropped a long output whole into scratch when it resolved.
+    let dropped = layout.scratch_root().join(format!("{}.out", e.id));
+    if truncated && code.is_some() && dropped.is_file() {
+        v["output_path"] = json!(dropped);
     }
     v
-}
-
-/// The last [`INLINE_OUTPUT_BYTES`] of output, whether it was cut, and where
-/// the whole output was dropped when it was.
-fn read_output(exec: &Exec) -> io::Result<(String, bool, Option<String>)> {
-    let mut f = File::open(exec.dir.join("output"))?;
-    let len = f.metadata()?.len();
-    let truncated = len > INLINE_OUTPUT_BYTES;
-    let start = len.saturating_sub(INLINE_OUTPUT_BYTES);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = Vec::with_capacity((len - start) as usize);
-    f.by_ref().take(INLINE_OUTPUT_BYTES).read_to_end(&mut buf)?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let dropped = if truncated { drop_to_scratch(exec, &mut f).ok() } else { None };
-    Ok((text, truncated, dropped))
-}
-
-/// Copies the whole output to `W/.winx/scratch/<command_id>.out` through
-/// no-follow directory handles.
-fn drop_to_scratch(exec: &Exec, f: &mut File) -> io::Result<String> {
-    let scratch = exec.layout.create_scratch_dir()?;
-    let name = format!("{}.out", exec.command_id);
-    let flags = rustix::fs::OFlags::WRONLY
-        | rustix::fs::OFlags::CREATE
-        | rustix::fs::OFlags::TRUNC
-        | rustix::fs::OFlags::NOFOLLOW
-        | rustix::fs::OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(scratch.as_fd(), name.as_str(), flags, rustix::fs::Mode::from_raw_mode(0o600))?;
-    let mut out = File::from(fd);
-    f.seek(SeekFrom::Start(0))?;
-    io::copy(f, &mut out)?;
-    Ok(exec.layout.scratch_root().join(name).display().to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+    use std::time::Instant;
+    use winx_release_engine::executions::INLINE_OUTPUT_BYTES;
 
     #[test]
     fn run_wait_background_and_truncation() {

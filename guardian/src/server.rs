@@ -76,6 +76,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
             liveness: opts.liveness,
             move_self: true,
             subreaper: true,
+            adopt: true,
             env_remove: activation::SYSTEMD_VARS.iter().map(Into::into).collect(),
         },
     );

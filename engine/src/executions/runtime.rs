@@ -45,13 +45,23 @@ pub struct RuntimeOptions {
     /// Make this process a child subreaper, so that orphans of its commands
     /// are reparented to it (and reaped by the runtime) rather than to init.
     pub subreaper: bool,
+    /// Adopt the unresolved executions of `D/executions` that this runtime
+    /// did not start (a guardian does; a second runtime beside a guardian,
+    /// such as an embedded frontend's, must not judge the guardian's).
+    pub adopt: bool,
     /// Variables no command inherits (systemd's activation variables, say).
     pub env_remove: Vec<OsString>,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> RuntimeOptions {
-        RuntimeOptions { liveness: LivenessChoice::Auto, move_self: true, subreaper: true, env_remove: Vec::new() }
+        RuntimeOptions {
+            liveness: LivenessChoice::Auto,
+            move_self: true,
+            subreaper: true,
+            adopt: true,
+            env_remove: Vec::new(),
+        }
     }
 }
 
@@ -100,6 +110,7 @@ pub struct Runtime {
     mode: Mode,
     reason: String,
     pid: i32,
+    adopt: bool,
     env_remove: Vec<OsString>,
     table: Mutex<HashMap<String, Arc<Execution>>>,
     resolved: Mutex<HashSet<String>>,
@@ -144,6 +155,7 @@ impl Runtime {
             mode,
             reason,
             pid: std::process::id() as i32,
+            adopt: opts.adopt,
             env_remove: opts.env_remove.clone(),
             table: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashSet::new()),
@@ -453,6 +465,9 @@ impl Runtime {
     /// know and whose record is not resolved (a record that cannot be read
     /// or parsed included: it counts for every session). Returns how many.
     pub fn adopt(&self) -> usize {
+        if !self.adopt {
+            return 0;
+        }
         let Ok(dir) = fs::read_dir(self.data_dir.join("executions")) else { return 0 };
         let mut adopted = Vec::new();
         for entry in dir.flatten() {
