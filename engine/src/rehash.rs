@@ -1,9 +1,10 @@
 //! The rehash pipeline: SHA-256 of many opened files at once.
 //!
-//! One pipeline serves the three places that hash a helper's bytes:
-//! `ReadFiles` (one pass that both hashes and keeps the content it
-//! returns), the release's pre-release check, and its post-quarantine
-//! recheck. Files are read with batched io_uring `read`s (several files in
+//! One pipeline serves the two places that hash many helpers' bytes at
+//! once: `ReadFiles` (one pass that both hashes and keeps the content it
+//! returns) and the release's pre-release check. (The post-quarantine
+//! recheck reads each captured object on its own, with
+//! `hash::fingerprint_fd`.) Files are read with batched io_uring `read`s (several files in
 //! flight per worker, one ring per worker thread, buffers reused across
 //! calls), hashed with `sha2` (which detects SHA-NI at run time) on worker
 //! threads: the calling thread and, for enough bytes, one more per core.
