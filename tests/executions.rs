@@ -353,3 +353,59 @@ async fn a_session_reached_through_a_bind_mount_keeps_its_executions() {
     mcp2.stop().await;
     mcp.stop().await;
 }
+
+/// `setpriv` arguments that run a command as `nobody`, or `None` (printed)
+/// where this test cannot change users.
+fn as_nobody() -> Option<Vec<&'static str>> {
+    let setpriv = std::process::Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !rustix::process::geteuid().is_root() || !setpriv {
+        eprintln!("SKIPPED: needs root and setpriv(1) to run the world as an unprivileged user");
+        return None;
+    }
+    Some(vec!["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+}
+
+/// Item 4: a process of the user that made itself non-dumpable (its
+/// `/proc/<pid>` is root's, its descriptors unreadable to the user) and
+/// holds the helper open counts as holding it, for a guardian that is not
+/// root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprivileged_a_non_dumpable_holder_is_in_use() {
+    let Some(nobody) = as_nobody() else { return };
+    let mut env = Env::new();
+    let chown = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&env.root).status().unwrap();
+    assert!(chown.success());
+    let mut guardian = nobody.clone();
+    guardian.extend(["env", "WINX_LIVENESS=proc"]);
+    env.start_guardian_with(&guardian);
+    let mcp = env.mcp_wrapped(&nobody, &env.sock.clone(), &[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "nd.py").await;
+    let program = "import ctypes,sys,time\n\
+libc=ctypes.CDLL(None)\n\
+assert libc.prctl(4,0,0,0,0)==0\n\
+f=open(sys.argv[1])\n\
+print('held',flush=True)\n\
+time.sleep(30)\n";
+    // The system's Python (a per-user shim under root's home is not
+    // reachable by nobody).
+    let Some(python) = ["/usr/bin/python3", "/bin/python3"].into_iter().find(|p| Path::new(p).exists()) else {
+        eprintln!("SKIPPED: no system python3 for the unprivileged holder");
+        return;
+    };
+    let mut holder = std::process::Command::new(nobody[0])
+        .args(&nobody[1..])
+        .args([python, "-c", program, h.0.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    assert_eq!(line.trim(), "held");
+    let pid = holder.id();
+    let d = denied(&env, &mcp, "t1", &h, "in_use").await;
+    assert!(d["message"].as_str().is_some_and(|m| m.contains(&pid.to_string())), "{d}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    completes_after(&env, &mcp, "t1", &h, "in_use", Duration::from_secs(5)).await;
+    mcp.stop().await;
+}

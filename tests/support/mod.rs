@@ -161,7 +161,20 @@ impl Env {
 
     /// Like [`Env::mcp`] with another socket path.
     pub async fn mcp_at(&self, sock: &Path, extra: &[&str]) -> Mcp {
-        let mut cmd = tokio::process::Command::new(BIN);
+        self.mcp_wrapped(&[], sock, extra).await
+    }
+
+    /// Like [`Env::mcp_at`], run through `wrapper` (a command that execs its
+    /// arguments, such as `setpriv --reuid=N --`).
+    pub async fn mcp_wrapped(&self, wrapper: &[&str], sock: &Path, extra: &[&str]) -> Mcp {
+        let mut cmd = match wrapper.split_first() {
+            None => tokio::process::Command::new(BIN),
+            Some((first, rest)) => {
+                let mut c = tokio::process::Command::new(first);
+                c.args(rest).arg(BIN);
+                c
+            }
+        };
         cmd.arg("mcp").arg("--socket").arg(sock).args(extra).envs(self.vars());
         for v in Env::REMOVED {
             cmd.env_remove(v);

@@ -14,8 +14,12 @@
 //! holds a capability the caller lacks (the sandbox's init) is a more
 //! privileged principal, judged like another user's process.
 //!
-//! Limits: a non-dumpable process of the user has `/proc/<pid>` owned by
-//! root and is not looked at by a guardian that is not root. Threads that
+//! A non-dumpable process of the user has root-owned views (and, on some
+//! kernels, a root-owned `/proc/<pid>`, whose owner is then read from
+//! `Status: Uid`): they are unreadable to a guardian that is not root, so
+//! the process counts as holding a target.
+//!
+//! Limits: threads that
 //! unshared their descriptor table (`CLONE_FILES` not set) are not looked
 //! at separately. On stacked filesystems (overlayfs) a mapping shows the
 //! underlying file's device, which may differ from the device the target
@@ -137,7 +141,11 @@ fn scan_part(
         }
         match owner_of(proc, pid) {
             Ok(Some(owner)) if owner == uid => {}
-            // Another user's (or a non-dumpable) process, or gone.
+            // A non-dumpable process shows root as the owner of its
+            // `/proc/<pid>`: the real uid of its `status` tells whether it
+            // is the user's (its views are then unreadable: in use).
+            Ok(Some(0)) if uid != 0 && super::real_uid(proc, pid) == Some(uid) => {}
+            // Another user's process, or gone.
             Ok(_) => continue,
             Err(_) => continue,
         }

@@ -116,6 +116,18 @@ pub(crate) fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result
     }
 }
 
+/// The real uid of `pid` (`Uid:` of `/proc/<pid>/status`), if it can be
+/// read.
+///
+/// # References
+/// - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
+pub(crate) fn real_uid(proc: impl AsFd, pid: i32) -> Option<u32> {
+    let mut buf = Vec::new();
+    let n = read_file(proc, &format!("{pid}/status"), &mut buf).ok()??;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
+}
+
 /// `CapPrm:` of a `status` file's text.
 fn permitted_caps(status: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(status).ok()?;
