@@ -153,15 +153,23 @@ fn scan_part(
         // The process's own view, then, for a zombie leader (its main
         // thread called `pthread_exit`: its own descriptor table and memory
         // map are gone), each of its live threads' views.
+        // (An empty memory map is a kernel thread or such a zombie: only
+        // then is `stat` read.)
         let mut views = vec![format!("{pid}")];
-        if matches!(super::stat::read_stat(proc, pid), Ok(Some(st)) if st.is_zombie()) {
-            views.extend(threads_of(proc, pid).into_iter().filter(|t| *t != pid).map(|t| format!("{pid}/task/{t}")));
-        }
-        for view in &views {
+        let mut i = 0;
+        while i < views.len() {
+            let view = &views[i];
+            i += 1;
             match holder_in(proc, pid, view, &devs, targets, &mut buf) {
-                Ok(None) => {}
-                Ok(Some(_)) if unexeced_fork_of(proc, pid, exempt) => break,
-                Ok(Some(h)) => {
+                Ok((None, 0)) if i == 1 => {
+                    if matches!(super::stat::read_stat(proc, pid), Ok(Some(st)) if st.is_zombie()) {
+                        let threads = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
+                        views.extend(threads.map(|t| format!("{pid}/task/{t}")));
+                    }
+                }
+                Ok((None, _)) => {}
+                Ok((Some(_), _)) if unexeced_fork_of(proc, pid, exempt) => break,
+                Ok((Some(h), _)) => {
                     scan.holder = Some(h);
                     stop.store(true, Ordering::Relaxed);
                     return Ok(scan);
@@ -190,7 +198,7 @@ fn scan_part(
 
 /// Looks for a target among the descriptors (`VIEW/fd`) and mappings
 /// (`VIEW/maps`) of `view`, a process (`pid`) or one of its threads
-/// (`pid/task/tid`).
+/// (`pid/task/tid`). Also returns the length of the `maps` read.
 fn holder_in(
     proc: &OwnedFd,
     pid: i32,
@@ -198,13 +206,13 @@ fn holder_in(
     devs: &HashSet<u64>,
     targets: &HashSet<PhysicalId>,
     buf: &mut Vec<u8>,
-) -> Result<Option<Holder>, rustix::io::Errno> {
+) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
     if let Some(h) = fds_of(proc, pid, view, targets)? {
-        return Ok(Some(h));
+        return Ok((Some(h), 1));
     }
     match read_file(proc, &format!("{view}/maps"), buf)? {
-        Some(n) => Ok(mapped(&buf[..n], devs, targets).map(|target| Holder { pid, how: HowHeld::Mapped, target })),
-        None => Ok(None),
+        Some(n) => Ok((mapped(&buf[..n], devs, targets).map(|target| Holder { pid, how: HowHeld::Mapped, target }), n)),
+        None => Ok((None, 1)),
     }
 }
 
