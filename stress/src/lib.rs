@@ -4,9 +4,9 @@
 //! `guardian` and `mcp`) in a private directory, with `XDG_DATA_HOME` and
 //! `HOME` inside it and `XDG_RUNTIME_DIR` unset, so nothing of the user's is
 //! touched. It talks to the frontends over their stdio with its own small
-//! JSON-RPC client ([`client`]).
+//! JSON-RPC client (`client`).
 //!
-//! 1. **Setup** ([`setup`]): sessions are filled to their quotas (128 files
+//! 1. **Setup** (`setup`): sessions are filled to their quotas (128 files
 //!    and 64 MiB each, tool writes for the files, commands for the bulk
 //!    bytes, which quotas do not govern), workspace 0 to 256 MiB, and every
 //!    quota is probed at its edge; the backing roots are filled with empty
@@ -14,8 +14,8 @@
 //!    fail closed), then held at `--backing-entries`; then every scenario
 //!    runs once as a named check with its one expected answer.
 //!    Then a command leaves processes behind and the guardian is SIGKILLed
-//!    and restarted under it ([`liveness`]).
-//! 2. **Timed phase** ([`workload`]): one worker per session runs a seeded
+//!    and restarted under it (`liveness`).
+//! 2. **Timed phase** (`workload`): one worker per session runs a seeded
 //!    random sequence of steps for `--duration` seconds: reads, releases,
 //!    replays, audits, commands that block releases, adversarial changes
 //!    (identical-text replacements before and during a release, new files
@@ -24,9 +24,9 @@
 //! 3. **Final verification**: every byte of the ledger re-hashed, every fill
 //!    file of the backing roots accounted for, an audit per workspace.
 //!
-//! After each step the session is checked against the ledger ([`ledger`])
+//! After each step the session is checked against the ledger (`ledger`)
 //! of every byte the tool created: released only when pinned, nothing
-//! lost, no overwrite, replays touch nothing, quotas held ([`quota`]).
+//! lost, no overwrite, replays touch nothing, quotas held (`quota`).
 
 mod backing;
 mod client;
