@@ -207,11 +207,10 @@ impl DirCache {
                 continue;
             };
             let records = g.roots.remove(&root.path).unwrap_or_default();
-            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { HashSet::new() };
+            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { RootRecords::new() };
             let mut walk = Walk {
                 limits,
                 lean: Lean::new(mounts.clone()),
-                records: &records,
                 valid: &valid,
                 dirents: std::mem::take(&mut dirents),
                 counts: WalkCounts::default(),

@@ -80,17 +80,17 @@ pub(crate) struct WalkCounts {
 /// The records of one root, by path below the root.
 pub(crate) type RootRecords = HashMap<Vec<u8>, Arc<DirRecord>>;
 
-/// Which cached records are still valid for the root opened as `root`:
+/// The cached records that are still valid for the root opened as `root`:
 /// every record's directory is `statx`ed (the root through its descriptor,
 /// the others by their path below it).
-pub(crate) fn validate(root: BorrowedFd<'_>, records: &RootRecords, tick_ns: i128) -> HashSet<Vec<u8>> {
+pub(crate) fn validate(root: BorrowedFd<'_>, records: &RootRecords, tick_ns: i128) -> RootRecords {
     records
         .iter()
         .filter(|(rel, rec)| {
             let Ok(path) = CString::new(rel.as_slice()) else { return false };
             stat_dir(root, &path).is_ok_and(|now| rec.still_valid(&now, tick_ns))
         })
-        .map(|(rel, _)| rel.clone())
+        .map(|(rel, rec)| (rel.clone(), Arc::clone(rec)))
         .collect()
 }
 
@@ -98,8 +98,8 @@ pub(crate) fn validate(root: BorrowedFd<'_>, records: &RootRecords, tick_ns: i12
 pub(crate) struct Walk<'a> {
     pub(crate) limits: ScanLimits,
     pub(crate) lean: Lean,
-    pub(crate) records: &'a RootRecords,
-    pub(crate) valid: &'a HashSet<Vec<u8>>,
+    /// The records that are still valid.
+    pub(crate) valid: &'a RootRecords,
     pub(crate) dirents: Vec<MaybeUninit<u8>>,
     pub(crate) counts: WalkCounts,
 }
@@ -155,8 +155,8 @@ impl Walk<'_> {
     /// The record of `p`: the cached one when still valid and the directory
     /// its parent names, else a fresh read. `Ok(None)`: removed since.
     fn record(&mut self, root: BorrowedFd<'_>, p: &Pending) -> Result<Option<Arc<DirRecord>>, Reason> {
-        if let Some(rec) = self.records.get(&p.rel) {
-            if self.valid.contains(&p.rel) && p.expect.is_none_or(|id| id == rec.stat.id) {
+        if let Some(rec) = self.valid.get(&p.rel) {
+            if p.expect.is_none_or(|id| id == rec.stat.id) {
                 self.counts.hits += 1;
                 return Ok(Some(Arc::clone(rec)));
             }
