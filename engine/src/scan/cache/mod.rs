@@ -4,9 +4,9 @@
 //! Per directory it keeps its identity (device, inode, birth time), its
 //! change and modification times, when it was read, and its entries (name,
 //! class, device and inode). A warm scan `statx`es every cached directory
-//! and reads again only those whose record no longer holds
-//! ([`record`](self) module docs: same identity and times, and a change
-//! time far enough before the read — the racy rule). Everything else about
+//! and reads again only those whose record no longer holds (`record.rs`:
+//! same identity and times, and a change time far enough before the read —
+//! the racy rule). Everything else about
 //! the scan — order, bounds, offending entries, aliases — is evaluated
 //! afresh on every scan from the records, by the same counting rules as
 //! every backend (`tally.rs`), so a cached scan's report equals a fresh
