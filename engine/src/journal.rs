@@ -2,8 +2,9 @@
 //!
 //! Before its first rename a release writes `D/journal/<id>.jsonl`: one JSON
 //! line of intent naming the quarantine directory and, per target, its
-//! original path, its quarantine name and its pinned identity. The file and
-//! its directory are fsynced. Before each unlink a `verified` line is
+//! original path, its quarantine name and its pinned identity. The file is
+//! fdatasynced and its directory fsynced (that `fsync` is group-committed
+//! with concurrent releases, `durable::fsync_dir`). Before each unlink a `verified` line is
 //! appended, so that recovery can tell a removal that was verified from one
 //! that never happened; the marks are fdatasynced together when the journal
 //! outlives the release (see [`Journal::mark`]). The journal is retired (unlinked,
@@ -151,7 +152,10 @@ impl Journal {
         line.push(b'\n');
         let mut file = OpenOptions::new().append(true).create_new(true).mode(0o600).open(&path)?;
         file.write_all(&line)?;
-        file.sync_all()?;
+        // The intent's bytes (and the size that reaches them), then its name
+        // in `dir`: that `fsync` is shared with every release writing its
+        // intent at the same time (`durable::fsync_dir`, group commit).
+        file.sync_data()?;
         fsync_dir(dir)?;
         Ok(Journal { file, path, dir: dir.to_path_buf(), _lock: lock })
     }
@@ -186,6 +190,15 @@ impl Journal {
     pub fn retire(self) -> io::Result<()> {
         std::fs::remove_file(&self.path)?;
         fsync_dir(&self.dir)
+    }
+
+    /// Removes the journal without an `fsync` of its directory: for a
+    /// release whose quarantine's removal is already durable (the session
+    /// directory was fsynced after it). Should a power loss bring the
+    /// journal back, recovery finds its quarantine gone (`ENOENT`) and
+    /// retires it; no byte depends on it.
+    pub fn retire_after_quarantine(self) -> io::Result<()> {
+        std::fs::remove_file(&self.path)
     }
 }
 

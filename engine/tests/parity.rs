@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use winx_release_engine::hash::Keep;
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
-    open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, ScanBackend, ScanLimits, ScanMode,
-    ScanReport, SyncBackend, ThreadsBackend, MAX_DEPTH, MAX_ENTRIES,
+    open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, DirCache, RootSpec, ScanBackend,
+    ScanLimits, ScanMode, ScanReport, SharedScanner, SyncBackend, ThreadsBackend, MAX_DEPTH, MAX_ENTRIES,
 };
 use winx_release_engine::uring::{probe, RingConfig, UringBackend, UringConfig};
 use winx_release_engine::{PhysicalId, Pin, Reason};
@@ -133,6 +133,27 @@ fn scan_on(
         got.elapsed_us = want.elapsed_us;
         got.backend = want.backend;
         assert_eq!(got, want, "{name} differs from sync with sizes");
+    }
+    // The directory cache (lean): cold, again once its records settled
+    // (read afresh), and warm (served from the records); and through a
+    // shared scanner.
+    let cache = DirCache::new();
+    let shared = SharedScanner::new();
+    let specs: Vec<RootSpec> = roots.iter().cloned().map(RootSpec::Path).collect();
+    for pass in ["cache cold", "cache settled", "cache warm"] {
+        if pass == "cache settled" {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        let got = [
+            cache.scan_paths(&roots, limits, aliases),
+            shared.scan(&specs, limits, aliases, std::time::Instant::now()),
+        ];
+        for mut got in got {
+            assert_eq!(got.bytes, None, "{pass}");
+            got.bytes = want.bytes;
+            got.elapsed_us = want.elapsed_us;
+            assert_eq!(got, want, "{pass} differs from sync with sizes");
+        }
     }
     want
 }

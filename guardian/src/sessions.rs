@@ -27,6 +27,9 @@ pub struct Guardian {
     pub retention: crate::retention::Kick,
     /// Frontends that completed `hello`, by pid, with their start time.
     peers: Mutex<HashMap<i32, u64>>,
+    /// The backing-root scans every release shares, and their directory
+    /// cache (off when `WINX_RELEASE_NO_SCAN_CACHE` is set).
+    pub scanner: winx_release_engine::scan::SharedScanner,
 }
 
 /// One session owned by the guardian.
@@ -73,6 +76,11 @@ impl Guardian {
             sessions: Mutex::new(HashMap::new()),
             retention: crate::retention::Kick::default(),
             peers: Mutex::new(HashMap::new()),
+            scanner: {
+                let s = winx_release_engine::scan::SharedScanner::new();
+                s.cache().set_enabled(std::env::var_os("WINX_RELEASE_NO_SCAN_CACHE").is_none());
+                s
+            },
         }
     }
 

@@ -7,6 +7,14 @@
 //! or `auto` (the default: the fastest on this machine, see
 //! `winx_release_engine::scan::auto_backend`). `--sizes` measures file
 //! sizes; without it the scan is lean (`winx_release_engine::scan::ScanMode`).
+//!
+//! `--cache-check` compares the guardian's directory cache
+//! (`winx_release_engine::scan::DirCache`) with a fresh lean scan on the
+//! chosen backend: a cold cached scan, one after its records settled, and a
+//! warm one, each against a fresh scan taken right after it. It prints
+//! `{"cache_check": "equal" | "differs", "fresh": report, "cached":
+//! [cold, settled, warm], "stats": {...}}` and exits 1 when any differs
+//! (`elapsed_us` and `backend` aside).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -14,9 +22,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use winx_release_engine::identity::PhysicalId;
-use winx_release_engine::scan::{self, scan_paths_with, ScanLimits, ScanMode, MAX_DEPTH, MAX_ENTRIES};
+use winx_release_engine::scan::{
+    self, scan_paths_with, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, MAX_DEPTH, MAX_ENTRIES,
+};
 
-use crate::{print_json, EXIT_FAIL_CLOSED, EXIT_OK};
+use crate::{print_json, EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
 
 /// Which scan backend to use.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -48,6 +58,10 @@ pub struct ScanArgs {
     /// not `statx`ed and `bytes` is null.
     #[arg(long)]
     sizes: bool,
+    /// Compare the directory cache (cold, settled and warm) with fresh lean
+    /// scans; exit 1 when any report differs.
+    #[arg(long, conflicts_with = "sizes")]
+    cache_check: bool,
     /// A file whose (device, inode) is an alias that fails the scan.
     #[arg(long = "alias", value_name = "FILE")]
     aliases: Vec<PathBuf>,
@@ -74,8 +88,49 @@ pub fn run(args: &ScanArgs) -> anyhow::Result<u8> {
         BackendChoice::Sync => scan::BackendChoice::Sync,
         BackendChoice::Threads => scan::BackendChoice::Threads,
     });
+    if args.cache_check {
+        return cache_check(backend, &roots, limits, &aliases);
+    }
     let mode = if args.sizes { ScanMode::Sizes } else { ScanMode::Lean };
     let report = scan_paths_with(backend, &roots, limits, &aliases, mode);
     print_json(&report)?;
     Ok(if report.failed_closed() { EXIT_FAIL_CLOSED } else { EXIT_OK })
+}
+
+/// `--cache-check`: cached scans against fresh lean scans.
+fn cache_check(
+    backend: &dyn ScanBackend,
+    roots: &[PathBuf],
+    limits: ScanLimits,
+    aliases: &HashSet<PhysicalId>,
+) -> anyhow::Result<u8> {
+    let same = |a: &ScanReport, b: &ScanReport| {
+        let mut a = a.clone();
+        a.elapsed_us = b.elapsed_us;
+        a.backend = b.backend;
+        a == *b
+    };
+    let cache = DirCache::new();
+    let mut cached = Vec::new();
+    let mut fresh = None;
+    let mut equal = true;
+    for pass in 0..3 {
+        if pass == 1 {
+            // Records read within a timestamp tick of a change settle later.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let c = cache.scan_paths(roots, limits, aliases);
+        let f = scan_paths_with(backend, roots, limits, aliases, ScanMode::Lean);
+        equal &= same(&c, &f);
+        cached.push(c);
+        fresh = Some(f);
+    }
+    let verdict = if equal { "equal" } else { "differs" };
+    print_json(&serde_json::json!({
+        "cache_check": verdict,
+        "fresh": fresh,
+        "cached": cached,
+        "stats": cache.stats(),
+    }))?;
+    Ok(if equal { EXIT_OK } else { EXIT_FAILURE })
 }

@@ -10,7 +10,9 @@ use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::layout::{self, Layout};
 use crate::resolve::open_dir_abs;
-use crate::scan::{open_root, open_root_beneath, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot};
+use crate::scan::{
+    open_root, open_root_beneath, RootSpec, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SharedScanner,
+};
 
 /// Opens the three backing roots of `layout`: `W/.winx/scratch` through
 /// no-follow handles from the workspace, `D/executions` and `D/receipts`
@@ -44,4 +46,30 @@ pub(crate) fn scan_backing_roots(
             crate::scan::fail_report(backend.kind(), ScanMode::Lean, reason, path, start.elapsed().as_micros() as u64)
         }
     }
+}
+
+/// The backing roots of `layout` as a [`SharedScanner`] opens them: the
+/// same roots, opened the same way, as [`open_backing_roots`].
+pub(crate) fn backing_specs(layout: &Layout) -> Vec<RootSpec> {
+    vec![
+        RootSpec::Beneath {
+            base: layout.workspace().to_path_buf(),
+            rel: vec![layout::WINX_DIR.to_owned(), layout::SCRATCH_DIR.to_owned()],
+        },
+        RootSpec::Path(layout.executions_root()),
+        RootSpec::Path(layout.receipts_root()),
+    ]
+}
+
+/// [`scan_backing_roots`] through `scanner`: a walk that started at or after
+/// `checked_at` (when the targets were checked), shared with concurrent
+/// releases.
+pub(crate) fn scan_backing_shared(
+    layout: &Layout,
+    scanner: &SharedScanner,
+    limits: ScanLimits,
+    aliases: &HashSet<PhysicalId>,
+    checked_at: Instant,
+) -> ScanReport {
+    scanner.scan(&backing_specs(layout), limits, aliases, checked_at)
 }

@@ -35,7 +35,7 @@ use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Pin;
 use crate::layout::Layout;
 use crate::owner::RuntimeOwner;
-use crate::scan::{ScanBackend, ScanLimits};
+use crate::scan::{ScanBackend, ScanLimits, SharedScanner};
 
 mod backing;
 mod capture;
@@ -43,7 +43,7 @@ mod check;
 mod display;
 mod finish;
 
-pub(crate) use backing::{open_backing_roots, scan_backing_roots};
+pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
 pub use check::{open_session_dir, validate_paths};
 
 pub use crate::path_rules::MAX_TARGETS;
@@ -84,15 +84,26 @@ pub struct ReleaseRequest<'a> {
 pub struct ReleaseOptions<'a> {
     /// The scan bound.
     pub scan_limits: ScanLimits,
-    /// The scan backend (default: [`crate::scan::auto_backend`]).
+    /// The scan backend (default: [`crate::scan::auto_backend`]), used when
+    /// there is no `scanner`.
     pub backend: &'a dyn ScanBackend,
+    /// The shared, cached scanner a long-lived owner holds (the guardian):
+    /// the scan then reuses a walk that started after the targets were
+    /// checked and reads only the directories that changed
+    /// ([`SharedScanner`]). `None` (the default): a fresh scan on `backend`.
+    pub scanner: Option<&'a SharedScanner>,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
 }
 
 impl Default for ReleaseOptions<'_> {
     fn default() -> Self {
-        ReleaseOptions { scan_limits: ScanLimits::default(), backend: crate::scan::auto_backend(), faults: None }
+        ReleaseOptions {
+            scan_limits: ScanLimits::default(),
+            backend: crate::scan::auto_backend(),
+            scanner: None,
+            faults: None,
+        }
     }
 }
 
@@ -204,10 +215,14 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         Err(report) => return report,
     };
     let aliases: HashSet<_> = opened.targets.iter().map(|c| c.pin.physical()).collect();
+    // The targets are checked: any scan that starts from now on will do.
+    let checked_at = std::time::Instant::now();
     let (own, scan) = std::thread::scope(|s| {
         let scan = s.spawn(|| {
-            fault(opts, FaultPoint::BeforeScan)
-                .map(|()| scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases))
+            fault(opts, FaultPoint::BeforeScan).map(|()| match opts.scanner {
+                Some(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
+                None => scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases),
+            })
         });
         let own = check::rehash_targets(&mut opened);
         (own, scan.join())

@@ -76,10 +76,14 @@ impl MountParents {
     /// directory of every mount point. `None` when the table cannot be read:
     /// the scan must then stat everything.
     pub(crate) fn read() -> Option<Arc<MountParents>> {
-        let table =
-            std::fs::read("/proc/thread-self/mountinfo").or_else(|_| std::fs::read("/proc/self/mountinfo")).ok()?;
+        Some(MountParents::from_table(&read_mount_table()?))
+    }
+
+    /// Identifies the parent directory of every mount point of the
+    /// mountinfo table `table`.
+    pub(crate) fn from_table(table: &[u8]) -> Arc<MountParents> {
         let mut set = HashSet::new();
-        for point in mount_points(&table) {
+        for point in mount_points(table) {
             let Some(parent) = point.parent() else { continue };
             // A parent that cannot be identified is not on a path the scan
             // can reach either (it would have to open it).
@@ -87,12 +91,18 @@ impl MountParents {
                 set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
             }
         }
-        Some(Arc::new(MountParents(set)))
+        Arc::new(MountParents(set))
     }
 
     fn holds_mount(&self, dir: PhysicalId) -> bool {
         self.0.contains(&dir)
     }
+}
+
+/// The calling thread's mount table (`/proc/thread-self/mountinfo`, else
+/// `/proc/self/mountinfo`); `None` when neither can be read.
+pub(crate) fn read_mount_table() -> Option<Vec<u8>> {
+    std::fs::read("/proc/thread-self/mountinfo").or_else(|_| std::fs::read("/proc/self/mountinfo")).ok()
 }
 
 /// The mount points in a mountinfo table (field 5, octal escapes undone).

@@ -28,14 +28,18 @@ use crate::error::Reason;
 use crate::identity::PhysicalId;
 
 mod auto;
+mod cache;
 mod lean;
 mod root;
+mod shared;
 mod sync;
 mod tally;
 mod threads;
 pub(crate) mod uring;
 
 pub use auto::{auto_backend, auto_pick, backend_for, AutoBackend, BackendChoice};
+pub use cache::{CacheStats, DirCache};
+pub use shared::{RootSpec, SharedScanner, SharedStats};
 
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
 pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};

@@ -1,0 +1,243 @@
+//! A directory cache for the lean backing-root scan, held in memory by its
+//! owner (the guardian), never on disk.
+//!
+//! Per directory it keeps its identity (device, inode, birth time), its
+//! change and modification times, when it was read, and its entries (name,
+//! class, device and inode). A warm scan `statx`es every cached directory
+//! and reads again only those whose record no longer holds (`record.rs`:
+//! same identity and times, and a change time far enough before the read —
+//! the racy rule). Everything else about
+//! the scan — order, bounds, offending entries, aliases — is evaluated
+//! afresh on every scan from the records, by the same counting rules as
+//! every backend (`tally.rs`), so a cached scan's report equals a fresh
+//! lean scan's (but for `elapsed_us`; `backend` says `sync`, the system
+//! calls the cache's reads use).
+//!
+//! What the cache trusts, and what drops it:
+//! - only directories the lean scan trusts are kept (`lean.rs`: a trusted
+//!   filesystem — ext4, xfs, tmpfs, btrfs —, no mount point in it, and
+//!   searchable); any other directory is read afresh every time;
+//! - the mount table: `/proc/thread-self/mountinfo` is read on every scan
+//!   and any difference from the last one drops every record (a mount
+//!   appearing or vanishing anywhere);
+//! - the clock: a scan that starts earlier than the last one (the clock
+//!   stepped back) drops every record;
+//! - a directory replaced by another with the same inode number is a miss:
+//!   its birth time differs, and its change time is later than the record's
+//!   by the racy rule.
+//!
+//! The soundness argument is in `docs/IO_URING.md` ("The directory cache").
+//! [`DirCache::set_enabled`] is the switch that turns it off (every scan
+//! then reads everything, and nothing is kept).
+//!
+//! # References
+//! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+//! - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+
+use std::collections::{HashMap, HashSet};
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::lean::{read_mount_table, Lean, MountParents};
+use super::root::{fail_report, open_root};
+use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
+use crate::identity::PhysicalId;
+
+mod eval;
+mod record;
+mod walk;
+
+pub(crate) use eval::evaluate;
+pub(crate) use walk::RootSnapshot;
+use walk::{validate, RootRecords, Step, Walk, WalkCounts};
+
+/// Size of the getdents64 buffer.
+const DIRENT_BUF: usize = 64 * 1024;
+
+/// What a [`DirCache`] has done since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheStats {
+    /// Scans served.
+    pub scans: u64,
+    /// Directories taken from the cache.
+    pub hits: u64,
+    /// Directories read afresh.
+    pub reads: u64,
+    /// Times every record was dropped (mount table changed, clock stepped
+    /// back, cache switched off).
+    pub drops: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The mount table the records were taken under.
+    mountinfo: Option<Vec<u8>>,
+    mounts: Option<Arc<MountParents>>,
+    roots: HashMap<PathBuf, RootRecords>,
+    last_start: (i64, u32),
+    stats: CacheStats,
+}
+
+/// A directory cache for lean scans of backing roots (module docs).
+///
+/// Safe to share between threads: scans through one cache run one at a
+/// time. Hold one per process and keep it for the process's life; it is
+/// only as large as the directories scanned (about 40 bytes and a name per
+/// entry).
+pub struct DirCache {
+    inner: Mutex<Inner>,
+    enabled: AtomicBool,
+    tick_ns: i128,
+}
+
+impl Default for DirCache {
+    fn default() -> Self {
+        DirCache::new()
+    }
+}
+
+impl std::fmt::Debug for DirCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirCache").field("enabled", &self.is_enabled()).field("stats", &self.stats()).finish()
+    }
+}
+
+impl DirCache {
+    /// An empty, enabled cache.
+    pub fn new() -> DirCache {
+        DirCache { inner: Mutex::default(), enabled: AtomicBool::new(true), tick_ns: record::coarse_tick_ns() }
+    }
+
+    /// Turns the cache on or off. Off, every scan reads every directory
+    /// afresh and nothing is kept (the records held are dropped).
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::SeqCst);
+        if !on {
+            self.clear();
+        }
+    }
+
+    /// Whether the cache is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::SeqCst)
+    }
+
+    /// Drops every record.
+    pub fn clear(&self) {
+        let mut g = self.lock();
+        if !g.roots.is_empty() {
+            g.stats.drops += 1;
+        }
+        g.roots.clear();
+    }
+
+    /// What the cache has done so far.
+    pub fn stats(&self) -> CacheStats {
+        self.lock().stats
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A scan that panicked left records that were each complete when
+        // inserted; the state stays usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Scans the opened `roots` leanly under one shared bound, failing
+    /// closed on the first offending entry or any entry whose identity is
+    /// in `aliases`: the report of
+    /// [`ScanBackend::scan_with`](super::ScanBackend::scan_with) in
+    /// [`ScanMode::Lean`], reading only the directories whose records no
+    /// longer hold.
+    pub fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+        let start = Instant::now();
+        let snaps = self.snapshot(roots, limits);
+        let refs: Vec<&RootSnapshot> = snaps.iter().collect();
+        evaluate(&refs, limits, aliases, start)
+    }
+
+    /// Opens every root with [`open_root`] and scans them with
+    /// [`DirCache::scan`]; a root that cannot be opened fails the scan
+    /// closed with nothing scanned, as
+    /// [`scan_paths_with`](super::scan_paths_with) does.
+    pub fn scan_paths(&self, roots: &[PathBuf], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+        let start = Instant::now();
+        let mut opened = Vec::with_capacity(roots.len());
+        for root in roots {
+            match open_root(root) {
+                Ok(r) => opened.push(r),
+                Err(f) => {
+                    let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    return fail_report(BackendKind::Sync, ScanMode::Lean, f.reason, f.path, us);
+                }
+            }
+        }
+        let mut report = self.scan(&opened, limits, aliases);
+        report.elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        report
+    }
+
+    /// The walks of `roots` (alias-free), from the records where they hold,
+    /// updating the records.
+    pub(crate) fn snapshot(&self, roots: &[ScanRoot], limits: ScanLimits) -> Vec<RootSnapshot> {
+        let mut g = self.lock();
+        let enabled = self.is_enabled();
+        let table = read_mount_table();
+        let start = record::now();
+        let stale = !enabled || table.is_none() || table != g.mountinfo || start < g.last_start;
+        if stale {
+            if !g.roots.is_empty() {
+                g.stats.drops += 1;
+            }
+            g.roots.clear();
+            g.mounts = table.as_deref().map(MountParents::from_table);
+            g.mountinfo = table;
+        }
+        g.last_start = start;
+        g.stats.scans += 1;
+        let mounts = g.mounts.clone();
+        let mut dirents = vec![MaybeUninit::uninit(); DIRENT_BUF];
+        let mut snaps = Vec::with_capacity(roots.len());
+        for root in roots {
+            let Some(dir) = &root.dir else {
+                snaps.push(RootSnapshot { path: root.path.clone(), steps: Vec::new() });
+                continue;
+            };
+            let records = g.roots.remove(&root.path).unwrap_or_default();
+            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { RootRecords::new() };
+            let mut walk = Walk {
+                limits,
+                lean: Lean::new(mounts.clone()),
+                valid: &valid,
+                dirents: std::mem::take(&mut dirents),
+                counts: WalkCounts::default(),
+            };
+            let snap = walk.root(root.path.clone(), dir.as_fd());
+            dirents = std::mem::take(&mut walk.dirents);
+            let counts = walk.counts;
+            g.stats.hits += counts.hits;
+            g.stats.reads += counts.reads;
+            if enabled {
+                // A complete walk saw every directory: records of the
+                // others are gone. A walk that stopped early keeps them for
+                // later (each is validated again before use).
+                let mut kept = if counts.complete { RootRecords::new() } else { records };
+                for step in &snap.steps {
+                    if let Step::Dir(rec) = step {
+                        if rec.keep {
+                            kept.insert(rec.rel.as_bytes().to_vec(), Arc::clone(rec));
+                        } else {
+                            kept.remove(rec.rel.as_bytes());
+                        }
+                    }
+                }
+                g.roots.insert(root.path.clone(), kept);
+            }
+            snaps.push(snap);
+        }
+        snaps
+    }
+}

@@ -1,0 +1,249 @@
+//! Building one root's snapshot: the directories a lean scan would read,
+//! in its order, each taken from the cache when its record is still valid
+//! and read afresh otherwise.
+//!
+//! The order is the synchronous backend's: a directory's entries in
+//! directory order, then its subdirectories depth first, in that order
+//! (preorder). A fresh read classifies every entry as the lean synchronous
+//! scan does (`d_type`/`d_ino` on a trusted directory, `statx` otherwise,
+//! and always for directories), but without the alias set: aliases are
+//! applied when the snapshot is evaluated, so one snapshot serves releases
+//! with different targets.
+//!
+//! A directory below the root is opened with `openat2(root, rel,
+//! RESOLVE_NO_SYMLINKS)` and must be the directory its parent's entry
+//! names (device and inode), as the synchronous backend checks after its
+//! `openat`: `ENOENT` skips it (removed since), `ELOOP` is
+//! `backing_symlink`, anything else `backing_inaccessible`.
+//!
+//! The walk stops where evaluation must stop whatever the aliases: after a
+//! directory holding an offending entry, a directory whose entries are too
+//! deep, or once the root alone holds more entries than the bound.
+//!
+//! # References
+//! - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
+//! - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustix::fs::{AtFlags, Mode, RawDir, ResolveFlags, StatxFlags};
+use rustix::io::Errno;
+
+use super::super::lean::{from_dirent, Lean};
+use super::super::root::DIR_FLAGS;
+use super::super::tally::{classify_statx, physical, Class, Seen};
+use super::super::ScanLimits;
+use super::record::{now, stat_dir, DirRecord, DirStat, Entry, Kind};
+use crate::error::Reason;
+use crate::identity::PhysicalId;
+
+/// What an entry's `statx` must return, as in the synchronous backend.
+const ENTRY_MASK: StatxFlags = StatxFlags::TYPE.union(StatxFlags::INO).union(StatxFlags::SIZE);
+
+/// One step of a root's walk.
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    /// A directory read (from the cache or afresh): its entries are admitted
+    /// in order.
+    Dir(Arc<DirRecord>),
+    /// Entering the directory `rel` failed with `reason`.
+    Fail {
+        /// Its path below the root.
+        rel: Vec<u8>,
+        /// Why.
+        reason: Reason,
+    },
+}
+
+/// One root's walk.
+#[derive(Clone, Debug)]
+pub(crate) struct RootSnapshot {
+    /// The root's path, for reports.
+    pub(crate) path: PathBuf,
+    /// The directories in scan order.
+    pub(crate) steps: Vec<Step>,
+}
+
+/// Counts of one walk.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WalkCounts {
+    pub(crate) hits: u64,
+    pub(crate) reads: u64,
+    pub(crate) complete: bool,
+}
+
+/// The records of one root, by path below the root.
+pub(crate) type RootRecords = HashMap<Vec<u8>, Arc<DirRecord>>;
+
+/// The cached records that are still valid for the root opened as `root`:
+/// every record's directory is `statx`ed (the root through its descriptor,
+/// the others by their path below it).
+pub(crate) fn validate(root: BorrowedFd<'_>, records: &RootRecords, tick_ns: i128) -> RootRecords {
+    records
+        .iter()
+        .filter(|(rel, rec)| {
+            let Ok(path) = CString::new(rel.as_slice()) else { return false };
+            stat_dir(root, &path).is_ok_and(|now| rec.still_valid(&now, tick_ns))
+        })
+        .map(|(rel, rec)| (rel.clone(), Arc::clone(rec)))
+        .collect()
+}
+
+/// One walk of one root.
+pub(crate) struct Walk<'a> {
+    pub(crate) limits: ScanLimits,
+    pub(crate) lean: Lean,
+    /// The records that are still valid.
+    pub(crate) valid: &'a RootRecords,
+    pub(crate) dirents: Vec<MaybeUninit<u8>>,
+    pub(crate) counts: WalkCounts,
+}
+
+/// A directory waiting to be read.
+struct Pending {
+    rel: Vec<u8>,
+    depth: u32,
+    expect: Option<PhysicalId>,
+}
+
+impl Walk<'_> {
+    /// Walks the root `path` opened as `root` and returns its steps.
+    pub(crate) fn root(&mut self, path: PathBuf, root: BorrowedFd<'_>) -> RootSnapshot {
+        let mut steps = Vec::new();
+        let mut stack = vec![Pending { rel: Vec::new(), depth: 0, expect: None }];
+        let mut entries: u64 = 0;
+        self.counts.complete = false;
+        while let Some(p) = stack.pop() {
+            let rec = match self.record(root, &p) {
+                Ok(Some(rec)) => rec,
+                Ok(None) => continue,
+                Err(reason) => {
+                    steps.push(Step::Fail { rel: p.rel, reason });
+                    return RootSnapshot { path, steps };
+                }
+            };
+            entries += rec.entries.len() as u64;
+            let offends = rec.failed.is_some() || rec.entries.iter().any(|e| matches!(e.kind, Kind::Fail(_)));
+            let too_deep = p.depth + 1 > self.limits.max_depth && !rec.entries.is_empty();
+            let stop = offends || too_deep || entries > self.limits.max_entries;
+            if !stop {
+                for e in rec.entries.iter().rev() {
+                    if let Kind::Dir(id) = e.kind {
+                        let mut rel = p.rel.clone();
+                        if !rel.is_empty() {
+                            rel.push(b'/');
+                        }
+                        rel.extend_from_slice(&e.name);
+                        stack.push(Pending { rel, depth: p.depth + 1, expect: Some(id) });
+                    }
+                }
+            }
+            steps.push(Step::Dir(rec));
+            if stop {
+                return RootSnapshot { path, steps };
+            }
+        }
+        self.counts.complete = true;
+        RootSnapshot { path, steps }
+    }
+
+    /// The record of `p`: the cached one when still valid and the directory
+    /// its parent names, else a fresh read. `Ok(None)`: removed since.
+    fn record(&mut self, root: BorrowedFd<'_>, p: &Pending) -> Result<Option<Arc<DirRecord>>, Reason> {
+        if let Some(rec) = self.valid.get(&p.rel) {
+            if p.expect.is_none_or(|id| id == rec.stat.id) {
+                self.counts.hits += 1;
+                return Ok(Some(Arc::clone(rec)));
+            }
+        }
+        self.counts.reads += 1;
+        let rel = CString::new(p.rel.as_slice()).map_err(|_| Reason::BackingInaccessible)?;
+        let opened: OwnedFd;
+        let dir = if p.rel.is_empty() {
+            root
+        } else {
+            let how = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH;
+            opened = match rustix::fs::openat2(root, &rel, DIR_FLAGS, Mode::empty(), how) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(Errno::LOOP) => return Err(Reason::BackingSymlink),
+                Err(_) => return Err(Reason::BackingInaccessible),
+            };
+            opened.as_fd()
+        };
+        let read_start = now();
+        let stat = match stat_dir(dir, c"") {
+            Ok(st) => st,
+            Err(_) => return Err(Reason::BackingInaccessible),
+        };
+        if p.expect.is_some_and(|id| id != stat.id) {
+            return Err(Reason::BackingInaccessible);
+        }
+        Ok(Some(Arc::new(self.read(dir, rel, p.depth, stat, read_start))))
+    }
+
+    /// Reads the entries of `dir` afresh.
+    fn read(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        rel: CString,
+        depth: u32,
+        stat: DirStat,
+        read_start: (i64, u32),
+    ) -> DirRecord {
+        let trusted = self.lean.trusts(dir, stat.id);
+        let none = HashSet::new();
+        let mut entries = Vec::new();
+        let mut failed = None;
+        let mut vanished = false;
+        let mut iter = RawDir::new(dir, &mut self.dirents);
+        while let Some(entry) = iter.next() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(Errno::NOENT) => break,
+                Err(_) => {
+                    failed = Some(Reason::BackingInaccessible);
+                    break;
+                }
+            };
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            let lean = if trusted { from_dirent(entry.file_type(), entry.ino(), stat.id.dev, &none) } else { None };
+            let kind = match lean {
+                Some(Class::File(_)) => Kind::File(PhysicalId { dev: stat.id.dev, ino: entry.ino() }),
+                Some(Class::Fail(r)) => Kind::Fail(r),
+                _ => {
+                    let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
+                    let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
+                        complete: st.stx_mask & ENTRY_MASK.bits() == ENTRY_MASK.bits(),
+                        mode: st.stx_mode,
+                        id: physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino),
+                        size: st.stx_size,
+                    });
+                    let id = seen.as_ref().map(|s| s.id).ok();
+                    match (classify_statx(seen, false, &none), id) {
+                        (Class::Vanished, _) => {
+                            vanished = true;
+                            continue;
+                        }
+                        (Class::File(_), Some(id)) => Kind::File(id),
+                        (Class::Dir(id), _) => Kind::Dir(id),
+                        (Class::Fail(r), _) => Kind::Fail(r),
+                        _ => Kind::Fail(Reason::BackingInaccessible),
+                    }
+                }
+            };
+            entries.push(Entry { name: bytes.into(), kind });
+        }
+        let keep = trusted && failed.is_none() && !vanished && stat.complete;
+        DirRecord { rel, depth, stat, read_start, entries, failed, keep }
+    }
+}
