@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use crate::durable::{create_private_dir_all, fsync_dir};
-use crate::identity::Pin;
+use crate::identity::{Identity, Pin};
 
 /// One target as the journal records it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -57,8 +57,42 @@ pub struct JournalIntent {
     pub session_dir: PathBuf,
     /// The quarantine directory.
     pub quarantine_dir: PathBuf,
+    /// The quarantine directory's identity when the intent was written, so
+    /// that recovery judges the directory and not only its path. Journals
+    /// written before this field existed have none (and recovery treats
+    /// them as it always did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_identity: Option<DirIdentity>,
     /// Every target in request order.
     pub targets: Vec<JournalTarget>,
+}
+
+/// The identity of a directory: device, inode and, where the filesystem
+/// reports it, birth time (an inode number alone is reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DirIdentity {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Birth time (seconds, nanoseconds), where known.
+    #[serde(default)]
+    pub btime: Option<(i64, u32)>,
+}
+
+impl DirIdentity {
+    /// The directory part of an identity.
+    pub fn of(id: &Identity) -> DirIdentity {
+        DirIdentity { dev: id.dev, ino: id.ino, btime: id.btime }
+    }
+
+    /// Whether `id` is this directory: same device and inode, and the same
+    /// birth time where both know one.
+    pub fn matches(&self, id: &Identity) -> bool {
+        self.dev == id.dev
+            && self.ino == id.ino
+            && (self.btime.is_none() || id.btime.is_none() || self.btime == id.btime)
+    }
 }
 
 /// A progress line appended after the intent.

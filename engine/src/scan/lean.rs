@@ -106,7 +106,7 @@ pub(crate) fn mount_points(table: &[u8]) -> Vec<PathBuf> {
 }
 
 /// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
-fn unescape(field: &[u8]) -> Vec<u8> {
+pub(crate) fn unescape(field: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {
