@@ -37,6 +37,8 @@ pub(crate) mod uring;
 
 pub use auto::{auto_backend, auto_pick, backend_for, AutoBackend, BackendChoice};
 
+#[doc(hidden)]
+pub use lean::after_next_mount_table_read;
 pub(crate) use lean::unescape as unescape_mountinfo;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
 pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
