@@ -277,10 +277,10 @@ impl Frontend {
             touched.sort();
             touched.dedup();
             for t in touched {
-                match QuotaLock::workspace(&t) {
+                match QuotaLock::workspace_within(&t, self.config.quota_lock_wait) {
                     Ok(l) => locks.push(l),
                     Err(err) => {
-                        let msg = format!("quota lock of {}: {err}", t.display());
+                        let msg = err.to_string();
                         return write_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]);
                     }
                 }
