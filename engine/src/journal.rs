@@ -33,6 +33,10 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 use crate::durable::{create_private_dir_all, fsync_dir};
 use crate::identity::{Identity, Pin};
 
+/// How long a release waits for the shared lock of `D/journal` while a
+/// recovery holds it exclusively (30 s).
+pub const JOURNAL_LOCK_WAIT: Duration = Duration::from_secs(30);
+
 /// One target as the journal records it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JournalTarget {
@@ -119,15 +123,40 @@ impl JournalLock {
     }
 
     /// Takes the lock shared, as a release does while its journal is live;
-    /// creates `dir` (mode 0700) when missing. Blocks while a recovery
-    /// holds it.
+    /// creates `dir` (mode 0700) when missing. Waits at most
+    /// [`JOURNAL_LOCK_WAIT`] while a recovery holds it.
     pub fn shared(dir: &Path) -> io::Result<JournalLock> {
+        Self::shared_within(dir, JOURNAL_LOCK_WAIT)
+    }
+
+    /// [`JournalLock::shared`], waiting at most `wait`: a recovery stuck
+    /// on a hung filesystem must not hold every release (and the admission
+    /// barriers they hold) forever. Past `wait` it fails with
+    /// [`io::ErrorKind::WouldBlock`] and a message saying why.
+    pub fn shared_within(dir: &Path, wait: Duration) -> io::Result<JournalLock> {
         create_private_dir_all(dir)?;
         let fd = Self::open(dir)?;
+        let deadline = Instant::now() + wait;
         loop {
-            match rustix::fs::flock(&fd, FlockOperation::LockShared) {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
                 Ok(()) => return Ok(JournalLock { _dir: fd }),
                 Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
+                    std::thread::sleep(
+                        Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now())),
+                    );
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!(
+                            "{} has been locked by a recovery for {} s (see `winx-release recover`); nothing was \
+                             touched, retry once it ends",
+                            dir.display(),
+                            wait.as_secs()
+                        ),
+                    ))
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -234,3 +234,21 @@ fn a_gone_quarantine_with_every_target_accounted_for_is_retired() {
     assert_eq!(r.untouched.len(), 1, "{r:?}");
     assert!(r.kept_journals.is_empty(), "{r:?}");
 }
+
+/// A recovery that holds `D/journal` (stuck on a hung filesystem, say)
+/// bounds a release's wait for the lock: refused with a clear message
+/// after the bound, never hung.
+#[test]
+fn a_release_waits_for_a_recovery_at_most_the_bound() {
+    let fx = Fixture::new();
+    let jdir = fx.layout.journal_dir();
+    fs::create_dir_all(&jdir).unwrap();
+    let held = JournalLock::exclusive(&jdir, Duration::from_secs(1)).unwrap().unwrap();
+    let t = std::time::Instant::now();
+    let e = JournalLock::shared_within(&jdir, Duration::from_millis(200)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    assert!(e.to_string().contains("recovery"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    drop(held);
+    JournalLock::shared_within(&jdir, Duration::from_millis(200)).unwrap();
+}
