@@ -180,9 +180,10 @@ fn checks(name: &str, w: &World) {
     let backends: [(&str, &dyn ScanBackend); 3] = [("sync", &SyncBackend), ("uring", &uring), ("threads", &threads)];
     for set in [HashSet::new(), aliases] {
         for mode in [ScanMode::Lean, ScanMode::Sizes] {
-            let want = verdict(&scan_paths_with(&SyncBackend, &[root.clone()], ScanLimits::default(), &set, mode));
+            let want =
+                verdict(&scan_paths_with(&SyncBackend, std::slice::from_ref(&root), ScanLimits::default(), &set, mode));
             for (b, backend) in &backends {
-                let got = scan_paths_with(*backend, &[root.clone()], ScanLimits::default(), &set, mode);
+                let got = scan_paths_with(*backend, std::slice::from_ref(&root), ScanLimits::default(), &set, mode);
                 assert_eq!(verdict(&got), want, "{name}: {b} {mode:?} differs from sync");
             }
             let alias = !set.is_empty();

@@ -137,7 +137,8 @@ fn a_mount_that_appears_mid_scan_is_seen() {
         for (name, backend) in backends {
             let (h, c) = (helper.clone(), covered.clone());
             after_next_mount_table_read(move || mount(Some(&h), &c, None, libc::MS_BIND, None).unwrap());
-            let r = scan_paths_with(backend, &[root.clone()], ScanLimits::default(), &aliases, ScanMode::Lean);
+            let r =
+                scan_paths_with(backend, std::slice::from_ref(&root), ScanLimits::default(), &aliases, ScanMode::Lean);
             assert_eq!(
                 (r.reason, r.path.clone()),
                 (Some(Reason::BackingAlias), Some(covered.clone())),
@@ -145,7 +146,8 @@ fn a_mount_that_appears_mid_scan_is_seen() {
             );
             assert!(detach(&covered), "{name}: unmount");
             // Without a change mid-scan the lean scan stays clean.
-            let r = scan_paths_with(backend, &[root.clone()], ScanLimits::default(), &aliases, ScanMode::Lean);
+            let r =
+                scan_paths_with(backend, std::slice::from_ref(&root), ScanLimits::default(), &aliases, ScanMode::Lean);
             assert_eq!(r.reason, None, "{name}: {r:?}");
         }
         true

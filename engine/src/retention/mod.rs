@@ -144,7 +144,7 @@ impl Staging {
 /// passes means retention is behind (something it moved out of a backing
 /// root could not be removed). `0` when there is no staging directory.
 pub fn staged_entries(data_dir: &Path) -> u64 {
-    let d = rustix::fs::openat(CWD, &data_dir.join(STAGING_DIR), DIR_FLAGS, Mode::empty());
+    let d = rustix::fs::openat(CWD, data_dir.join(STAGING_DIR), DIR_FLAGS, Mode::empty());
     d.ok().and_then(|d| remove::list(&d).ok()).map_or(0, |names| names.len() as u64)
 }
 
