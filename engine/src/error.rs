@@ -190,6 +190,8 @@ pub enum TargetReason {
     ReplacedDuringRelease,
     /// The captured object could not be put back: its name is occupied again.
     RestoreBlocked,
+    /// The filesystem or a disk quota is full (`ENOSPC`, `EDQUOT`).
+    NoSpace,
     /// An I/O error stopped this target.
     IoError,
     /// An earlier target failed; this one was not touched.
@@ -202,6 +204,7 @@ impl TargetReason {
         match self {
             TargetReason::ReplacedDuringRelease => "replaced_during_release",
             TargetReason::RestoreBlocked => "restore_blocked",
+            TargetReason::NoSpace => "no_space",
             TargetReason::IoError => "io_error",
             TargetReason::StoppedAfterFailure => "stopped_after_failure",
         }

@@ -32,7 +32,11 @@ use std::time::{Duration, Instant};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use crate::durable::{create_private_dir_all, fsync_dir};
-use crate::identity::Pin;
+use crate::identity::{Identity, Pin};
+
+/// How long a release waits for the shared lock of `D/journal` while a
+/// recovery holds it exclusively (30 s).
+pub const JOURNAL_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// One target as the journal records it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -58,8 +62,42 @@ pub struct JournalIntent {
     pub session_dir: PathBuf,
     /// The quarantine directory.
     pub quarantine_dir: PathBuf,
+    /// The quarantine directory's identity when the intent was written, so
+    /// that recovery judges the directory and not only its path. Journals
+    /// written before this field existed have none (and recovery treats
+    /// them as it always did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_identity: Option<DirIdentity>,
     /// Every target in request order.
     pub targets: Vec<JournalTarget>,
+}
+
+/// The identity of a directory: device, inode and, where the filesystem
+/// reports it, birth time (an inode number alone is reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DirIdentity {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Birth time (seconds, nanoseconds), where known.
+    #[serde(default)]
+    pub btime: Option<(i64, u32)>,
+}
+
+impl DirIdentity {
+    /// The directory part of an identity.
+    pub fn of(id: &Identity) -> DirIdentity {
+        DirIdentity { dev: id.dev, ino: id.ino, btime: id.btime }
+    }
+
+    /// Whether `id` is this directory: same device and inode, and the same
+    /// birth time where both know one.
+    pub fn matches(&self, id: &Identity) -> bool {
+        self.dev == id.dev
+            && self.ino == id.ino
+            && (self.btime.is_none() || id.btime.is_none() || self.btime == id.btime)
+    }
 }
 
 /// A progress line appended after the intent.
@@ -86,15 +124,40 @@ impl JournalLock {
     }
 
     /// Takes the lock shared, as a release does while its journal is live;
-    /// creates `dir` (mode 0700) when missing. Blocks while a recovery
-    /// holds it.
+    /// creates `dir` (mode 0700) when missing. Waits at most
+    /// [`JOURNAL_LOCK_WAIT`] while a recovery holds it.
     pub fn shared(dir: &Path) -> io::Result<JournalLock> {
+        Self::shared_within(dir, JOURNAL_LOCK_WAIT)
+    }
+
+    /// [`JournalLock::shared`], waiting at most `wait`: a recovery stuck
+    /// on a hung filesystem must not hold every release (and the admission
+    /// barriers they hold) forever. Past `wait` it fails with
+    /// [`io::ErrorKind::WouldBlock`] and a message saying why.
+    pub fn shared_within(dir: &Path, wait: Duration) -> io::Result<JournalLock> {
         create_private_dir_all(dir)?;
         let fd = Self::open(dir)?;
+        let deadline = Instant::now() + wait;
         loop {
-            match rustix::fs::flock(&fd, FlockOperation::LockShared) {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
                 Ok(()) => return Ok(JournalLock { _dir: fd }),
                 Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
+                    std::thread::sleep(
+                        Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now())),
+                    );
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!(
+                            "{} has been locked by a recovery for {} s (see `winx-release recover`); nothing was \
+                             touched, retry once it ends",
+                            dir.display(),
+                            wait.as_secs()
+                        ),
+                    ))
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -124,6 +124,8 @@ pub mod hash;
 #[doc(hidden)]
 pub mod journal;
 #[doc(hidden)]
+pub mod no_space;
+#[doc(hidden)]
 pub mod path_rules;
 #[doc(hidden)]
 pub mod quarantine;

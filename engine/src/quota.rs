@@ -12,6 +12,7 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
@@ -23,6 +24,9 @@ pub const MAX_SESSION_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// Most helper bytes in one workspace, all sessions together (256 MiB).
 pub const MAX_WORKSPACE_BYTES: u64 = 256 * 1024 * 1024;
+/// How long a write waits for its workspace's quota lock before it is
+/// refused (10 s).
+pub const QUOTA_LOCK_WAIT: Duration = Duration::from_secs(10);
 /// Age after which a session is past its time to live (24 hours).
 pub const SESSION_TTL_SECS: u64 = 24 * 60 * 60;
 
@@ -59,19 +63,73 @@ pub struct QuotaLock {
 
 impl QuotaLock {
     /// Takes the exclusive lock of `workspace` (its directory, opened
-    /// without following a link), blocking while another writer holds it.
+    /// without following a link), waiting at most [`QUOTA_LOCK_WAIT`].
     ///
     /// # References
     /// - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
     pub fn workspace(workspace: &Path) -> io::Result<QuotaLock> {
+        QuotaLock::workspace_within(workspace, QUOTA_LOCK_WAIT)
+    }
+
+    /// Takes the exclusive lock of `workspace`, waiting at most `wait`.
+    ///
+    /// The lock is the workspace directory's `flock(2)`, which a command
+    /// may hold too (`flock "$PWD" make`): past `wait` this fails with
+    /// [`io::ErrorKind::WouldBlock`] and a message saying so, rather than
+    /// hang the write (and the tool call) for as long as the command runs.
+    ///
+    /// # References
+    /// - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
+    pub fn workspace_within(workspace: &Path, wait: Duration) -> io::Result<QuotaLock> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(rustix::fs::CWD, workspace, flags, Mode::empty())?;
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
         loop {
-            match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(QuotaLock { _dir: fd }),
                 Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
+                    std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!(
+                            "the quota lock of {} (a flock on the workspace directory) has been held by another \
+                             process for {} ms, perhaps a command running `flock` on the workspace; nothing was \
+                             written, retry once it ends",
+                            workspace.display(),
+                            wait.as_millis()
+                        ),
+                    ))
+                }
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another holder of the workspace's `flock` (a command's `flock
+    /// "$PWD"`) makes the lock fail after the bound, never hang.
+    #[test]
+    fn a_held_workspace_lock_is_refused_after_the_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let other = rustix::fs::openat(rustix::fs::CWD, d.path(), flags, Mode::empty()).unwrap();
+        rustix::fs::flock(&other, FlockOperation::LockExclusive).unwrap();
+        let t = Instant::now();
+        let e = QuotaLock::workspace_within(d.path(), Duration::from_millis(200)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert!(e.to_string().contains("flock"), "{e}");
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5), "{waited:?}");
+        drop(other);
+        QuotaLock::workspace_within(d.path(), Duration::from_millis(200)).unwrap();
     }
 }

@@ -9,7 +9,12 @@
 //! a journal only when its quarantine is verifiably gone (`ENOENT`, or
 //! removed by this run): any other error opening or reading it keeps the
 //! journal, the only map from quarantine names back to original paths, and
-//! is reported in [`RecoveryReport::kept_journals`]. It is idempotent. A
+//! is reported in [`RecoveryReport::kept_journals`]. A journal that
+//! records the quarantine's identity (dev, inode, birth time) is also kept
+//! when the directory at the journaled path is another one, or when the
+//! quarantine is not there and a target is unaccounted for: the session
+//! directory was moved or recreated, and the quarantine may live on
+//! elsewhere. It is idempotent. A
 //! torn or corrupt journal preserves everything and is reported.
 //!
 //! One recovery at a time, and never beside a release in flight: recovery
@@ -231,6 +236,22 @@ fn recover_one(
         Err(WalkError::Io(_, e)) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("opening quarantine {}: {e}", intent.quarantine_dir.display())),
     };
+    // A directory at the journaled path that is not the one the release
+    // made (the session directory was replaced): touch nothing in it.
+    if let (Some(q), Some(recorded)) = (quarantine.as_ref(), intent.quarantine_identity) {
+        match Identity::of_fd(q) {
+            Ok(id) if recorded.matches(&id) => {}
+            Ok(_) => {
+                return Err(format!(
+                    "{} is not the quarantine the release made (its identity differs: the session directory was \
+                     replaced); the real quarantine may live elsewhere",
+                    intent.quarantine_dir.display()
+                ))
+            }
+            Err(e) => return Err(format!("identifying quarantine {}: {e}", intent.quarantine_dir.display())),
+        }
+    }
+    let unaccounted_before = report.unaccounted.len();
     let mut keep: Option<String> = None;
     for (i, t) in intent.targets.iter().enumerate() {
         let Ok(rel) = t.file_path.strip_prefix(&intent.session_dir) else {
@@ -302,6 +323,17 @@ fn recover_one(
         return Err(why);
     }
     match quarantine {
+        // Gone from its journaled path. A journal that records the
+        // quarantine's identity is retired only when every target is
+        // accounted for (back at its path, or verified and removed): else
+        // the quarantine holding them may live on elsewhere (the workspace
+        // moved or recreated), and the journal is its only map back.
+        None if intent.quarantine_identity.is_some() && report.unaccounted.len() > unaccounted_before => Err(format!(
+            "quarantine {} not found at its journaled path and {} target(s) unaccounted for: it may live \
+                 elsewhere (the session directory moved or was recreated)",
+            intent.quarantine_dir.display(),
+            report.unaccounted.len() - unaccounted_before
+        )),
         None => Ok(true),
         Some(q) => {
             name_leftovers(&q, &intent.quarantine_dir, intent, report);

@@ -12,8 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use winx_release_engine::scan::{
-    scan_paths_with, trusts_d_ino, ScanBackend, ScanLimits, ScanMode, ScanReport, SyncBackend, ThreadsBackend,
-    UringBackend,
+    after_next_mount_table_read, scan_paths_with, trusts_d_ino, ScanBackend, ScanLimits, ScanMode, ScanReport,
+    SyncBackend, ThreadsBackend, UringBackend,
 };
 use winx_release_engine::{PhysicalId, Reason};
 
@@ -108,6 +108,60 @@ fn a_bind_mounted_helper_in_a_backing_root_is_still_an_alias() {
     if done != Some(true) {
         eprintln!("skipped: cannot make a private mount namespace with a bind mount here");
     }
+}
+
+/// A mount that appears after the lean scan read the mount table (a
+/// helper bind-mounted into a backing root mid-scan): the table changed
+/// while the scan ran, so the scan runs again with every entry `statx`ed
+/// and finds the alias, on every backend.
+#[test]
+fn a_mount_that_appears_mid_scan_is_seen() {
+    let t = tempfile::tempdir().unwrap();
+    let t = fs::canonicalize(t.path()).unwrap();
+    let helper = t.join("session/helper.py");
+    fs::create_dir_all(helper.parent().unwrap()).unwrap();
+    fs::write(&helper, b"print(1)\n").unwrap();
+    let root = t.join("backing");
+    fs::create_dir_all(root.join("sub")).unwrap();
+    for i in 0..50 {
+        fs::write(root.join(format!("sub/f{i}")), b"a").unwrap();
+    }
+    let covered = root.join("sub/mounted");
+    fs::write(&covered, b"placeholder").unwrap();
+    let aliases: HashSet<PhysicalId> = [id_of(&helper)].into();
+    let done = in_mount_namespace(move || {
+        let threads = ThreadsBackend::new(2);
+        let uring = UringBackend::default();
+        let backends: [(&str, &dyn ScanBackend); 3] =
+            [("sync", &SyncBackend), ("uring", &uring), ("threads", &threads)];
+        for (name, backend) in backends {
+            let (h, c) = (helper.clone(), covered.clone());
+            after_next_mount_table_read(move || mount(Some(&h), &c, None, libc::MS_BIND, None).unwrap());
+            let r =
+                scan_paths_with(backend, std::slice::from_ref(&root), ScanLimits::default(), &aliases, ScanMode::Lean);
+            assert_eq!(
+                (r.reason, r.path.clone()),
+                (Some(Reason::BackingAlias), Some(covered.clone())),
+                "{name}: {r:?}"
+            );
+            assert!(detach(&covered), "{name}: unmount");
+            // Without a change mid-scan the lean scan stays clean.
+            let r =
+                scan_paths_with(backend, std::slice::from_ref(&root), ScanLimits::default(), &aliases, ScanMode::Lean);
+            assert_eq!(r.reason, None, "{name}: {r:?}");
+        }
+        true
+    });
+    if done != Some(true) {
+        eprintln!("skipped: cannot make a private mount namespace here");
+    }
+}
+
+fn detach(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) == 0 }
 }
 
 /// An overlayfs backing root: its `f_type` is not on the trusted list, so

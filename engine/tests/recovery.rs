@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use common::{target, Fixture};
 use winx_release_engine::fault::FaultPoint;
-use winx_release_engine::journal::{Journal, JournalIntent, JournalLock, JournalTarget};
+use winx_release_engine::identity::Identity;
+use winx_release_engine::journal::{DirIdentity, Journal, JournalIntent, JournalLock, JournalTarget};
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::quarantine::{entry_name, rename_noreplace, Quarantine};
 use winx_release_engine::recovery::{recover, recover_with, RecoveryOptions};
@@ -25,6 +26,13 @@ use winx_release_engine::resolve::open_dir_abs;
 /// quarantine: a journal naming it, the object in the quarantine, its name
 /// free. Returns (journal path, quarantined path).
 fn crashed_after_rename(fx: &Fixture, h: &Path) -> (PathBuf, PathBuf) {
+    crashed_after_rename_with(fx, h, false)
+}
+
+/// [`crashed_after_rename`], the journal recording the quarantine's
+/// identity (as releases now write it) when `identity`, else not (as older
+/// releases did).
+fn crashed_after_rename_with(fx: &Fixture, h: &Path, identity: bool) -> (PathBuf, PathBuf) {
     let t = target(h);
     let session = open_dir_abs(&fx.session).unwrap();
     let q = Quarantine::create(session.as_fd(), &fx.session).unwrap();
@@ -35,6 +43,7 @@ fn crashed_after_rename(fx: &Fixture, h: &Path) -> (PathBuf, PathBuf) {
         workspace: fx.layout.workspace().to_path_buf(),
         session_dir: fx.session.clone(),
         quarantine_dir: q.path.clone(),
+        quarantine_identity: identity.then(|| DirIdentity::of(&Identity::of_fd(&q.dir).unwrap())),
         targets: vec![JournalTarget { file_path: h.to_path_buf(), quarantine_name: entry_name(0), pin: t.pin }],
     };
     let journal = Journal::begin(JournalLock::shared(&jdir).unwrap(), &jdir, &intent).unwrap();
@@ -155,4 +164,91 @@ fn recovery_beside_a_release_in_flight_waits_or_refuses() {
         assert!(r.restored.is_empty() && r.preserved.is_empty(), "{r:?}");
     });
     assert!(!h.exists());
+}
+
+/// The workspace moved after a crash and a new one stands at its path
+/// (`Initialize` made the session directory again): the quarantine is not
+/// at its journaled path, but it is not gone. The journal is kept and
+/// reported; once the workspace is back, recovery restores the helper.
+#[test]
+fn a_replaced_session_directory_keeps_the_journal() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"moved with the workspace");
+    let (jpath, qpath) = crashed_after_rename_with(&fx, &h, true);
+    let ws = fx.ws().to_path_buf();
+    let moved = ws.with_file_name("ws.moved");
+    fs::rename(&ws, &moved).unwrap();
+    fs::create_dir_all(&fx.session).unwrap();
+    let r = recover(fx.layout.data_dir(), &[]).unwrap();
+    assert!(jpath.exists(), "the journal was retired while its quarantine lives on: {r:?}");
+    assert_eq!(r.kept_journals.len(), 1, "{r:?}");
+    assert!(r.kept_journals[0].error.contains("not found at its journaled path"), "{r:?}");
+    let elsewhere = moved.join(qpath.strip_prefix(&ws).unwrap());
+    assert_eq!(fs::read(&elsewhere).unwrap(), b"moved with the workspace");
+
+    // Another directory under the quarantine's name: not the one the
+    // release made. Nothing is taken from it; the journal stays.
+    fs::create_dir(qpath.parent().unwrap()).unwrap();
+    let r = recover(fx.layout.data_dir(), &[]).unwrap();
+    assert!(jpath.exists(), "{r:?}");
+    assert!(r.kept_journals[0].error.contains("identity differs"), "{r:?}");
+    assert!(qpath.parent().unwrap().exists(), "recovery removed a directory it did not make");
+
+    // The workspace is back: the helper is restored, the journal retired.
+    fs::remove_dir_all(&ws).unwrap();
+    fs::rename(&moved, &ws).unwrap();
+    let r = recover(fx.layout.data_dir(), &[]).unwrap();
+    assert_eq!(r.restored.len(), 1, "{r:?}");
+    assert_eq!(fs::read(&h).unwrap(), b"moved with the workspace");
+    assert!(!jpath.exists());
+}
+
+/// A journal without the quarantine's identity (written by an older
+/// release) keeps today's rule: `ENOENT` at the journaled path retires it.
+#[test]
+fn an_old_journal_without_identity_is_retired_on_enoent() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"old journal");
+    let (jpath, _) = crashed_after_rename_with(&fx, &h, false);
+    let ws = fx.ws().to_path_buf();
+    fs::rename(&ws, ws.with_file_name("ws.moved")).unwrap();
+    fs::create_dir_all(&fx.session).unwrap();
+    let r = recover(fx.layout.data_dir(), &[]).unwrap();
+    assert!(!jpath.exists(), "{r:?}");
+    assert_eq!(r.unaccounted.len(), 1, "{r:?}");
+}
+
+/// A release that crashed after it removed its empty quarantine but before
+/// it retired its journal: every target is accounted for (released and
+/// verified, or back at its path), so the journal is retired.
+#[test]
+fn a_gone_quarantine_with_every_target_accounted_for_is_retired() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"never moved");
+    let (jpath, qpath) = crashed_after_rename_with(&fx, &h, true);
+    // Put it back by hand and remove the (now empty) quarantine.
+    fs::rename(&qpath, &h).unwrap();
+    fs::remove_dir(qpath.parent().unwrap()).unwrap();
+    let r = recover(fx.layout.data_dir(), &[]).unwrap();
+    assert!(!jpath.exists(), "{r:?}");
+    assert_eq!(r.untouched.len(), 1, "{r:?}");
+    assert!(r.kept_journals.is_empty(), "{r:?}");
+}
+
+/// A recovery that holds `D/journal` (stuck on a hung filesystem, say)
+/// bounds a release's wait for the lock: refused with a clear message
+/// after the bound, never hung.
+#[test]
+fn a_release_waits_for_a_recovery_at_most_the_bound() {
+    let fx = Fixture::new();
+    let jdir = fx.layout.journal_dir();
+    fs::create_dir_all(&jdir).unwrap();
+    let held = JournalLock::exclusive(&jdir, Duration::from_secs(1)).unwrap().unwrap();
+    let t = std::time::Instant::now();
+    let e = JournalLock::shared_within(&jdir, Duration::from_millis(200)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    assert!(e.to_string().contains("recovery"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    drop(held);
+    JournalLock::shared_within(&jdir, Duration::from_millis(200)).unwrap();
 }

@@ -82,6 +82,12 @@ pub struct Config {
     #[arg(long, default_value_t = 50, value_name = "N", requires = "commands")]
     #[serde(skip)]
     pub keep_executions: usize,
+    /// Soak: run the timed workload N times, seeds --seed, --seed + 1, ... (from the clock when no
+    /// --seed), printing one line per seed (one JSON object per line with --json) and exiting 1 when
+    /// any run broke an invariant. Not for CI: N × (--duration + setup) seconds.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "commands")]
+    #[serde(skip)]
+    pub soak: Option<u64>,
     /// Long-run mode: the guardian's --keep-receipts-days (0: receipts go once a second old).
     #[arg(long, default_value_t = 0, value_name = "N", requires = "commands")]
     #[serde(skip)]

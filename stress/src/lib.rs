@@ -42,6 +42,7 @@ mod report;
 mod rng;
 mod scenarios;
 mod setup;
+mod soak;
 mod workload;
 mod world;
 
@@ -54,6 +55,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub use config::{Config, CALL_TIMEOUT};
 pub use report::Report;
+pub use soak::{soak, SoakLine};
 
 use backing::Backing;
 use procs::{GuardianProc, Private};

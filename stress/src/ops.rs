@@ -83,18 +83,32 @@ pub enum Written {
 /// `paths` outside it), checked against the quotas.
 pub fn write_files(w: &World, sess: &mut Session, fe: usize, files: &[(PathBuf, String)]) -> anyhow::Result<Written> {
     let ws = &w.workspaces[sess.ws];
-    // The quota outcome the contract expects, cumulatively per entry.
-    let (mut files_n, mut bytes) = sess.ledger.usage();
-    let (mut lo, mut hi) = ws.book.range(sess.slot, bytes);
+    // What each entry replaces, from the ledger before the write.
+    let (files_before, bytes_before) = sess.ledger.usage();
+    let mut planned: Vec<(Option<u64>, u64)> = Vec::with_capacity(files.len());
+    for (p, content) in files {
+        if p.starts_with(&sess.dir) {
+            let old = sess.ledger.get(p).filter(|g| sess.ledger.is_present(&g.path)).map(|g| g.size);
+            planned.push((old, content.len() as u64));
+        }
+    }
+    // In flight: what the write adds, and what it replaces (a shorter
+    // replacement lowers this session's usage before it commits).
+    ws.book.adding(sess.slot, planned.iter().map(|(_, new)| new).sum());
+    ws.book.freeing(sess.slot, planned.iter().filter_map(|(old, _)| *old).sum());
+    let window = ws.book.begin();
+    let entries: Vec<Value> =
+        files.iter().map(|(p, c)| json!({"file_path": s(p), "mode": "replace", "content": c})).collect();
+    let args = json!({"thread_id": sess.thread_id, "workspace_root": ws.root, "files": entries});
+    let reply = call(w, fe, "EditFiles", args);
+    // The quota outcome the contract expects, cumulatively per entry,
+    // against the other sessions' usage over the whole window: the
+    // frontend measured it at some moment in it.
+    let (mut lo, mut hi) = ws.book.end(window, sess.slot, bytes_before);
+    let (mut files_n, mut bytes) = (files_before, bytes_before);
     let mut must_refuse: Option<&'static str> = None;
     let mut may_refuse = false;
-    let mut added = 0u64;
-    for (p, content) in files {
-        if !p.starts_with(&sess.dir) {
-            continue;
-        }
-        let old = sess.ledger.get(p).filter(|g| sess.ledger.is_present(&g.path)).map(|g| g.size);
-        let new = content.len() as u64;
+    for &(old, new) in &planned {
         if let Some(q) = quota::exceeded(Usage { files: files_n, bytes, workspace: lo }, old, new) {
             must_refuse.get_or_insert(q);
         }
@@ -105,13 +119,7 @@ pub fn write_files(w: &World, sess: &mut Session, fe: usize, files: &[(PathBuf, 
         bytes = bytes - old.unwrap_or(0) + new;
         lo = lo - old.unwrap_or(0).min(lo) + new;
         hi = hi - old.unwrap_or(0).min(hi) + new;
-        added += new;
     }
-    ws.book.adding(sess.slot, added);
-    let entries: Vec<Value> =
-        files.iter().map(|(p, c)| json!({"file_path": s(p), "mode": "replace", "content": c})).collect();
-    let args = json!({"thread_id": sess.thread_id, "workspace_root": ws.root, "files": entries});
-    let reply = call(w, fe, "EditFiles", args);
     let outcome = match reply {
         Err(e) => {
             ws.book.commit(sess.slot, sess.ledger.usage().1);

@@ -57,52 +57,131 @@ struct Slot {
     adding: u64,
 }
 
+impl Slot {
+    /// The least this slot's session may hold now.
+    fn low(&self) -> u64 {
+        self.bytes.saturating_sub(self.freeing)
+    }
+
+    /// The most it may hold now.
+    fn high(&self) -> u64 {
+        self.bytes + self.adding
+    }
+}
+
+/// A write in flight: for each slot, the least and the most it may have
+/// held at any moment since the write was sent.
+#[derive(Debug)]
+struct Window {
+    id: u64,
+    low: Vec<u64>,
+    high: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    slots: Vec<Slot>,
+    windows: Vec<Window>,
+    next: u64,
+}
+
+impl Book {
+    /// Folds the current state of every slot into every open window.
+    fn observe(&mut self) {
+        for w in &mut self.windows {
+            for (i, s) in self.slots.iter().enumerate() {
+                w.low[i] = w.low[i].min(s.low());
+                w.high[i] = w.high[i].max(s.high());
+            }
+        }
+    }
+}
+
+/// A write's window, from [`WorkspaceBook::begin`] to
+/// [`WorkspaceBook::end`].
+#[derive(Debug)]
+#[must_use]
+pub struct WindowId(u64);
+
 /// Usage of one workspace by session slot.
+///
+/// The frontend measures the workspace under its quota lock at some moment
+/// between sending a write and its answer, so the other sessions' usage a
+/// write is judged against is known only as the range it spanned over that
+/// whole window ([`WorkspaceBook::begin`] .. [`WorkspaceBook::end`]): a
+/// release of another session that starts and completes while the write is
+/// in flight lowers it, though neither end of the window shows it.
 #[derive(Debug, Default)]
 pub struct WorkspaceBook {
-    slots: Mutex<Vec<Slot>>,
+    book: Mutex<Book>,
 }
 
 impl WorkspaceBook {
-    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A new slot for a session of this workspace.
     pub fn add_slot(&self) -> usize {
-        let mut s = self.slots();
-        s.push(Slot::default());
-        s.len() - 1
+        let mut b = self.book();
+        b.slots.push(Slot::default());
+        for w in &mut b.windows {
+            w.low.push(0);
+            w.high.push(0);
+        }
+        b.slots.len() - 1
     }
 
     /// Sets the committed bytes of `slot` and clears its in-flight marks.
     pub fn commit(&self, slot: usize, bytes: u64) {
-        let mut s = self.slots();
-        s[slot] = Slot { bytes, freeing: 0, adding: 0 };
+        let mut b = self.book();
+        b.slots[slot] = Slot { bytes, freeing: 0, adding: 0 };
+        b.observe();
     }
 
-    /// Marks `bytes` of `slot` as possibly freed by an in-flight release.
+    /// Marks `bytes` of `slot` as possibly freed by an in-flight release
+    /// (or replaced by an in-flight write).
     pub fn freeing(&self, slot: usize, bytes: u64) {
-        self.slots()[slot].freeing = bytes;
+        let mut b = self.book();
+        b.slots[slot].freeing = bytes;
+        b.observe();
     }
 
     /// Marks `bytes` as possibly added to `slot` by an in-flight creation.
     pub fn adding(&self, slot: usize, bytes: u64) {
-        self.slots()[slot].adding = bytes;
+        let mut b = self.book();
+        b.slots[slot].adding = bytes;
+        b.observe();
     }
 
-    /// The workspace total as (low, high), with `own` standing for slot
-    /// `slot` exactly.
+    /// The workspace total as (low, high) now, with `own` standing for
+    /// slot `slot` exactly.
     pub fn range(&self, slot: usize, own: u64) -> (u64, u64) {
-        let s = self.slots();
-        let (mut lo, mut hi) = (own, own);
-        for (i, x) in s.iter().enumerate() {
-            if i != slot {
-                lo += x.bytes.saturating_sub(x.freeing);
-                hi += x.bytes + x.adding;
-            }
-        }
-        (lo, hi)
+        let b = self.book();
+        let others = b.slots.iter().enumerate().filter(|(i, _)| *i != slot).map(|(_, s)| s);
+        others.fold((own, own), |(lo, hi), s| (lo + s.low(), hi + s.high()))
+    }
+
+    /// Opens a window for a write about to be sent.
+    pub fn begin(&self) -> WindowId {
+        let mut b = self.book();
+        b.next += 1;
+        let id = b.next;
+        let low = b.slots.iter().map(Slot::low).collect();
+        let high = b.slots.iter().map(Slot::high).collect();
+        b.windows.push(Window { id, low, high });
+        WindowId(id)
+    }
+
+    /// Closes a write's window once its answer is in: the workspace total
+    /// as (low, high) over the whole window, with `own` standing for slot
+    /// `slot` exactly.
+    pub fn end(&self, window: WindowId, slot: usize, own: u64) -> (u64, u64) {
+        let mut b = self.book();
+        let Some(at) = b.windows.iter().position(|w| w.id == window.0) else { return (own, own) };
+        let w = b.windows.swap_remove(at);
+        let others = (0..w.low.len()).filter(|i| *i != slot);
+        others.fold((own, own), |(lo, hi), i| (lo + w.low[i], hi + w.high[i]))
     }
 }
 
@@ -132,5 +211,29 @@ mod tests {
         b.freeing(c, 20);
         b.adding(c, 5);
         assert_eq!(b.range(a, 10), (40, 65));
+    }
+
+    /// The stress run of seed 1796086869426871882: a release of another
+    /// session starts and completes while a write is in flight. Neither
+    /// end of the window shows it, yet the frontend may have measured the
+    /// workspace in between, with those bytes gone: the low end must be
+    /// the least the other sessions held over the whole window.
+    #[test]
+    fn a_release_inside_a_write_window_lowers_the_low_end() {
+        let b = WorkspaceBook::default();
+        let (me, other) = (b.add_slot(), b.add_slot());
+        b.commit(other, 100);
+        let win = b.begin();
+        // The other session releases 40 bytes and commits; then a creation
+        // of 40 bytes starts and lands again, all before the answer.
+        b.freeing(other, 40);
+        b.commit(other, 60);
+        b.adding(other, 40);
+        b.commit(other, 100);
+        assert_eq!(b.range(me, 10), (110, 110), "the ends agree");
+        assert_eq!(b.end(win, me, 10), (70, 110));
+        // A window with nothing in it is the snapshot.
+        let win = b.begin();
+        assert_eq!(b.end(win, me, 10), (110, 110));
     }
 }

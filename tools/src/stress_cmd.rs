@@ -4,7 +4,8 @@
 //! With no arguments: a self-contained run in a private temporary
 //! directory, a readable summary on stdout. `--json` prints the contract's
 //! JSON object instead. Exit status 1 when any invariant was violated (or
-//! the run could not be carried out), 0 otherwise.
+//! the run could not be carried out), 0 otherwise. `--soak N` runs it for N
+//! seeds in a row, one line per seed.
 
 use winx_release_stress::Config;
 
@@ -13,6 +14,10 @@ use crate::{print_json, EXIT_FAILURE, EXIT_OK};
 /// Runs the stress workload (or the long run, with `--commands`) and prints its report.
 pub fn run(args: &Config) -> anyhow::Result<u8> {
     let cfg = args.resolved();
+    if let Some(n) = cfg.soak {
+        let passed = winx_release_stress::soak(&cfg, n, &mut std::io::stdout().lock())?;
+        return Ok(if passed { EXIT_OK } else { EXIT_FAILURE });
+    }
     let (passed, json, table) = if cfg.commands.is_some() {
         let r = winx_release_stress::longrun::run(&cfg)?;
         (r.passed(), serde_json::to_value(&r)?, r.table())

@@ -16,8 +16,9 @@ use crate::error::{Reason, TargetReason};
 use crate::fault::FaultPoint;
 use crate::hash::{fingerprint_fd, Fingerprint, HASH_CHUNK};
 use crate::identity::{Identity, Pin, IDENTITY_MASK};
-use crate::journal::{Journal, JournalIntent, JournalLock, JournalMark, JournalTarget};
+use crate::journal::{DirIdentity, Journal, JournalIntent, JournalLock, JournalMark, JournalTarget};
 use crate::layout;
+use crate::no_space;
 use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
 
 /// A release's quarantine and journal, once both exist.
@@ -37,16 +38,20 @@ pub(super) fn begin(
     let session = opened.session.as_fd();
     // The journal directory's shared lock, before the quarantine exists: no
     // recovery sweeps or retires anything of this run while it is live.
-    let lock = match JournalLock::shared(&req.layout.journal_dir()) {
+    let jdir = req.layout.journal_dir();
+    let failed = |what: &str, at: &std::path::Path, e: &io::Error| {
+        failed_untouched(&paths, no_space::reason_of(e), no_space::detail(what, at, e))
+    };
+    let lock = match JournalLock::shared(&jdir) {
         Ok(l) => l,
-        Err(e) => return Err(failed_untouched(&paths, format!("journal lock: {e}"))),
+        Err(e) => return Err(failed("journal lock", &jdir, &e)),
     };
     let q = match Quarantine::create(session, &opened.session_path) {
         Ok(q) => q,
         Err(QuarantineError::RenameUnsupported) => {
             return Err(ReleaseReport::denied(&paths, Reason::RenameUnsupported, &[], "RENAME_NOREPLACE unsupported"))
         }
-        Err(QuarantineError::Io(e)) => return Err(failed_untouched(&paths, format!("quarantine: {e}"))),
+        Err(QuarantineError::Io(e)) => return Err(failed("quarantine", &opened.session_path, &e)),
     };
     let intent = JournalIntent {
         version: 1,
@@ -54,6 +59,7 @@ pub(super) fn begin(
         workspace: req.layout.workspace().to_path_buf(),
         session_dir: opened.session_path.clone(),
         quarantine_dir: q.path.clone(),
+        quarantine_identity: Identity::of_fd(&q.dir).ok().map(|id| DirIdentity::of(&id)),
         targets: opened
             .targets
             .iter()
@@ -67,17 +73,17 @@ pub(super) fn begin(
     };
     // Two fsyncs (the journal file, then its directory): the intent must be
     // durable before the first rename, so recovery finds every moved byte.
-    let journal = match Journal::begin(lock, &req.layout.journal_dir(), &intent) {
+    let journal = match Journal::begin(lock, &jdir, &intent) {
         Ok(j) => j,
         Err(e) => {
             q.remove_if_empty(session);
-            return Err(failed_untouched(&paths, format!("journal: {e}")));
+            return Err(failed("journal", &jdir, &e));
         }
     };
     if let Err(e) = fault(opts, FaultPoint::AfterJournal { quarantine: &q.path }) {
         q.remove_if_empty(session);
         let _ = journal.retire();
-        return Err(failed_untouched(&paths, format!("after journal: {e}")));
+        return Err(failed("after journal", &jdir, &e));
     }
     Ok(Run { q, journal })
 }
@@ -145,7 +151,7 @@ fn capture_one(
     if let Err(e) = moved {
         tracing::warn!(path = %c.helper.path, error = %e, "rename into quarantine failed");
         result.outcome = Outcome::Failed;
-        result.reason = Some(TargetReason::IoError.into());
+        result.reason = Some(no_space::reason_of(&e).into());
         return Step { moved: false, go_on: false };
     }
     let stop = Step { moved: true, go_on: false };
@@ -173,7 +179,7 @@ fn capture_one(
                 }
                 Err(e) => {
                     tracing::warn!(path = %c.helper.path, error = %e, "unlink failed");
-                    restore(opts, p, result, Some(TargetReason::IoError));
+                    restore(opts, p, result, Some(no_space::reason_of(&e)));
                     stop
                 }
             }
@@ -184,7 +190,7 @@ fn capture_one(
         }
         Err(e) => {
             tracing::warn!(path = %c.helper.path, error = %e, "recheck failed");
-            restore(opts, p, result, Some(TargetReason::IoError));
+            restore(opts, p, result, Some(no_space::reason_of(&e)));
             stop
         }
     }

@@ -52,7 +52,7 @@ impl fmt::Display for Outcome {
 impl fmt::Display for ReleaseReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "release {}", self.status)?;
-        if let Some(r) = self.error_code {
+        if let Some(r) = self.request_code() {
             write!(f, " ({r})")?;
         }
         write!(f, ": {} bytes reclaimed", self.bytes_reclaimed)?;

@@ -34,6 +34,7 @@ use crate::error::{Reason, TargetCode, TargetReason};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Pin;
 use crate::layout::Layout;
+use crate::no_space::reason_of;
 use crate::owner::RuntimeOwner;
 use crate::scan::{ScanBackend, ScanLimits, SharedScanner};
 
@@ -175,6 +176,24 @@ pub struct ReleaseReport {
 }
 
 impl ReleaseReport {
+    /// The request's `errorCode` (contract sections 3 and 4): the reason of
+    /// a denial or invalid input; for a run that failed before anything
+    /// moved (`failed`, not touched), the reason of its failed target
+    /// (`no_space` or `io_error`); `None` otherwise.
+    pub fn request_code(&self) -> Option<TargetCode> {
+        match self.status {
+            Status::Denied | Status::InvalidInput => Some(self.error_code.unwrap_or(Reason::InvalidInput).into()),
+            Status::Failed if !self.touched => Some(
+                self.files
+                    .iter()
+                    .find(|f| f.outcome == Outcome::Failed)
+                    .and_then(|f| f.reason)
+                    .unwrap_or(TargetReason::IoError.into()),
+            ),
+            _ => None,
+        }
+    }
+
     /// A report refusing every target with `reason`; per-target reasons
     /// override it where a target has its own.
     pub fn denied(targets: &[String], reason: Reason, own: &[Option<Reason>], detail: impl Into<String>) -> Self {
@@ -232,8 +251,8 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     }
     let scan = match scan {
         Ok(Ok(scan)) => scan,
-        Ok(Err(e)) => return failed_untouched(&paths, format!("before scan: {e}")),
-        Err(_) => return failed_untouched(&paths, "the backing-root scan panicked".to_owned()),
+        Ok(Err(e)) => return failed_untouched(&paths, reason_of(&e), format!("before scan: {e}")),
+        Err(_) => return failed_untouched(&paths, TargetReason::IoError, "the backing-root scan panicked".to_owned()),
     };
     if scan.failed_closed() {
         let reason = scan.reason.unwrap_or(Reason::BackingInaccessible);
@@ -241,7 +260,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         return ReleaseReport::denied(&paths, reason, &[], format!("backing-root scan failed closed at {at}"));
     }
     if let Err(e) = fault(opts, FaultPoint::AfterChecks) {
-        return failed_untouched(&paths, format!("after checks: {e}"));
+        return failed_untouched(&paths, reason_of(&e), format!("after checks: {e}"));
     }
     // Last check before anything moves: no other process holds a target.
     if let Some(detail) = crate::liveness::in_use_detail(&aliases, &owner.in_use_exempt()) {
@@ -263,14 +282,18 @@ fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
     }
 }
 
-fn failed_untouched(paths: &[String], detail: String) -> ReleaseReport {
+/// A run that failed before any target moved: the first target `failed`
+/// with `reason` (`no_space` or `io_error`, which is also the request's
+/// `errorCode`, see [`ReleaseReport::request_code`]), the rest
+/// `not_attempted`.
+fn failed_untouched(paths: &[String], reason: TargetReason, detail: String) -> ReleaseReport {
     let files = paths
         .iter()
         .enumerate()
         .map(|(i, p)| TargetResult {
             file_path: p.clone(),
             outcome: if i == 0 { Outcome::Failed } else { Outcome::NotAttempted },
-            reason: Some(if i == 0 { TargetReason::IoError } else { TargetReason::StoppedAfterFailure }.into()),
+            reason: Some(if i == 0 { reason } else { TargetReason::StoppedAfterFailure }.into()),
             bytes_reclaimed: 0,
             quarantine_path: None,
         })

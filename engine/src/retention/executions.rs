@@ -44,6 +44,8 @@ pub struct ExecutionPrune {
     pub entries_removed: u64,
     /// Candidates the guardian did not let go (still running in its table).
     pub refused: u64,
+    /// Executions that could not be removed (left, and logged).
+    pub failed: u64,
 }
 
 /// What a status file says.
@@ -139,6 +141,7 @@ pub fn prune_executions(
                 resolved.remove(name);
             }
             Err(e) => {
+                report.failed += 1;
                 tracing::warn!(command_id = name, error = %e, "retention could not remove an execution");
             }
         }

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -72,28 +72,80 @@ pub struct Staging {
     dir: OwnedFd,
 }
 
+/// Opens the data directory `D` for retention.
+///
+/// Its path is resolved by the kernel once, links included (a symlinked
+/// `~/.local/share/winx` is common: dotfiles managers, a data disk), and
+/// what it reaches is trusted only when it is a directory owned by this
+/// user and not writable by others; everything below it (staging, the
+/// stores, their entries) is then opened relative to that descriptor,
+/// never following a link.
+///
+/// # References
+/// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+/// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+pub fn open_data_dir(data_dir: &Path) -> io::Result<OwnedFd> {
+    let d = rustix::fs::openat(CWD, data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let st = rustix::fs::fstat(&d)?;
+    let others_write = st.st_mode & 0o002 != 0;
+    if st.st_uid != rustix::process::geteuid().as_raw() || others_write {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "data directory {} resolves to a directory not owned by this user, or writable by others: not \
+                 pruned",
+                data_dir.display()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
 impl Staging {
-    /// Opens (creating, mode 0700) `data_dir/retention`, its final
-    /// component without following a link.
+    /// Opens (creating, mode 0700) `data_dir/retention`: the data directory
+    /// as [`open_data_dir`] resolves it, `retention` without following a
+    /// link.
     pub fn open(data_dir: &Path) -> io::Result<Staging> {
-        let d = rustix::fs::openat(CWD, data_dir, DIR_FLAGS, Mode::empty())?;
-        match rustix::fs::mkdirat(&d, STAGING_DIR, Mode::from_raw_mode(0o700)) {
+        Staging::open_in(open_data_dir(data_dir)?.as_fd())
+    }
+
+    /// Opens (creating, mode 0700) `retention` in the opened data
+    /// directory `d`, without following a link.
+    pub fn open_in(d: BorrowedFd<'_>) -> io::Result<Staging> {
+        match rustix::fs::mkdirat(d, STAGING_DIR, Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(e.into()),
         }
-        let dir = rustix::fs::openat(&d, STAGING_DIR, DIR_FLAGS, Mode::empty())?;
+        let dir = rustix::fs::openat(d, STAGING_DIR, DIR_FLAGS, Mode::empty())?;
         Ok(Staging { dir })
     }
 
-    /// Removes whatever an interrupted pass left in staging. Returns the
-    /// entries removed.
-    pub fn clear(&self) -> io::Result<u64> {
-        let mut n = 0;
+    /// Removes whatever an earlier pass left in staging, entry by entry:
+    /// one that cannot be removed (deeper than
+    /// [`remove::REMOVE_MAX_DEPTH`] levels, a directory it may not write)
+    /// is left and counted, and the others are still removed. Returns the
+    /// entries removed and the staged trees left.
+    pub fn clear(&self) -> io::Result<(u64, u64)> {
+        let (mut removed, mut stuck) = (0, 0);
         for name in remove::list(&self.dir)? {
-            n += remove::remove_tree(self.dir.as_fd(), &name, 1)?.entries;
+            match remove::remove_tree(self.dir.as_fd(), &name, 1) {
+                Ok(r) => removed += r.entries,
+                Err(e) => {
+                    stuck += 1;
+                    tracing::warn!(staged = name, error = %e, "retention cannot remove a staged tree; left in staging");
+                }
+            }
         }
-        Ok(n)
+        Ok((removed, stuck))
     }
+}
+
+/// Staged trees waiting in `data_dir/retention`: more than none between
+/// passes means retention is behind (something it moved out of a backing
+/// root could not be removed). `0` when there is no staging directory.
+pub fn staged_entries(data_dir: &Path) -> u64 {
+    let d = rustix::fs::openat(CWD, data_dir.join(STAGING_DIR), DIR_FLAGS, Mode::empty());
+    d.ok().and_then(|d| remove::list(&d).ok()).map_or(0, |names| names.len() as u64)
 }
 
 /// What one retention pass did.
@@ -105,6 +157,17 @@ pub struct PruneReport {
     pub receipts: ReceiptPrune,
     /// Entries left over in staging by an interrupted pass, removed now.
     pub staging_cleared: u64,
+    /// Staged trees that could not be removed and stay in staging: when
+    /// not zero, retention is behind (see [`PruneReport::behind`]).
+    pub staging_stuck: u64,
+}
+
+impl PruneReport {
+    /// Entries this pass could not remove (staged trees left, executions
+    /// and receipts that failed): retention is behind when not zero.
+    pub fn behind(&self) -> u64 {
+        self.staging_stuck + self.executions.failed + self.receipts.failed
+    }
 }
 
 /// The retention state of one data directory: its policy and what earlier
@@ -131,32 +194,61 @@ impl Retention {
     /// before each, see [`prune_executions`]) and receipts older than the
     /// window as of `now`.
     ///
+    /// Best effort per entry: an entry that cannot be removed is left,
+    /// counted ([`PruneReport::behind`]) and logged, and the pass goes on;
+    /// a store that cannot be read does not keep the other from its pass.
+    /// The data directory is resolved once per pass ([`open_data_dir`]).
     /// A missing data directory, `D/executions` or `D/receipts` is empty.
     /// A backing root that is a link or not a directory is left alone.
     pub fn pass(&mut self, now: SystemTime, claim: &mut dyn FnMut(&str) -> bool) -> io::Result<PruneReport> {
         let mut report = PruneReport::default();
-        let staging = match Staging::open(&self.data_dir) {
-            Ok(s) => s,
+        let d = match open_data_dir(&self.data_dir) {
+            Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
             Err(e) => return Err(e),
         };
-        report.staging_cleared = staging.clear()?;
-        if let Some(root) = open_store(&self.data_dir.join("executions"))? {
-            report.executions =
-                prune_executions(root.as_fd(), &staging, self.policy.keep_executions, &mut self.resolved, claim)?;
+        let staging = Staging::open_in(d.as_fd())?;
+        (report.staging_cleared, report.staging_stuck) = staging.clear()?;
+        let mut first_error = None;
+        match open_store(d.as_fd(), "executions") {
+            Ok(Some(root)) => {
+                match prune_executions(root.as_fd(), &staging, self.policy.keep_executions, &mut self.resolved, claim) {
+                    Ok(r) => report.executions = r,
+                    Err(e) => first_error = Some(e),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => first_error = Some(e),
         }
-        if let Some(root) = open_store(&self.data_dir.join("receipts"))? {
-            report.receipts = prune_receipts(root.as_fd(), &staging, self.policy.keep_receipts, now)?;
+        match open_store(d.as_fd(), "receipts") {
+            Ok(Some(root)) => match prune_receipts(root.as_fd(), &staging, self.policy.keep_receipts, now) {
+                Ok(r) => report.receipts = r,
+                Err(e) => first_error = first_error.or(Some(e)),
+            },
+            Ok(None) => {}
+            Err(e) => first_error = first_error.or(Some(e)),
         }
-        Ok(report)
+        if report.behind() > 0 {
+            tracing::warn!(
+                staged_left = report.staging_stuck,
+                executions_failed = report.executions.failed,
+                receipts_failed = report.receipts.failed,
+                "retention is behind: entries it could not remove stay (see `winx-release audit`, \
+                 retention_staged)"
+            );
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
     }
 }
 
-/// Opens a store directory, its final component without following a link.
-/// `None`: it does not exist, or it is not a plain directory (left alone;
-/// a release's scan reports it).
-fn open_store(path: &Path) -> io::Result<Option<OwnedFd>> {
-    match rustix::fs::openat(CWD, path, DIR_FLAGS, Mode::empty()) {
+/// Opens the store `name` of the opened data directory, without following
+/// a link. `None`: it does not exist, or it is not a plain directory (left
+/// alone; a release's scan reports it).
+fn open_store(d: BorrowedFd<'_>, name: &str) -> io::Result<Option<OwnedFd>> {
+    match rustix::fs::openat(d, name, DIR_FLAGS, Mode::empty()) {
         Ok(fd) => Ok(Some(fd)),
         Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => Ok(None),
         Err(e) => Err(e.into()),

@@ -36,6 +36,8 @@ pub struct ReceiptPrune {
     pub seen: u64,
     /// Removed for age.
     pub removed: u64,
+    /// Old receipts that could not be removed (left, and logged).
+    pub failed: u64,
 }
 
 /// Whether `name` is one the frontend's receipt store makes.
@@ -73,31 +75,46 @@ pub fn prune_receipts(
             continue;
         }
         report.seen += 1;
-        match mtime(root, &name)? {
-            Some(t) if t < cutoff => {}
-            _ => continue,
-        }
-        let staged = format!("{}-{name}", crate::random::random_hex(4));
-        match rename_noreplace(root, &name, staging.dir.as_fd(), &staged) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => continue,
-            Err(e) => return Err(e),
-        }
-        if mtime(staging.dir.as_fd(), &staged)?.is_some_and(|t| t >= cutoff) {
-            // Replaced between the look and the move: put it back. If the
-            // name is taken again, a newer receipt of the same request
-            // stands there and this one is surplus.
-            match rename_noreplace(staging.dir.as_fd(), &staged, root, &name) {
-                Ok(()) => continue,
-                Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {}
-                Err(e) => return Err(e),
+        // Best effort per receipt: one that cannot be looked at, moved or
+        // removed is left, counted and logged, and the pass goes on.
+        match prune_one(root, staging, &name, cutoff) {
+            Ok(true) => report.removed += 1,
+            Ok(false) => {}
+            Err(e) => {
+                report.failed += 1;
+                tracing::warn!(receipt = name, error = %e, "retention could not remove a receipt");
             }
-        }
-        match rustix::fs::unlinkat(staging.dir.as_fd(), staged.as_str(), AtFlags::empty()) {
-            Ok(()) => report.removed += 1,
-            Err(Errno::NOENT) => {}
-            Err(e) => return Err(e.into()),
         }
     }
     Ok(report)
+}
+
+/// Removes the receipt `name` of `root` if it was last modified before
+/// `cutoff`; returns whether it was removed.
+fn prune_one(root: BorrowedFd<'_>, staging: &Staging, name: &str, cutoff: i64) -> io::Result<bool> {
+    match mtime(root, name)? {
+        Some(t) if t < cutoff => {}
+        _ => return Ok(false),
+    }
+    let staged = format!("{}-{name}", crate::random::random_hex(4));
+    match rename_noreplace(root, name, staging.dir.as_fd(), &staged) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    if mtime(staging.dir.as_fd(), &staged)?.is_some_and(|t| t >= cutoff) {
+        // Replaced between the look and the move: put it back. If the
+        // name is taken again, a newer receipt of the same request
+        // stands there and this one is surplus.
+        match rename_noreplace(staging.dir.as_fd(), &staged, root, name) {
+            Ok(()) => return Ok(false),
+            Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    match rustix::fs::unlinkat(staging.dir.as_fd(), staged.as_str(), AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -130,3 +130,55 @@ fn usage_counts_and_warns_past_eighty_percent() {
     let u = data_usage(d.path());
     assert_eq!(u.backing_scan_reason, Some(crate::Reason::BackingSymlink));
 }
+
+/// A symlinked data directory (`~/.local/share/winx` pointing at a data
+/// disk, say) owned by the user: passes run there.
+#[test]
+fn a_symlinked_data_directory_is_pruned() {
+    let d = tempfile::tempdir().unwrap();
+    let real = d.path().join("disk/winx");
+    fs::create_dir_all(&real).unwrap();
+    let link = d.path().join("winx");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for i in 0..4u64 {
+        exec(&real, &format!("r{i}"), "resolved", 1000 + i);
+    }
+    let mut r = Retention::new(&link, policy(1));
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!(rep.executions.removed, 3, "{rep:?}");
+    assert_eq!(names(&real.join("executions")), ["r3"]);
+}
+
+/// A tree deeper than the removal bound: its pass removes everything else,
+/// the tree stays in staging, later passes still run (and still prune),
+/// and the operator sees it (the pass report, the audit's field).
+#[test]
+fn a_tree_that_cannot_be_removed_does_not_stop_later_passes() {
+    let d = tempfile::tempdir().unwrap();
+    exec(d.path(), "deep", "resolved", 900);
+    let mut deep = d.path().join("executions/deep");
+    for i in 0..20 {
+        deep.push(format!("l{i}"));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    for i in 0..4u64 {
+        exec(d.path(), &format!("r{i}"), "resolved", 1000 + i);
+    }
+    let mut r = Retention::new(d.path(), policy(1));
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!((rep.executions.removed, rep.executions.failed), (3, 1), "{rep:?}");
+    assert_eq!(names(&d.path().join("executions")), ["r3"]);
+    assert_eq!(names(&d.path().join(STAGING_DIR)).len(), 1);
+
+    // Later passes: the stuck tree is counted, not fatal; new surplus goes.
+    for i in 4..6u64 {
+        exec(d.path(), &format!("r{i}"), "resolved", 1000 + i);
+    }
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!((rep.staging_stuck, rep.executions.removed), (1, 2), "{rep:?}");
+    assert!(rep.behind() > 0);
+    assert_eq!(names(&d.path().join("executions")), ["r5"]);
+    let u = data_usage(d.path());
+    assert_eq!(u.retention_staged, 1, "{u:?}");
+    assert!(u.retention_warning.as_deref().is_some_and(|w| w.contains("behind")), "{u:?}");
+}

@@ -32,10 +32,16 @@ pub struct BackingUsage {
     pub backing_scan_reason: Option<Reason>,
     /// Where counting stopped early.
     pub backing_scan_path: Option<PathBuf>,
+    /// Trees retention moved out of the backing roots but could not remove
+    /// (they wait in `D/retention`). Not zero means retention is behind:
+    /// see [`retention_warning`](BackingUsage::retention_warning).
+    pub retention_staged: u64,
+    /// What to do when `retention_staged` is not zero; `null` otherwise.
+    pub retention_warning: Option<String>,
 }
 
 impl BackingUsage {
-    fn from_report(r: &ScanReport) -> BackingUsage {
+    fn from_report(r: &ScanReport, data_dir: &Path) -> BackingUsage {
         let entries = if r.failed_closed() { r.entries.saturating_sub(1) } else { r.entries };
         BackingUsage {
             backing_entries: entries,
@@ -43,16 +49,38 @@ impl BackingUsage {
             backing_warning: warning(entries),
             backing_scan_reason: r.reason,
             backing_scan_path: r.path.clone(),
+            ..BackingUsage::staged(data_dir)
         }
     }
 
-    fn failed(reason: Reason, path: PathBuf) -> BackingUsage {
+    fn failed(reason: Reason, path: PathBuf, data_dir: &Path) -> BackingUsage {
         BackingUsage {
             backing_entries: 0,
             backing_limit: MAX_ENTRIES,
             backing_warning: None,
             backing_scan_reason: Some(reason),
             backing_scan_path: Some(path),
+            ..BackingUsage::staged(data_dir)
+        }
+    }
+
+    fn staged(data_dir: &Path) -> BackingUsage {
+        let staged = super::staged_entries(data_dir);
+        BackingUsage {
+            backing_entries: 0,
+            backing_limit: MAX_ENTRIES,
+            backing_warning: None,
+            backing_scan_reason: None,
+            backing_scan_path: None,
+            retention_staged: staged,
+            retention_warning: (staged > 0).then(|| {
+                format!(
+                    "retention is behind: {staged} pruned tree(s) could not be removed and wait in {}; the \
+                     guardian's log names each one (remove them by hand, e.g. a read-only directory or one \
+                     deeper than 16 levels)",
+                    data_dir.join(super::STAGING_DIR).display()
+                )
+            }),
         }
     }
 }
@@ -73,8 +101,10 @@ const COUNT_LIMITS: ScanLimits = ScanLimits { max_entries: u64::MAX, max_depth: 
 /// Counts the three backing roots of `layout` as a release would see them.
 pub fn backing_usage(layout: &Layout) -> BackingUsage {
     match open_backing_roots(layout) {
-        Ok(roots) => BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new())),
-        Err((reason, path)) => BackingUsage::failed(reason, path),
+        Ok(roots) => {
+            BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new()), layout.data_dir())
+        }
+        Err((reason, path)) => BackingUsage::failed(reason, path, layout.data_dir()),
     }
 }
 
@@ -85,8 +115,8 @@ pub fn data_usage(data_dir: &Path) -> BackingUsage {
     for name in ["executions", "receipts"] {
         match open_root(&data_dir.join(name)) {
             Ok(r) => roots.push(r),
-            Err(f) => return BackingUsage::failed(f.reason, f.path),
+            Err(f) => return BackingUsage::failed(f.reason, f.path, data_dir),
         }
     }
-    BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new()))
+    BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new()), data_dir)
 }

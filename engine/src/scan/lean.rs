@@ -17,7 +17,8 @@
 //!   file, say) is `statx`ed: mount points come from the mount table
 //!   (`/proc/thread-self/mountinfo`),
 //!   read once per scan, and are matched by their parent directory's
-//!   identity.
+//!   identity; when the table changes while the scan runs, the scan is
+//!   run again with every entry `statx`ed ([`lean_scan`]).
 //!
 //! Everywhere else (overlayfs, FUSE, NFS, any unknown type) every entry is
 //! `statx`ed, as in the full scan. A lean scan does not measure file sizes
@@ -38,6 +39,7 @@ use std::sync::Arc;
 use rustix::fs::{Access, AtFlags, FileType, StatxFlags, CWD};
 
 use super::tally::{physical, Class};
+use super::{ScanReport, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -71,23 +73,18 @@ pub fn trusts_d_ino(f_type: i64) -> bool {
 pub(crate) struct MountParents(HashSet<PhysicalId>);
 
 impl MountParents {
-    /// Reads the calling thread's mount table (`/proc/thread-self/mountinfo`:
-    /// a thread may have its own mount namespace) and identifies the parent
-    /// directory of every mount point. `None` when the table cannot be read:
-    /// the scan must then stat everything.
-    pub(crate) fn read() -> Option<Arc<MountParents>> {
-        Some(MountParents::from_table(&read_mount_table()?))
-    }
-
     /// Identifies the parent directory of every mount point of the
-    /// mountinfo table `table`.
+    /// mountinfo table `table` (for the directory cache, which compares
+    /// whole tables), `statx`ed with `AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC`
+    /// like [`MountPlan::read`]'s.
     pub(crate) fn from_table(table: &[u8]) -> Arc<MountParents> {
         let mut set = HashSet::new();
         for point in mount_points(table) {
             let Some(parent) = point.parent() else { continue };
             // A parent that cannot be identified is not on a path the scan
             // can reach either (it would have to open it).
-            if let Ok(st) = rustix::fs::statx(CWD, parent, AtFlags::empty(), StatxFlags::INO) {
+            let flags = AtFlags::NO_AUTOMOUNT | AtFlags::STATX_DONT_SYNC;
+            if let Ok(st) = rustix::fs::statx(CWD, parent, flags, StatxFlags::INO) {
                 set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
             }
         }
@@ -105,6 +102,139 @@ pub(crate) fn read_mount_table() -> Option<Vec<u8>> {
     std::fs::read("/proc/thread-self/mountinfo").or_else(|_| std::fs::read("/proc/self/mountinfo")).ok()
 }
 
+/// The mount table a lean scan relies on: the directories below its roots
+/// that hold a mount point, and a watch on the table to tell whether it
+/// changed while the scan ran.
+#[derive(Debug)]
+pub(crate) struct MountPlan {
+    /// `None`: every entry must be `statx`ed (the table, a root's path or
+    /// a mount point's parent could not be read).
+    mounts: Option<Arc<MountParents>>,
+    /// The open mount table: `poll(2)` reports `POLLPRI` on it once the
+    /// namespace's mounts changed after it was opened.
+    watch: Option<std::fs::File>,
+}
+
+impl MountPlan {
+    /// Reads the calling thread's mount table (`/proc/thread-self/mountinfo`:
+    /// a thread may have its own mount namespace) and identifies the parent
+    /// directory of every mount point strictly below one of `roots` (each
+    /// root's path as the kernel names its opened descriptor). Mounts
+    /// elsewhere are never looked at, so a hung NFS or FUSE mount outside
+    /// the backing roots cannot stall a release; the parents below the
+    /// roots are `statx`ed with `AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC` (no
+    /// automount triggered, no round trip to a network filesystem's
+    /// server). Where the table, a root's path or such a parent cannot be
+    /// read, the plan has no mount parents: every entry is `statx`ed.
+    ///
+    /// # References
+    /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+    /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+    pub(crate) fn read(roots: &[ScanRoot]) -> MountPlan {
+        use std::io::Read;
+        let opened =
+            std::fs::File::open("/proc/thread-self/mountinfo").or_else(|_| std::fs::File::open("/proc/self/mountinfo"));
+        let Ok(mut watch) = opened else { return MountPlan { mounts: None, watch: None } };
+        let mut table = Vec::with_capacity(16 * 1024);
+        if watch.read_to_end(&mut table).is_err() {
+            return MountPlan { mounts: None, watch: None };
+        }
+        let mounts = root_paths(roots).and_then(|prefixes| parents_below(&table, &prefixes)).map(Arc::new);
+        AFTER_TABLE_READ.with(|hook| hook.take().map(|f| f()));
+        MountPlan { mounts, watch: Some(watch) }
+    }
+
+    /// Whether the mount table changed since [`MountPlan::read`] opened it
+    /// (`POLLPRI` on the open table), or whether that cannot be told.
+    ///
+    /// # References
+    /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html) ("poll")
+    pub(crate) fn changed(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let Some(watch) = &self.watch else { return true };
+        let mut fds = [PollFd::new(watch, PollFlags::PRI)];
+        match poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
+            Ok(_) => fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR),
+            Err(_) => true,
+        }
+    }
+}
+
+thread_local! {
+    static AFTER_TABLE_READ: std::cell::Cell<Option<Box<dyn FnOnce()>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Test hook, not a supported API: runs `f` once, on the calling thread,
+/// right after the next lean scan this thread starts has read the mount
+/// table (so that a test can make a mount appear mid-scan).
+#[doc(hidden)]
+pub fn after_next_mount_table_read(f: impl FnOnce() + 'static) {
+    AFTER_TABLE_READ.with(|hook| hook.set(Some(Box::new(f))));
+}
+
+/// Runs a lean scan: `walk` with the mount parents of a fresh
+/// [`MountPlan`], and, when the mount table changed while it ran (a mount
+/// appeared mid-scan, which the plan cannot know of), again with every
+/// entry `statx`ed, from the roots' start. `walk` gets `None` where the
+/// plan knows no mount parents (it then `statx`es everything at once).
+pub(crate) fn lean_scan(
+    roots: &[ScanRoot],
+    mut walk: impl FnMut(Option<Arc<MountParents>>) -> ScanReport,
+) -> ScanReport {
+    let plan = MountPlan::read(roots);
+    let Some(mounts) = plan.mounts.clone() else { return walk(None) };
+    let report = walk(Some(mounts));
+    if !plan.changed() {
+        return report;
+    }
+    tracing::debug!("the mount table changed during a lean scan; scanning again, every entry statx'ed");
+    for root in roots {
+        let Some(dir) = &root.dir else { continue };
+        if rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0)).is_err() {
+            let mode = ScanMode::Lean;
+            return super::fail_report(report.backend, mode, Reason::BackingInaccessible, root.path.clone(), 0);
+        }
+    }
+    walk(None)
+}
+
+/// The path of every root's opened directory, as the kernel names it
+/// (`/proc/self/fd/N`); `None` when one cannot be told (unreachable from
+/// this root, deleted).
+fn root_paths(roots: &[ScanRoot]) -> Option<Vec<PathBuf>> {
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::with_capacity(roots.len());
+    for dir in roots.iter().filter_map(|r| r.dir.as_ref()) {
+        let link = rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()).ok()?;
+        let bytes = link.as_bytes();
+        if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
+            return None;
+        }
+        out.push(PathBuf::from(OsStr::from_bytes(bytes)));
+    }
+    Some(out)
+}
+
+/// The identities of the parent directories of every mount point in
+/// `table` strictly below one of `prefixes`; `None` when one of them
+/// cannot be `statx`ed.
+fn parents_below(table: &[u8], prefixes: &[PathBuf]) -> Option<MountParents> {
+    let mut set = HashSet::new();
+    for point in relevant_points(table, prefixes) {
+        let parent = point.parent()?;
+        let flags = AtFlags::NO_AUTOMOUNT | AtFlags::STATX_DONT_SYNC;
+        let st = rustix::fs::statx(CWD, parent, flags, StatxFlags::INO).ok()?;
+        set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
+    }
+    Some(MountParents(set))
+}
+
+/// The mount points of `table` strictly below one of `prefixes`: the only
+/// ones a scan of those roots can meet.
+pub(crate) fn relevant_points(table: &[u8], prefixes: &[PathBuf]) -> Vec<PathBuf> {
+    mount_points(table).into_iter().filter(|p| prefixes.iter().any(|r| p != r && p.starts_with(r))).collect()
+}
+
 /// The mount points in a mountinfo table (field 5, octal escapes undone).
 pub(crate) fn mount_points(table: &[u8]) -> Vec<PathBuf> {
     table
@@ -116,7 +246,7 @@ pub(crate) fn mount_points(table: &[u8]) -> Vec<PathBuf> {
 }
 
 /// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
-fn unescape(field: &[u8]) -> Vec<u8> {
+pub(crate) fn unescape(field: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {
@@ -213,6 +343,21 @@ mod tests {
         assert!(!trusts_d_ino(0x6573_5546)); // FUSE
         assert!(!trusts_d_ino(0x6969)); // NFS
         assert!(!trusts_d_ino(0));
+    }
+
+    /// Only mounts strictly below a root are looked at: a hung mount
+    /// elsewhere is never `statx`ed.
+    #[test]
+    fn only_mounts_below_the_roots_are_relevant() {
+        let t = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                  30 22 0:5 / /mnt/nfs rw - nfs4 srv:/x rw\n\
+                  31 30 0:6 / /mnt/nfs/sub rw - tmpfs tmpfs rw\n\
+                  32 22 0:7 / /d/winx/executions rw - tmpfs tmpfs rw\n\
+                  33 22 0:8 /f /d/winx/executions/e1/out rw - ext4 /dev/sdb rw\n\
+                  34 22 0:9 / /d/winx-other/x rw - tmpfs tmpfs rw\n";
+        let roots = [PathBuf::from("/d/winx/executions"), PathBuf::from("/w/.winx/scratch")];
+        assert_eq!(relevant_points(t, &roots), [PathBuf::from("/d/winx/executions/e1/out")]);
+        assert!(relevant_points(t, &[]).is_empty());
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub use auto::{auto_backend, auto_pick, backend_for, AutoBackend, BackendChoice}
 pub use cache::{CacheStats, DirCache};
 pub use shared::{RootSpec, SharedScanner, SharedStats};
 
+#[doc(hidden)]
+pub use lean::after_next_mount_table_read;
+pub(crate) use lean::unescape as unescape_mountinfo;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
 pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
 pub use sync::SyncBackend;

@@ -61,7 +61,7 @@ use std::time::Instant;
 use rustix::fs::{AtFlags, FileType, Mode, RawDir, Statx, StatxFlags};
 use rustix::io::Errno;
 
-use super::lean::{dir_identity, from_dirent, Lean, MountParents};
+use super::lean::{dir_identity, from_dirent, lean_scan, Lean, MountParents};
 use super::root::DIR_FLAGS;
 use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot};
@@ -95,13 +95,15 @@ impl ScanBackend for SyncBackend {
         mode: ScanMode,
     ) -> ScanReport {
         let start = Instant::now();
-        let mounts = match mode {
-            ScanMode::Lean => MountParents::read(),
-            ScanMode::Sizes => None,
+        let walk = |mounts| {
+            let mut scan = Scan::new(limits, aliases, mode, mounts);
+            let failure = roots.iter().find_map(|root| scan.root(root).err());
+            super::report(BackendKind::Sync, &scan.tally, failure, start)
         };
-        let mut scan = Scan::new(limits, aliases, mode, mounts);
-        let failure = roots.iter().find_map(|root| scan.root(root).err());
-        super::report(BackendKind::Sync, &scan.tally, failure, start)
+        match mode {
+            ScanMode::Lean => lean_scan(roots, walk),
+            ScanMode::Sizes => walk(None),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared fixtures for engine tests.
 #![allow(dead_code)]
 
+pub mod ns;
 pub mod trees;
 
 use std::fs;

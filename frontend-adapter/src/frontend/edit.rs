@@ -73,6 +73,9 @@ struct ReleaseResult<'a> {
     error_code: Option<TargetCode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     receipt_id: Option<&'a str>,
+    /// Whether the filesystem was touched (unknown after a lost reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    touched: Option<bool>,
     replayed: bool,
     bytes_reclaimed: u64,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -118,6 +121,7 @@ pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<
         operation: RELEASE_MODE,
         error_code: Some(target_code(e.code)),
         receipt_id: None,
+        touched: Some(false),
         replayed: false,
         bytes_reclaimed: 0,
         outcome_unknown: false,
@@ -129,12 +133,12 @@ pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<
 
 /// The contract's release result for a guardian report.
 pub(crate) fn release_result(report: &ReleaseReport, receipt_id: Option<&str>) -> Value {
-    let refused = matches!(report.status, Status::Denied | Status::InvalidInput);
     ReleaseResult {
         status: report.status,
         operation: RELEASE_MODE,
-        error_code: refused.then(|| report.error_code.unwrap_or(Reason::InvalidInput).into()),
+        error_code: report.request_code(),
         receipt_id,
+        touched: Some(report.touched),
         replayed: false,
         bytes_reclaimed: report.bytes_reclaimed,
         outcome_unknown: false,
@@ -150,6 +154,7 @@ fn lost_reply(paths: &[String], e: &ClientError) -> Value {
         operation: RELEASE_MODE,
         error_code: Some(Reason::OwnerUnavailable.into()),
         receipt_id: None,
+        touched: None,
         replayed: false,
         bytes_reclaimed: 0,
         outcome_unknown: true,
@@ -375,5 +380,45 @@ impl Frontend {
             return Err((FrontendError::new(first, "a target failed its check"), own));
         }
         Ok((session, targets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that failed before anything moved answers `failed` with its
+    /// code as `errorCode` (`no_space` or `io_error`) and `touched: false`.
+    #[test]
+    fn a_run_that_failed_before_anything_moved_names_its_code() {
+        for code in [TargetReason::NoSpace, TargetReason::IoError] {
+            let report = ReleaseReport {
+                status: Status::Failed,
+                error_code: None,
+                detail: Some("no space: the tmpfs filesystem tmpfs mounted at /m is full".into()),
+                touched: false,
+                bytes_reclaimed: 0,
+                files: vec![
+                    result_of("/w/a", Outcome::Failed, code.into()),
+                    result_of("/w/b", Outcome::NotAttempted, TargetReason::StoppedAfterFailure.into()),
+                ],
+            };
+            let v = release_result(&report, None);
+            assert_eq!(
+                (&v["status"], &v["errorCode"], &v["touched"]),
+                (&json!("failed"), &json!(code.code()), &json!(false))
+            );
+            assert!(v["message"].as_str().unwrap().contains("/m"));
+        }
+        // A completed run has no errorCode.
+        let done = ReleaseReport {
+            status: Status::Completed,
+            error_code: None,
+            detail: None,
+            touched: true,
+            bytes_reclaimed: 0,
+            files: vec![],
+        };
+        assert!(release_result(&done, Some("k")).get("errorCode").is_none());
     }
 }

@@ -59,6 +59,9 @@ pub struct FrontendConfig {
     pub timeouts: Timeouts,
     /// How long `Initialize` waits for a launched guardian to answer.
     pub launch_wait: Duration,
+    /// How long a helper write waits for its workspace's quota lock (a
+    /// command may hold `flock "$PWD"`) before it is refused.
+    pub quota_lock_wait: Duration,
 }
 
 impl FrontendConfig {
@@ -72,6 +75,7 @@ impl FrontendConfig {
             launcher: None,
             timeouts: Timeouts::default(),
             launch_wait: Duration::from_secs(10),
+            quota_lock_wait: winx_release_engine::quota::QUOTA_LOCK_WAIT,
         }
     }
 
@@ -103,6 +107,7 @@ impl fmt::Debug for FrontendConfig {
             .field("launcher", &self.launcher.as_ref().map(|_| "<fn>"))
             .field("timeouts", &self.timeouts)
             .field("launch_wait", &self.launch_wait)
+            .field("quota_lock_wait", &self.quota_lock_wait)
             .finish()
     }
 }

@@ -16,11 +16,17 @@ struct World {
 }
 
 fn world() -> World {
+    world_with(|_| {})
+}
+
+fn world_with(tweak: impl FnOnce(&mut FrontendConfig)) -> World {
     let dir = winx_release_protocol::client::fake::private_tempdir();
     let root = dir.path().canonicalize().unwrap();
     let ws = root.join("ws");
     std::fs::create_dir(&ws).unwrap();
-    let fe = Frontend::new(FrontendConfig::new(root.join("g.sock"), root.join("data"), true)).unwrap();
+    let mut config = FrontendConfig::new(root.join("g.sock"), root.join("data"), true);
+    tweak(&mut config);
+    let fe = Frontend::new(config).unwrap();
     let v = fe.initialize(json!({"any_workspace_path": ws, "thread_id": "t1"}));
     assert_eq!(v["status"], "completed", "{v}");
     World { _dir: dir, ws, fe }
@@ -122,4 +128,26 @@ fn eight_concurrent_writers_at_the_byte_edge_pass_the_quota_once() {
     assert_eq!((landed, refused), (1, 7), "{:?}", results.iter().map(|v| &v["status"]).collect::<Vec<_>>());
     let bytes: u64 = std::fs::read_dir(&sd).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
     assert_eq!(bytes, MAX_SESSION_BYTES);
+}
+
+/// A command holding `flock "$PWD"` (here: this test, through another open
+/// file description) does not hang a helper write: after the bound it is
+/// refused with one clear message, nothing written; once the lock is free
+/// the write goes through.
+#[test]
+fn a_workspace_flock_held_by_a_command_bounds_the_write() {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let w = world_with(|c| c.quota_lock_wait = std::time::Duration::from_millis(300));
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let held = rustix::fs::openat(rustix::fs::CWD, &w.ws, flags, Mode::empty()).unwrap();
+    rustix::fs::flock(&held, FlockOperation::LockExclusive).unwrap();
+    let target = w.session().join("h.txt");
+    let t = std::time::Instant::now();
+    let v = w.write(&target, "x");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!((v["status"].as_str(), v["errorCode"].as_str()), (Some("denied"), Some("io_error")), "{v}");
+    assert!(v["message"].as_str().unwrap().contains("flock"), "{v}");
+    assert!(!target.exists());
+    drop(held);
+    assert_eq!(w.write(&target, "x")["status"], "completed");
 }

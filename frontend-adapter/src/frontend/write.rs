@@ -177,8 +177,21 @@ struct QuotaBook {
 }
 
 impl QuotaBook {
-    fn admit(&mut self, target: &Path, old: Option<u64>, new: u64) -> Result<(), Code> {
+    /// Admits a write of `new` bytes at `plan`'s target, or refuses it with
+    /// `quota_exceeded`. Runs under the workspace's [`QuotaLock`]; the size
+    /// of the file the write replaces is read here, under the lock, not
+    /// taken from the plan (made before the lock): another writer may have
+    /// replaced the file in between, and a stale, larger old size would
+    /// let this write pass a quota by the difference.
+    fn admit(&mut self, plan: &Plan, new: u64) -> Result<(), Code> {
+        let target = plan.target.as_path();
         let Some((ws, session)) = session_of(target) else { return Ok(()) };
+        let old = match fs::symlink_metadata(target) {
+            Ok(m) if m.file_type().is_file() => Some(m.len()),
+            Ok(_) => return Err(Reason::NotRegularFile.into()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(_) => return Err(Code::IoError),
+        };
         if !self.workspaces.contains_key(&ws) {
             let report = audit(&ws).map_err(|_| Code::IoError)?;
             let sessions = report.sessions.iter().map(|s| (s.session.clone(), (s.files, s.bytes))).collect();
@@ -277,17 +290,17 @@ impl Frontend {
             touched.sort();
             touched.dedup();
             for t in touched {
-                match QuotaLock::workspace(&t) {
+                match QuotaLock::workspace_within(&t, self.config.quota_lock_wait) {
                     Ok(l) => locks.push(l),
                     Err(err) => {
-                        let msg = format!("quota lock of {}: {err}", t.display());
+                        let msg = err.to_string();
                         return write_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]);
                     }
                 }
             }
             let mut quota = QuotaBook::default();
             for (i, (e, plan)) in w.entries.iter().zip(&plans).enumerate() {
-                if let Err(c) = quota.admit(&plan.target, plan.existing.map(|(s, _)| s), e.content.len() as u64) {
+                if let Err(c) = quota.admit(plan, e.content.len() as u64) {
                     own[i] = Some(c);
                 }
             }
@@ -340,6 +353,43 @@ impl Frontend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file a write replaces shrank after the write was planned (a
+    /// concurrent writer): the quota is judged on its size under the lock,
+    /// not on the planned one, so the write cannot pass the workspace quota
+    /// by the difference.
+    #[test]
+    fn the_replaced_size_is_read_under_the_lock() {
+        use winx_release_engine::quota::MAX_WORKSPACE_BYTES;
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        let tmp = ws.join(".winx/tmp");
+        let mib = 1u64 << 20;
+        // Four other sessions hold 255 MiB (sparse files: sizes count).
+        for i in 0..4u64 {
+            let s = tmp.join(format!("session-{i:016x}"));
+            fs::create_dir_all(&s).unwrap();
+            let size = if i < 3 { 64 * mib } else { 63 * mib };
+            File::create(s.join("big")).unwrap().set_len(size).unwrap();
+        }
+        let own = tmp.join("session-00000000000000ff");
+        fs::create_dir_all(&own).unwrap();
+        let h = own.join("h.txt");
+        File::create(&h).unwrap().set_len(mib).unwrap();
+        // Planned while h is 1 MiB: the workspace is exactly full.
+        let plan = resolve(h.to_str().unwrap()).unwrap();
+        assert_eq!(plan.existing.map(|(s, _)| s), Some(mib));
+        // Meanwhile h is emptied and another 1 MiB helper written.
+        File::create(&h).unwrap();
+        File::create(own.join("other.txt")).unwrap().set_len(mib).unwrap();
+        let _lock = QuotaLock::workspace(&ws).unwrap();
+        let mut book = QuotaBook::default();
+        // 256 MiB on disk, h empty: 1 MiB more would be 257 MiB.
+        assert_eq!(book.admit(&plan, mib), Err(Code::QuotaExceeded));
+        assert_eq!(MAX_WORKSPACE_BYTES, 256 * mib);
+        let mut book = QuotaBook::default();
+        assert_eq!(book.admit(&plan, 0), Ok(()));
+    }
 
     #[test]
     fn session_detection() {

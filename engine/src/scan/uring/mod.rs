@@ -59,7 +59,7 @@ use std::time::Instant;
 
 use crossbeam_deque::Injector;
 
-use super::lean::{dir_identity, MountParents};
+use super::lean::{dir_identity, lean_scan, MountParents};
 use super::tally::Class;
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend};
 use crate::error::Reason;
@@ -168,11 +168,30 @@ pub(super) fn run(
     aliases: &HashSet<PhysicalId>,
     mode: ScanMode,
 ) -> ScanReport {
+    let start = Instant::now();
+    let walk = |mounts| walk(config, syscalls, roots, limits, aliases, mode, mounts, start);
+    match mode {
+        ScanMode::Lean => lean_scan(roots, walk),
+        ScanMode::Sizes => walk(None),
+    }
+}
+
+/// One walk of `roots` (see [`run`]); `mounts` are the directories that
+/// hold a mount point, for [`ScanMode::Lean`].
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    config: &UringConfig,
+    syscalls: bool,
+    roots: &[ScanRoot],
+    limits: ScanLimits,
+    aliases: &HashSet<PhysicalId>,
+    mode: ScanMode,
+    mounts: Option<Arc<MountParents>>,
+    start: Instant,
+) -> ScanReport {
     {
-        let start = Instant::now();
         let shared = Shared::with_einval_at(config.simulate_einval_at);
         let sizes = mode == ScanMode::Sizes;
-        let mounts = if sizes { None } else { MountParents::read() };
         let sh = ScanShared {
             limits,
             aliases,
