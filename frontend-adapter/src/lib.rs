@@ -27,6 +27,7 @@ pub mod token;
 pub mod wire;
 
 mod embedded;
+mod output_schema;
 
 pub use error::{Code, FrontendError};
 pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher};
