@@ -7,6 +7,11 @@
 //! (`additionalProperties` is left open): a result may carry members beyond
 //! those listed (a newer frontend's, or diagnostics such as `guardian`),
 //! and a client that validates results must not reject them.
+//!
+//! No schema names its dialect (`$schema`): they use only keywords that
+//! draft 2020-12 (MCP's default dialect) and draft-07 read alike, so a
+//! client validating with either (the official TypeScript SDK uses a
+//! draft-07 Ajv; Python's SDK `jsonschema`) reads them the same.
 
 use serde_json::{json, Value};
 
@@ -40,7 +45,6 @@ fn result(description: &str, status_help: &str, mut properties: Value) -> Value 
     properties["errorCode"] = string("Why the request as a whole was refused or failed: a reason code of the contract");
     properties["message"] = string("A human-readable explanation of a refusal or a note");
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "description": description,
         "properties": properties,
