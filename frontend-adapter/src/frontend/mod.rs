@@ -3,8 +3,9 @@
 //! [`Frontend`] holds the process secret of generation tokens, the thread
 //! registry, the receipt store and (embedded) the in-process execution
 //! table. Each tool method takes the tool's arguments as a JSON value and
-//! returns the contract's `structuredContent` object; [`is_error`] and
-//! [`summary`] give the MCP `isError` flag and the short text.
+//! returns the contract's `structuredContent` object; [`is_error`] gives
+//! the MCP `isError` flag and [`summary`] the one-line text of
+//! `--text-result summary`.
 //!
 //! Refusals use the result shape of their tool: `status` (`denied` or
 //! `invalid_input`), `errorCode`, and a human-readable `message`.
@@ -275,6 +276,7 @@ impl Frontend {
                     if reason == Reason::OwnerUnavailable {
                         let line = unreachable_detail(&self.config.socket_path, &e);
                         tracing::warn!("{line}");
+                        notes.push(line.clone());
                         detail = Some(line);
                     } else {
                         notes.push(e.to_string());
