@@ -92,7 +92,8 @@ async fn results_validate_against_the_output_schemas() {
     checks.push((schema("ReadFiles"), refused));
     mcp.stop().await;
 
-    let input = json!(checks.iter().map(|((i, o), v)| json!({"input": i, "output": o, "result": v})).collect::<Vec<_>>());
+    let input =
+        json!(checks.iter().map(|((i, o), v)| json!({"input": i, "output": o, "result": v})).collect::<Vec<_>>());
     let script = r#"
 import json, sys
 try:
@@ -218,8 +219,7 @@ async fn a_frontend_without_xdg_runtime_dir_meets_the_guardian_under_run_user() 
         .own_processes()
         .into_iter()
         .filter(|pid| {
-            fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"guardian"))
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"guardian"))
         })
         .count();
     assert_eq!(guardians, 1, "one guardian in this world");

@@ -3,19 +3,22 @@
 //! The adapter hands each path's entry over as soon as it is known
 //! ([`Frontend::read_files_each`]: the helpers of one request are hashed in
 //! one batch on every core, in request order as far as the batch allows).
-//! The reply is written while that goes on: `structuredContent` first, its
-//! `files` array entry by entry in request order (an entry that arrives
-//! early waits for the ones before it), then `failed_files`, `status`, and
-//! last the members that depend on the whole (`content` and `isError`),
-//! as the same [`to_call_result`] a whole result goes through makes them.
+//! The reply is written while that goes on: the result object's `files`
+//! array entry by entry in request order (an entry that arrives early waits
+//! for the ones before it), then `failed_files`, `status`, and last the
+//! members that depend on the whole (`isError`, and with
+//! `--text-result summary` the summary), as the same [`to_call_result`] a
+//! whole result goes through makes them.
 //! So the client reads the first helpers' content while the last ones are
 //! still being hashed, and the result is the one [`Frontend::read_files`]
 //! would give, members in another order.
 //!
 //! The text block ([`TextResult::Json`]) is the `structuredContent` object
-//! again, as a JSON string: each entry is serialised once, and the bytes
-//! written for `structuredContent` are kept and written a second time,
-//! escaped, into the text block (the reply is about twice as long; see
+//! again, as a JSON string. It is written first: each entry is serialised
+//! once, its bytes go out escaped into the text block as the entries come
+//! (while later ones are still being hashed) and are kept; once the text
+//! block is closed, the kept bytes go out again as they are, as
+//! `structuredContent`. The reply is about twice as long (see
 //! benches/README.md for what that costs the client).
 //!
 //! A read that hangs (a file on a dead NFS or FUSE mount) must not hold the
@@ -95,25 +98,67 @@ fn writer_with_deadline(
     })
 }
 
-/// A writer that also keeps a copy of what it writes (the bytes of
-/// `structuredContent`, for the text block).
-struct Tee<'a> {
+/// Where the bytes of `structuredContent` go: straight out, or (the text
+/// block first) out as the characters of a JSON string, and kept to be
+/// written again as they are.
+struct Out<'a> {
     w: &'a mut dyn Write,
+    /// `Some`: escape what is written, keep a copy.
     copy: Option<Vec<u8>>,
 }
 
-impl Write for Tee<'_> {
+impl Write for Out<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.w.write(buf)?;
-        if let Some(c) = &mut self.copy {
-            c.extend_from_slice(&buf[..n]);
-        }
-        Ok(n)
+        let Some(copy) = &mut self.copy else { return self.w.write(buf) };
+        copy.extend_from_slice(buf);
+        write_escaped(buf, self.w)?;
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         self.w.flush()
     }
+}
+
+/// Writes `buf` as the characters of a JSON string (without its quotes),
+/// as `serde_json` escapes a string: `"`, `\` and control characters.
+/// What is escaped here is JSON text, so runs between quotes and
+/// backslashes go out unchanged.
+fn write_escaped(buf: &[u8], w: &mut dyn Write) -> io::Result<()> {
+    let mut start = 0;
+    for (i, &b) in buf.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                w.write_all(&buf[start..i])?;
+                write!(w, "\\u{b:04x}")?;
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        w.write_all(&buf[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
+    }
+    w.write_all(&buf[start..])
+}
+
+/// What of a result object is out already.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Nothing: write it whole.
+    Nothing,
+    /// Its `{` and `structuredContent`.
+    Structured,
+    /// Its `{`, `content` (the text block) and `structuredContent`.
+    ContentAndStructured,
 }
 
 /// How the pieces ended.
@@ -160,15 +205,25 @@ impl Stream<'_> {
     fn write_result(&self, placeholder: &ServerResult, w: &mut dyn Write) -> io::Result<()> {
         let first = self.next();
         if let Ok(Piece::Whole(v)) = first {
-            return write_rest(placeholder, to_call_result("ReadFiles", v, self.text), None, w);
+            return write_rest(placeholder, to_call_result("ReadFiles", v, self.text), Written::Nothing, w);
         }
-        w.write_all(b"{\"structuredContent\":")?;
-        let copy = (self.text == TextResult::Json).then(|| Vec::with_capacity(64 * 1024));
-        let mut tee = Tee { w, copy };
-        tee.write_all(b"{\"files\":[")?;
+        // With the JSON text block, the text block goes first, escaped as
+        // the entries come (while later ones are still hashed), and the
+        // same bytes, kept, are `structuredContent` at the end (a copy,
+        // no second serialisation and no second escaping).
+        let text_first = self.text == TextResult::Json;
+        w.write_all(b"{")?;
+        if text_first {
+            w.write_all(b"\"content\":[")?;
+            write_text_block_head(w)?;
+        } else {
+            w.write_all(b"\"structuredContent\":")?;
+        }
+        let mut out = Out { w, copy: text_first.then(|| Vec::with_capacity(64 * 1024)) };
+        out.write_all(b"{\"files\":[")?;
         let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
         let (mut read, mut failed) = (0usize, Vec::new());
-        let mut emit = |e: ReadEntry, w: &mut Tee<'_>| -> io::Result<()> {
+        let mut emit = |e: ReadEntry, w: &mut Out<'_>| -> io::Result<()> {
             match e {
                 Ok(v) => {
                     if read > 0 {
@@ -194,7 +249,7 @@ impl Stream<'_> {
                 Err(end) => break end,
             }
             while let Some(e) = waiting.remove(&next) {
-                emit(e, &mut tee)?;
+                emit(e, &mut out)?;
                 next += 1;
             }
             piece = self.next();
@@ -210,7 +265,7 @@ impl Stream<'_> {
         let last = total.max(waiting.keys().next_back().map_or(0, |k| k + 1));
         for i in next..last {
             let e = waiting.remove(&i).unwrap_or_else(|| Err(self.missing(i, end)));
-            emit(e, &mut tee)?;
+            emit(e, &mut out)?;
         }
         if end == End::TimedOut {
             tracing::warn!(
@@ -219,79 +274,76 @@ impl Stream<'_> {
             );
         }
         let status = if end == End::Broken { "failed" } else { read_status(read, failed.len()) };
-        tee.write_all(b"],\"failed_files\":")?;
-        serde_json::to_writer(&mut tee, &failed)?;
-        tee.write_all(b",\"status\":")?;
-        serde_json::to_writer(&mut tee, status)?;
+        out.write_all(b"],\"failed_files\":")?;
+        serde_json::to_writer(&mut out, &failed)?;
+        out.write_all(b",\"status\":")?;
+        serde_json::to_writer(&mut out, status)?;
         if end == End::Broken {
-            tee.write_all(b",\"errorCode\":\"internal_error\"")?;
+            out.write_all(b",\"errorCode\":\"internal_error\"")?;
         }
-        tee.write_all(b"}")?;
-        let Tee { w, copy } = tee;
-        // The text block and `isError` as a whole result of these counts
-        // would have them.
+        out.write_all(b"}")?;
+        let Out { w, copy } = out;
+        let written = match copy {
+            Some(bytes) => {
+                w.write_all(b"\"}],\"structuredContent\":")?;
+                w.write_all(&bytes)?;
+                Written::ContentAndStructured
+            }
+            None => Written::Structured,
+        };
+        // The text block (when it is the summary) and `isError` as a whole
+        // result of these counts would have them.
         let mut counted = json!({"status": status, "failed_files": failed});
         counted["files"] = Value::Array(vec![Value::Null; read]);
-        let result = to_call_result("ReadFiles", counted, self.text);
-        write_rest(placeholder, result, Some(copy.as_deref()), w)
+        write_rest(placeholder, to_call_result("ReadFiles", counted, self.text), written, w)
     }
 }
 
 /// Writes `result` with the placeholder's protocol members: the whole
-/// object, or, when `structured` is `Some` (its `{` and `structuredContent`
-/// are out already), its other members and the closing `}`; the text of its
-/// one text block is then `Some(bytes)`, written as a JSON string, when
-/// given.
+/// object, or the members not `written` yet and the closing `}`.
 fn write_rest(
     placeholder: &ServerResult,
     mut result: rmcp::model::CallToolResult,
-    structured: Option<Option<&[u8]>>,
+    written: Written,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     if let ServerResult::CallToolResult(p) = placeholder {
         result.result_type = p.result_type.clone();
         result.meta = p.meta.clone();
     }
-    let Some(text) = structured else {
+    if written == Written::Nothing {
         return serde_json::to_writer(w, &result).map_err(io::Error::from);
-    };
+    }
     result.structured_content = None;
     let Value::Object(members) = serde_json::to_value(&result)? else {
         return Err(io::Error::other("a tool result is not an object"));
     };
     for (k, v) in &members {
+        if k == "content" && written == Written::ContentAndStructured {
+            continue;
+        }
         w.write_all(b",")?;
         serde_json::to_writer(&mut *w, k)?;
         w.write_all(b":")?;
-        match (k.as_str(), text, v) {
-            ("content", Some(bytes), Value::Array(blocks)) if blocks.len() == 1 => {
-                let s = std::str::from_utf8(bytes).map_err(io::Error::other)?;
-                write_text_block(&blocks[0], s, w)?;
-            }
-            _ => serde_json::to_writer(&mut *w, v)?,
-        }
+        serde_json::to_writer(&mut *w, v)?;
     }
     w.write_all(b"}")
 }
 
-/// Writes the content list of one text block shaped like `block` whose
-/// `text` is `text`, without building that string in a `Value`.
-fn write_text_block(block: &Value, text: &str, w: &mut dyn Write) -> io::Result<()> {
-    let Value::Object(m) = block else { return Err(io::Error::other("a content block is not an object")) };
-    w.write_all(b"[{")?;
-    for (i, (k, v)) in m.iter().enumerate() {
-        if i > 0 {
-            w.write_all(b",")?;
-        }
+/// Writes the start of a text block, up to the opening quote of its
+/// `text`: its other members as a text block has them, then `"text":"`.
+fn write_text_block_head(w: &mut dyn Write) -> io::Result<()> {
+    let Value::Object(block) = serde_json::to_value(rmcp::model::ContentBlock::text(String::new()))? else {
+        return Err(io::Error::other("a content block is not an object"));
+    };
+    w.write_all(b"{")?;
+    for (k, v) in block.iter().filter(|(k, _)| k.as_str() != "text") {
         serde_json::to_writer(&mut *w, k)?;
         w.write_all(b":")?;
-        if k == "text" {
-            serde_json::to_writer(&mut *w, text)?;
-        } else {
-            serde_json::to_writer(&mut *w, v)?;
-        }
+        serde_json::to_writer(&mut *w, v)?;
+        w.write_all(b",")?;
     }
-    w.write_all(b"}]")
+    w.write_all(b"\"text\":\"")
 }
 
 #[cfg(test)]
@@ -365,6 +417,16 @@ mod tests {
                 pieces.push(Piece::Done(4));
                 assert_eq!(streamed_with(pieces, text), want, "{order:?}");
             }
+        }
+    }
+
+    #[test]
+    fn escaping_is_serde_json_s() {
+        for text in ["", "plain", "a\"b\\c", "\u{1}\u{8}\u{c}\n\r\t\u{1f}é€😀", "{\"k\":\"v\\n\"}"] {
+            let mut out = Vec::new();
+            write_escaped(text.as_bytes(), &mut out).unwrap();
+            let want = serde_json::to_string(text).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), want[1..want.len() - 1], "{text:?}");
         }
     }
 
