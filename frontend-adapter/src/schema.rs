@@ -178,7 +178,7 @@ mod tests {
         if let Some(props) = schema.get("properties").and_then(Value::as_object) {
             for (k, v) in props {
                 let p = format!("{path}.{k}");
-                if !v.get("description").and_then(Value::as_str).is_some_and(|d| !d.is_empty()) {
+                if v.get("description").and_then(Value::as_str).is_none_or(str::is_empty) {
                     out.push(p.clone());
                 }
                 undescribed(v, &p, out);
