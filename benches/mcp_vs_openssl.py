@@ -11,12 +11,15 @@ and the ratios of issue 12's table. `parse_*` is the part of a ReadFiles
 time this Python client spends parsing the reply (json.loads), reported
 apart because it is the client's cost, not the server's.
 
-Usage: benches/mcp_vs_openssl.py BIN [ROUNDS]
+Usage: benches/mcp_vs_openssl.py BIN [ROUNDS] [MCP ARGS...]
+(for instance `--text-result summary` after ROUNDS: the frontend's text
+block is then a summary instead of the result object again)
 """
 import json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath(sys.argv[1])
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+MCP_ARGS = sys.argv[3:]
 N, SIZE, ENTRIES = 100, 640 * 1024, 48_000
 
 def load():
@@ -37,12 +40,13 @@ env.pop("WINX_GUARDIAN_SOCKET", None); env.pop("XDG_RUNTIME_DIR", None)
 sock = os.path.join(root, "run", "g.sock")
 g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 g.stdout.readline()
-m = subprocess.Popen([BIN, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+m = subprocess.Popen([BIN, "mcp", "--socket", sock, *MCP_ARGS], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      stderr=subprocess.DEVNULL)
 rid = 0
 parse_s = 0.0  # time the client spent in json.loads on the last reply
+reply_bytes = 0  # length of the last reply line
 def rpc(method, params=None, notify=False):
-    global rid, parse_s
+    global rid, parse_s, reply_bytes
     msg = {"jsonrpc": "2.0", "method": method}
     if params is not None: msg["params"] = params
     if not notify:
@@ -51,7 +55,7 @@ def rpc(method, params=None, notify=False):
     if notify: return None
     while True:
         line = m.stdout.readline()
-        t = time.perf_counter(); r = json.loads(line); parse_s = time.perf_counter() - t
+        t = time.perf_counter(); r = json.loads(line); parse_s = time.perf_counter() - t; reply_bytes = len(line)
         if r.get("id") == rid: return r
 def call(name, args):
     return rpc("tools/call", {"name": name, "arguments": args})["result"]["structuredContent"]
@@ -73,6 +77,7 @@ try:
     keys = ["openssl_bin", "read_bin", "parse_bin", "openssl_text", "read_text", "parse_text", "find", "release_bin",
             "release_text"]
     rows = {k: [] for k in keys}
+    sizes = {}
     load_before = load()
     for r in range(ROUNDS):
         sets = {}
@@ -91,6 +96,7 @@ try:
                   lambda: subprocess.run(["openssl", "dgst", "-sha256", *paths], stdout=subprocess.DEVNULL, check=True))
             reads[kind] = timed(rows, f"read_{kind}", lambda: call("ReadFiles", {"thread_id": "bench", "file_paths": paths}))
             rows[f"parse_{kind}"].append(parse_s)
+            sizes[kind] = reply_bytes
             assert reads[kind]["status"] == "completed", reads[kind]["status"]
         assert reads["text"]["files"][0]["content"] is not None and reads["bin"]["files"][0]["binary"] is True
         timed(rows, "find", lambda: subprocess.run(["find", *[x for x in roots if os.path.exists(x)], "-printf", "%D %i %s\n"],
@@ -103,7 +109,8 @@ try:
             assert res["status"] == "completed", res
     med = {k: statistics.median(v) * 1000 for k, v in rows.items()}
     print(json.dumps({k: round(v, 1) for k, v in med.items()}))
-    print(f"load before {load_before}, after {load()}; {ROUNDS} rounds")
+    print(f"load before {load_before}, after {load()}; {ROUNDS} rounds; mcp args {MCP_ARGS}")
+    print(f"ReadFiles reply bytes: binary {sizes['bin']}, text {sizes['text']}")
     print(f"ReadFiles binary / openssl = {med['read_bin'] / med['openssl_bin']:.2f}")
     print(f"ReadFiles text / openssl = {med['read_text'] / med['openssl_text']:.2f}"
           f" (without the client's json.loads of the reply: {(med['read_text'] - med['parse_text']) / med['openssl_text']:.2f})")

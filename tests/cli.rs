@@ -197,3 +197,22 @@ fn audit_reports_usage_and_deletes_nothing() {
     assert!(old.exists() && s1.join("a.py").exists());
     assert_eq!(v["total_files"], 134);
 }
+
+#[test]
+fn completions_and_man_page_are_printed() {
+    let out = bin().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(script.contains("complete -F _winx__release") && script.contains("guardian"), "{script}");
+    for shell in ["zsh", "fish"] {
+        let out = bin().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success() && !out.stdout.is_empty(), "{shell}");
+    }
+    let out = bin().arg("man").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with(".ie") || page.contains(".TH winx-release"), "{page}");
+    for sub in ["WINX-RELEASE MCP", "WINX-RELEASE GUARDIAN", "\\-\\-text\\-result", "\\-\\-keep\\-executions"] {
+        assert!(page.contains(sub), "{sub:?} missing from the man page");
+    }
+}

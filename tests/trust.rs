@@ -27,7 +27,11 @@ async fn frontend_neither_launches_nor_logs_in_an_open_socket_directory() {
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mcp = env.mcp(&[]).await;
     let v = mcp.init(&env.ws, "t1").await;
-    assert_eq!(v["temporary_release"], json!({"available": false, "reason": "owner_unavailable"}), "{v}");
+    assert_eq!(v["temporary_release"]["available"], false, "{v}");
+    assert_eq!(v["temporary_release"]["reason"], "owner_unavailable", "{v}");
+    // Contract section 3: the detail names the socket that was tried.
+    let detail = v["temporary_release"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(env.sock.to_str().unwrap()) && detail.contains("not trusted"), "{v}");
     assert!(!env.sock.exists(), "no guardian was started");
     assert!(!run.join("guardian.log").exists(), "no log was written");
     assert_eq!(mode(&run), 0o755, "the directory was not repaired behind the user's back");
@@ -109,7 +113,11 @@ while True:
 
     let mcp = env.mcp(&[]).await;
     let v = mcp.init(&env.ws, "t1").await;
-    assert_eq!(v["temporary_release"], json!({"available": false, "reason": "owner_unavailable"}), "{v}");
+    assert_eq!(v["temporary_release"]["available"], false, "{v}");
+    assert_eq!(v["temporary_release"]["reason"], "owner_unavailable", "{v}");
+    // Contract section 3: the detail names the socket that was tried.
+    let detail = v["temporary_release"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(env.sock.to_str().unwrap()) && detail.contains("not trusted"), "{v}");
     mcp.stop().await;
     std::thread::sleep(Duration::from_millis(1500));
     let _ = imp.kill();

@@ -34,8 +34,14 @@ pub fn is_session_name(name: &str) -> bool {
         .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
-/// The default data directory: `$XDG_DATA_HOME/winx`, else
-/// `$HOME/.local/share/winx`, else `/tmp/winx-<uid>/data`.
+/// The default data directory `D`: `$XDG_DATA_HOME/winx`, else
+/// `$HOME/.local/share/winx`, else (no `HOME`, as some MCP clients start
+/// servers) `<home from the password database>/.local/share/winx`, else
+/// `/tmp/winx-<uid>/data`.
+///
+/// # References
+/// - [`getpwuid_r(3)`](https://man7.org/linux/man-pages/man3/getpwuid_r.3.html)
+///   (through [`std::env::home_dir`], which reads it when `HOME` is unset)
 pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(x);
@@ -45,6 +51,10 @@ pub fn default_data_dir() -> PathBuf {
     }
     if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(h).join(".local/share/winx");
+    }
+    // `HOME` unset: std asks the password database.
+    if let Some(h) = std::env::home_dir().filter(|h| h.is_absolute()) {
+        return h.join(".local/share/winx");
     }
     PathBuf::from(format!("/tmp/winx-{}/data", rustix::process::getuid().as_raw()))
 }
@@ -139,9 +149,23 @@ impl Layout {
     }
 }
 
-/// The guardian socket path when none is given: `$WINX_GUARDIAN_SOCKET`,
-/// else `$XDG_RUNTIME_DIR/winx/guardian.sock`, else
-/// `/tmp/winx-<uid>/guardian.sock`.
+/// The guardian socket path when none is given (contract section 1):
+/// `$WINX_GUARDIAN_SOCKET`, else `$XDG_RUNTIME_DIR/winx/guardian.sock`,
+/// else `/run/user/<uid>/winx/guardian.sock` when `/run/user/<uid>` is a
+/// directory (not a link) owned by this user with mode 0700, else
+/// `/tmp/winx-<uid>/guardian.sock`. Empty and, for `XDG_RUNTIME_DIR`,
+/// relative values are ignored.
+///
+/// MCP clients often start servers with a minimal environment, without
+/// `XDG_RUNTIME_DIR`: the `/run/user` step lets such a frontend, a guardian
+/// started from a login shell and the systemd user units (`%t/winx`) meet at
+/// one path. This is the one place the rule lives; the guardian, the
+/// frontend and every subcommand call it.
+///
+/// # References
+/// - [`lstat(2)`](https://man7.org/linux/man-pages/man2/lstat.2.html)
+/// - [XDG Base Directory Specification](https://specifications.freedesktop.org/basedir-spec/latest/)
+///   (`XDG_RUNTIME_DIR`, which `pam_systemd` sets to `/run/user/<uid>`)
 pub fn default_socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("WINX_GUARDIAN_SOCKET").filter(|v| !v.is_empty()) {
         return PathBuf::from(p);
@@ -152,5 +176,44 @@ pub fn default_socket_path() -> PathBuf {
             return p.join("winx").join("guardian.sock");
         }
     }
-    PathBuf::from(format!("/tmp/winx-{}/guardian.sock", rustix::process::getuid().as_raw()))
+    let uid = rustix::process::getuid();
+    let run_user = PathBuf::from(format!("/run/user/{}", uid.as_raw()));
+    if private_dir_of(&run_user, uid) {
+        return run_user.join("winx").join("guardian.sock");
+    }
+    PathBuf::from(format!("/tmp/winx-{}/guardian.sock", uid.as_raw()))
+}
+
+/// Whether `dir` is a directory, not a link, owned by `uid`, mode 0700.
+fn private_dir_of(dir: &Path, uid: rustix::process::Uid) -> bool {
+    rustix::fs::lstat(dir).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+            && st.st_uid == uid.as_raw()
+            && st.st_mode & 0o7777 == 0o700
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_a_private_directory_of_the_user_is_a_runtime_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uid = rustix::process::getuid();
+        let d = tmp.path().join("run");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(private_dir_of(&d, uid));
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(!private_dir_of(&d, uid), "mode 0755");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&d, &link).unwrap();
+        assert!(!private_dir_of(&link, uid), "a link");
+        assert!(!private_dir_of(&tmp.path().join("missing"), uid));
+        let other = rustix::process::Uid::from_raw(uid.as_raw() + 1);
+        assert!(!private_dir_of(&d, other), "another user's");
+    }
 }

@@ -14,7 +14,9 @@
 //!
 //! An MCP server is a thin shell: list [`tool_specs`], call
 //! [`Frontend::call`], and answer with the returned object as
-//! `structuredContent`, [`summary`] as text and [`is_error`] as `isError`.
+//! `structuredContent` and, serialised as JSON, as its text block (or
+//! [`summary`], one line, for hosts that read `structuredContent`), and
+//! [`is_error`] as `isError`.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -27,6 +29,7 @@ pub mod token;
 pub mod wire;
 
 mod embedded;
+mod output_schema;
 
 pub use error::{Code, FrontendError};
 pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher};

@@ -10,14 +10,28 @@ pub struct ToolSpec {
     pub name: &'static str,
     /// What it does.
     pub description: &'static str,
-    /// The JSON schema of its arguments.
+    /// The JSON schema of its arguments (draft 2020-12): every property has
+    /// a `description`, and an optional one its `default`.
     pub input_schema: Value,
+    /// The JSON schema of its result, the `structuredContent` object
+    /// (MCP 2025-06-18 `outputSchema`; draft 2020-12). Results may carry
+    /// members beyond those listed.
+    pub output_schema: Value,
+}
+
+/// A string property.
+fn string(description: &str) -> Value {
+    json!({"type": "string", "description": description})
 }
 
 /// The four tools of the contract's section 3.
 pub fn tool_specs() -> Vec<ToolSpec> {
-    let all_or_list = json!({"anyOf": [{"type": "string", "enum": ["all"]},
-        {"type": "array", "items": {"type": "string"}}]});
+    let all_or_list = |what: &str| {
+        json!({"description": what, "anyOf": [
+            {"type": "string", "enum": ["all"], "description": "Everything allowed"},
+            {"type": "array", "items": {"type": "string", "description": "One entry"}, "description": "Only these"}]})
+    };
+    let thread_id = string("The thread_id that Initialize returned");
     vec![
         ToolSpec {
             name: "Initialize",
@@ -27,20 +41,36 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "any_workspace_path": {"type": "string", "description": "Absolute path of an existing directory"},
-                    "thread_id": {"type": "string", "description": "Reuse to re-attach; empty or absent for a new one"},
-                    "mode_name": {"type": "string", "enum": ["wcgw", "architect", "code_writer"]},
+                    "any_workspace_path": string("Absolute path of an existing directory: the workspace. Its \
+                        canonical form is returned as workspace_root."),
+                    "thread_id": {"type": "string", "default": "",
+                        "description": "A thread_id from an earlier Initialize, to re-attach to its session \
+                            (reattached: true in the result); empty or absent starts a new thread"},
+                    "mode_name": {"type": "string", "enum": ["wcgw", "architect", "code_writer"], "default": "wcgw",
+                        "description": "Shell mode: wcgw allows everything; architect is read-only (every \
+                            write, command and release is refused with policy_denied); code_writer allows the \
+                            writes and commands of code_writer_config"},
                     "code_writer_config": {
                         "type": "object",
-                        "properties": {"allowed_globs": all_or_list, "allowed_commands": all_or_list},
+                        "description": "Only with mode_name code_writer (required there): what may be written \
+                            and run",
+                        "properties": {
+                            "allowed_globs": all_or_list("Glob patterns a written or released path must match, \
+                                or \"all\""),
+                            "allowed_commands": all_or_list("Commands BashCommand may run (exact text), or \
+                                \"all\"")
+                        },
                         "required": ["allowed_globs", "allowed_commands"],
                         "additionalProperties": false
                     },
-                    "type": {"type": "string"}
+                    "type": string("winx's call type (first_call, user_asked_mode_change, reset_shell, \
+                        user_asked_change_workspace); echoed in the result, nothing else. Absent by default: \
+                        nothing echoed")
                 },
                 "required": ["any_workspace_path"],
                 "additionalProperties": false
             }),
+            output_schema: crate::output_schema::initialize(),
         },
         ToolSpec {
             name: "ReadFiles",
@@ -49,12 +79,15 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "thread_id": {"type": "string"},
-                    "file_paths": {"type": "array", "items": {"type": "string"}}
+                    "thread_id": thread_id,
+                    "file_paths": {"type": "array",
+                        "items": string("An absolute path"),
+                        "description": "Absolute paths of the files to read, in the order of the result"}
                 },
                 "required": ["thread_id", "file_paths"],
                 "additionalProperties": false
             }),
+            output_schema: crate::output_schema::read_files(),
         },
         ToolSpec {
             name: "EditFiles",
@@ -64,29 +97,40 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "thread_id": {"type": "string"},
-                    "workspace_root": {"type": "string"},
-                    "operation": {"type": "string", "enum": ["release_temporary", "edit"]},
+                    "thread_id": thread_id,
+                    "workspace_root": string("Exactly the workspace_root that Initialize returned"),
+                    "operation": {"type": "string", "enum": ["release_temporary", "edit"], "default": "edit",
+                        "description": "release_temporary to release helpers (every entry then has mode \
+                            release_temporary); edit (the default) to write files"},
                     "files": {
                         "type": "array",
+                        "description": "The files, 1 to 100 unique exact absolute paths for a release",
                         "items": {
                             "type": "object",
+                            "description": "One file",
                             "properties": {
-                                "file_path": {"type": "string"},
-                                "mode": {"type": "string", "enum": ["release_temporary", "replace"]},
-                                "expected_revision": {"type": "string"},
-                                "artifact_generation": {"type": "string"},
-                                "content": {"type": "string"}
+                                "file_path": string("Exact absolute path of the file"),
+                                "mode": {"type": "string", "enum": ["release_temporary", "replace"],
+                                    "description": "replace: write content as the whole file; \
+                                        release_temporary: release this helper (no default: always given)"},
+                                "expected_revision": string("Release only (required there): the revision \
+                                    ReadFiles returned for this file, sha256:<64 hex>"),
+                                "artifact_generation": string("Release only (required there): \
+                                    temporary_artifact.artifact_generation from ReadFiles, copied verbatim"),
+                                "content": string("Replace only (required there): the whole new content")
                             },
                             "required": ["file_path", "mode"],
                             "additionalProperties": false
                         }
                     },
-                    "verify_command": {"type": "string"}
+                    "verify_command": string("Writes only, never with a release: a command to run after every \
+                        file was written; its result is returned as verification. Absent by default: nothing \
+                        runs")
                 },
                 "required": ["thread_id", "workspace_root", "files"],
                 "additionalProperties": false
             }),
+            output_schema: crate::output_schema::edit_files(),
         },
         ToolSpec {
             name: "BashCommand",
@@ -95,16 +139,23 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "thread_id": {"type": "string"},
-                    "command": {"type": "string"},
-                    "wait_for_seconds": {"type": "number", "minimum": 0},
-                    "is_background": {"type": "boolean"},
-                    "status_check": {"type": "boolean"},
-                    "command_id": {"type": "string"}
+                    "thread_id": thread_id,
+                    "command": string("The command, run with bash -c in the workspace (required unless \
+                        status_check)"),
+                    "wait_for_seconds": {"type": "number", "minimum": 0,
+                        "default": crate::wire::DEFAULT_WAIT_SECONDS,
+                        "description": "How long to wait for the command to end before returning status \
+                            running (at most 600; longer waits are cut to 600)"},
+                    "is_background": {"type": "boolean", "default": false,
+                        "description": "Start the command and return at once with status running"},
+                    "status_check": {"type": "boolean", "default": false,
+                        "description": "Check on the command command_id instead of running one"},
+                    "command_id": string("With status_check: the command_id a BashCommand returned")
                 },
                 "required": ["thread_id"],
                 "additionalProperties": false
             }),
+            output_schema: crate::output_schema::bash_command(),
         },
     ]
 }
@@ -118,5 +169,67 @@ mod tests {
         let names: Vec<_> = tool_specs().iter().map(|t| t.name).collect();
         assert_eq!(names, ["Initialize", "ReadFiles", "EditFiles", "BashCommand"]);
         assert!(tool_specs().iter().all(|t| t.input_schema["type"] == "object"));
+        assert!(tool_specs().iter().all(|t| t.output_schema["type"] == "object"));
+    }
+
+    /// Every property of `schema` (inputs and outputs, nested ones and
+    /// array items included): its path, when it has no description.
+    fn undescribed(schema: &Value, path: &str, out: &mut Vec<String>) {
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                let p = format!("{path}.{k}");
+                if v.get("description").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    out.push(p.clone());
+                }
+                undescribed(v, &p, out);
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            undescribed(items, &format!("{path}[]"), out);
+        }
+        for key in ["anyOf", "oneOf"] {
+            for (i, alt) in schema.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+                undescribed(alt, &format!("{path}|{i}"), out);
+            }
+        }
+    }
+
+    #[test]
+    fn every_property_has_a_description() {
+        let mut missing = Vec::new();
+        for t in tool_specs() {
+            undescribed(&t.input_schema, &format!("{}.input", t.name), &mut missing);
+            undescribed(&t.output_schema, &format!("{}.output", t.name), &mut missing);
+        }
+        assert!(missing.is_empty(), "properties without a description: {missing:?}");
+    }
+
+    #[test]
+    fn optional_inputs_with_a_default_say_it() {
+        let specs = tool_specs();
+        let prop =
+            |tool: &str, p: &str| specs.iter().find(|t| t.name == tool).unwrap().input_schema["properties"][p].clone();
+        assert_eq!(prop("BashCommand", "wait_for_seconds")["default"], json!(5.0));
+        assert_eq!(prop("BashCommand", "is_background")["default"], json!(false));
+        assert_eq!(prop("BashCommand", "status_check")["default"], json!(false));
+        assert_eq!(prop("Initialize", "mode_name")["default"], json!("wcgw"));
+        assert_eq!(prop("Initialize", "thread_id")["default"], json!(""));
+        assert_eq!(prop("EditFiles", "operation")["default"], json!("edit"));
+        // Every optional scalar input names its default, or says in its
+        // description what its absence means.
+        for t in &specs {
+            let required: Vec<&str> =
+                t.input_schema["required"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            for (k, v) in t.input_schema["properties"].as_object().unwrap() {
+                let optional = !required.contains(&k.as_str());
+                let says = v.get("default").is_some()
+                    || v["description"].as_str().is_some_and(|d| {
+                        ["Absent by default", "required unless", "Only with", "With status_check"]
+                            .iter()
+                            .any(|w| d.contains(w))
+                    });
+                assert!(!optional || says, "{}.{k} is optional and says nothing of its default", t.name);
+            }
+        }
     }
 }

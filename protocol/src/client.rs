@@ -30,7 +30,9 @@ pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSI
 
 /// The guardian socket when none is given on the command line:
 /// `$WINX_GUARDIAN_SOCKET`, else `$XDG_RUNTIME_DIR/winx/guardian.sock`, else
-/// `/tmp/winx-<uid>/guardian.sock` (contract section 1). Empty and, for
+/// `/run/user/<uid>/winx/guardian.sock` when that directory is the user's
+/// and 0700, else `/tmp/winx-<uid>/guardian.sock` (contract section 1; the
+/// rule is [`winx_release_engine::layout::default_socket_path`]). Empty and, for
 /// `XDG_RUNTIME_DIR`, relative values are ignored.
 pub fn default_socket_path() -> PathBuf {
     winx_release_engine::layout::default_socket_path()

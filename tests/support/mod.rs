@@ -167,6 +167,18 @@ impl Env {
     /// Like [`Env::mcp_at`], run through `wrapper` (a command that execs its
     /// arguments, such as `setpriv --reuid=N --`).
     pub async fn mcp_wrapped(&self, wrapper: &[&str], sock: &Path, extra: &[&str]) -> Mcp {
+        self.mcp_full(wrapper, Some(sock), extra, &[]).await
+    }
+
+    /// Starts `winx-release mcp [--socket <sock>] <extra>` in this world's
+    /// environment less the variables `remove`, and connects an MCP client.
+    pub async fn mcp_with(&self, sock: Option<&Path>, extra: &[&str], remove: &[&str]) -> Mcp {
+        self.mcp_full(&[], sock, extra, remove).await
+    }
+
+    /// `winx-release mcp [--socket <sock>] <extra>` through `wrapper`, in
+    /// this world's environment less `remove`, with an MCP client.
+    pub async fn mcp_full(&self, wrapper: &[&str], sock: Option<&Path>, extra: &[&str], remove: &[&str]) -> Mcp {
         let mut cmd = match wrapper.split_first() {
             None => tokio::process::Command::new(BIN),
             Some((first, rest)) => {
@@ -175,8 +187,12 @@ impl Env {
                 c
             }
         };
-        cmd.arg("mcp").arg("--socket").arg(sock).args(extra).envs(self.vars());
-        for v in Env::REMOVED {
+        cmd.arg("mcp");
+        if let Some(sock) = sock {
+            cmd.arg("--socket").arg(sock);
+        }
+        cmd.args(extra).envs(self.vars());
+        for v in Env::REMOVED.iter().chain(remove) {
             cmd.env_remove(v);
         }
         let (log_path, log) = self.log_file("mcp");
@@ -301,8 +317,9 @@ impl Mcp {
     }
 
     /// `tools/call`; returns `structuredContent` after checking the result's
-    /// shape: one text block, `isError` exactly when the status is `denied`,
-    /// `invalid_input` or `failed`.
+    /// shape: one text block holding the same object serialised as JSON,
+    /// `isError` exactly when the status is `denied`, `invalid_input` or
+    /// `failed`.
     pub async fn call(&self, tool: &str, args: Value) -> Value {
         let r = self.try_call(tool, args.clone()).await.unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
         let v = r.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structuredContent: {r:?}"));
@@ -311,8 +328,7 @@ impl Mcp {
         let failed = matches!(status, "denied" | "invalid_input" | "failed");
         assert_eq!(r.is_error, Some(failed), "{tool}: isError for status {status}: {v}");
         assert_eq!(r.content.len(), 1, "{tool}: one text block: {r:?}");
-        let text = r.content[0].as_text().unwrap_or_else(|| panic!("{tool}: content is not text: {r:?}"));
-        assert!(!text.text.is_empty() && text.text.len() < 4096, "{tool}: short text summary: {:?}", text.text);
+        assert_eq!(text_object(&r), v, "{tool}: the text block is structuredContent");
         v
     }
 
@@ -364,6 +380,16 @@ impl Mcp {
             let _ = s.cancel().await;
         }
     }
+}
+
+/// The first text block of a tool result, parsed as the JSON object it must
+/// hold.
+pub fn text_object(r: &CallToolResult) -> Value {
+    let text = r.content.first().and_then(|c| c.as_text()).unwrap_or_else(|| panic!("no text block first: {r:?}"));
+    let v: Value = serde_json::from_str(&text.text)
+        .unwrap_or_else(|e| panic!("the first text block is not JSON ({e}): {:?}", text.text));
+    assert!(v.is_object(), "the first text block is not a JSON object: {v}");
+    v
 }
 
 /// Whether a result's status is a failure.

@@ -43,6 +43,9 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
     if let Some(obj) = v.as_object_mut() {
         obj.insert("liveness".into(), serde_json::json!(liveness));
     }
+    // Which data directory `D` was looked at (contract section 1: it falls
+    // back to the password database's home when HOME is unset).
+    v["data_dir"] = serde_json::json!(layout.data_dir());
     print_json(&v)?;
     Ok(EXIT_OK)
 }

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod audit_cmd;
 mod guardian_cmd;
@@ -42,6 +42,13 @@ enum Command {
     Stress(winx_release_stress::Config),
     /// Run the frontend: an MCP server on stdio with Initialize, ReadFiles, EditFiles and BashCommand.
     Mcp(mcp::McpArgs),
+    /// Print a shell completion script to stdout (for example `winx-release completions bash`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to stdout: `winx-release man | man -l -`.
+    Man,
 }
 
 /// Runs the command line and returns the process exit status.
@@ -55,6 +62,8 @@ pub fn main() -> ExitCode {
         Command::Guardian(a) => guardian_cmd::run(&a),
         Command::Recover(a) => recover_cmd::run(&a),
         Command::Mcp(a) => mcp::run(&a),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man_page(),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -63,6 +72,32 @@ pub fn main() -> ExitCode {
             ExitCode::from(EXIT_FAILURE)
         }
     }
+}
+
+/// Writes the completion script of `shell` to stdout.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
+    let mut cmd = Cli::command();
+    clap_complete::generate(shell, &mut cmd, "winx-release", &mut std::io::stdout().lock());
+    Ok(EXIT_OK)
+}
+
+/// Writes the manual page to stdout: the command, then each subcommand's
+/// synopsis and options.
+fn man_page() -> anyhow::Result<u8> {
+    use std::io::Write;
+    let cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let sub = sub.clone().bin_name(format!("winx-release {}", sub.get_name()));
+        writeln!(out, ".SH \"WINX-RELEASE {}\"", sub.get_name().to_uppercase())?;
+        let man = clap_mangen::Man::new(sub);
+        man.render_description_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_options_section(&mut out)?;
+    }
+    std::io::stdout().lock().write_all(&out)?;
+    Ok(EXIT_OK)
 }
 
 fn init_tracing() {

@@ -15,11 +15,11 @@
 use serde_json::{json, Value};
 use winx_release_engine::Reason;
 
-use super::{Frontend, Session};
+use super::{unreachable_detail, Frontend, Session};
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
 use crate::wire::{BashAction, BashCommandArgs};
-use winx_release_protocol::client::ExecRequest;
+use winx_release_protocol::client::{ClientError, ExecRequest};
 use winx_release_protocol::messages::{ExecReply, ExecStatus};
 
 fn pass_through(r: ExecReply) -> Value {
@@ -57,11 +57,11 @@ impl Frontend {
                 if self.config.embedded {
                     return self.exec.status(&session.thread_id, &command_id, wait_for_seconds);
                 }
-                let (mut client, _) = self.guardian(false).map_err(guardian_refusal)?;
+                let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
                 client
                     .exec_status(&session.thread_id, &command_id, wait_for_seconds)
                     .map(pass_through)
-                    .map_err(guardian_refusal)
+                    .map_err(|e| self.guardian_refusal(e))
             }
         }
     }
@@ -86,7 +86,7 @@ impl Frontend {
             };
             return self.exec.run(&ctx, command, wait, background);
         }
-        let (mut client, _) = self.guardian(false).map_err(guardian_refusal)?;
+        let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         let req = ExecRequest {
             workspace: session.workspace.clone(),
             thread_id: session.thread_id.clone(),
@@ -94,20 +94,25 @@ impl Frontend {
             wait_for_seconds: wait,
             is_background: background,
         };
-        client.exec(&req).map(pass_through).map_err(guardian_refusal)
+        client.exec(&req).map(pass_through).map_err(|e| self.guardian_refusal(e))
     }
-}
 
-/// A guardian failure as a refusal: its contract reason when it has one
-/// (`owner_unavailable` for a lost connection; the message then says the
-/// command may have started), else the guardian's code as `invalid_input`.
-fn guardian_refusal(e: winx_release_protocol::client::ClientError) -> FrontendError {
-    let mut msg = e.to_string();
-    if e.outcome_unknown() {
-        msg.push_str("; the command may have started: check with status_check");
-    }
-    match e.reason() {
-        Some(r) => FrontendError::new(r, msg),
-        None => FrontendError::invalid(msg),
+    /// A guardian failure as a refusal: its contract reason when it has one
+    /// (`owner_unavailable` for a lost connection; the message then says
+    /// the command may have started), else the guardian's code as
+    /// `invalid_input`. No guardian to talk to at all is the same line as
+    /// `Initialize`'s `temporary_release.detail`.
+    fn guardian_refusal(&self, e: ClientError) -> FrontendError {
+        let mut msg = e.to_string();
+        if e.outcome_unknown() {
+            msg.push_str("; the command may have started: check with status_check");
+        } else if e.reason() == Some(Reason::OwnerUnavailable) {
+            msg = unreachable_detail(&self.config.socket_path, &e);
+            tracing::warn!("{msg}");
+        }
+        match e.reason() {
+            Some(r) => FrontendError::new(r, msg),
+            None => FrontendError::invalid(msg),
+        }
     }
 }

@@ -3,8 +3,9 @@
 //! [`Frontend`] holds the process secret of generation tokens, the thread
 //! registry, the receipt store and (embedded) the in-process execution
 //! table. Each tool method takes the tool's arguments as a JSON value and
-//! returns the contract's `structuredContent` object; [`is_error`] and
-//! [`summary`] give the MCP `isError` flag and the short text.
+//! returns the contract's `structuredContent` object; [`is_error`] gives
+//! the MCP `isError` flag and [`summary`] the one-line text of
+//! `--text-result summary`.
 //!
 //! Refusals use the result shape of their tool: `status` (`denied` or
 //! `invalid_input`), `errorCode`, and a human-readable `message`.
@@ -254,6 +255,7 @@ impl Frontend {
         let mut liveness = Value::Null;
         let mut instance = None;
         let mut notes: Vec<String> = Vec::new();
+        let mut detail = None;
         let availability = if self.config.embedded {
             Availability::no(Reason::EmbeddedRuntime)
         } else if !cfg!(target_os = "linux") {
@@ -275,8 +277,16 @@ impl Frontend {
                     }
                 }
                 Err(e) => {
-                    notes.push(e.to_string());
-                    Availability::no(e.reason().unwrap_or(Reason::OwnerUnavailable))
+                    let reason = e.reason().unwrap_or(Reason::OwnerUnavailable);
+                    if reason == Reason::OwnerUnavailable {
+                        let line = unreachable_detail(&self.config.socket_path, &e);
+                        tracing::warn!("{line}");
+                        notes.push(line.clone());
+                        detail = Some(line);
+                    } else {
+                        notes.push(e.to_string());
+                    }
+                    Availability::no(reason)
                 }
             }
         };
@@ -315,6 +325,9 @@ impl Frontend {
             "guardian": guardian_info,
             "liveness": liveness,
         });
+        if let Some(d) = detail {
+            v["temporary_release"]["detail"] = json!(d);
+        }
         if let Some(t) = a.init_type {
             v["type"] = json!(t);
         }
@@ -365,6 +378,18 @@ fn ensure_session_dir(layout: &Layout, thread_id: &str) -> Result<PathBuf, Front
     open_session_dir(layout, thread_id)
         .map_err(|r| FrontendError::new(r, "the session directory cannot be opened without following links"))?;
     Ok(layout.session_dir(thread_id))
+}
+
+/// The one line a user is shown when no guardian can be used at `socket`
+/// (contract section 3, `temporary_release.detail`; also logged, and the
+/// message of a refused `BashCommand`): the socket tried, why it failed,
+/// and what to do.
+pub(crate) fn unreachable_detail(socket: &Path, e: &ClientError) -> String {
+    let s = socket.display();
+    format!(
+        "no usable guardian at {s}: {e}; start one with `winx-release guardian --socket {s}`, pass `--socket PATH` \
+         of a running guardian to `winx-release mcp`, or set WINX_GUARDIAN_SOCKET"
+    )
 }
 
 /// Whether a tool result is an error for MCP (`isError`): `status` is

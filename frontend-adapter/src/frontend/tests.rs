@@ -150,7 +150,14 @@ fn initialize_without_guardian_and_with_launcher() {
     let env = Env::new();
     let fe = env.guarded();
     let v = init(&fe, env.ws(), "t1");
-    assert_eq!(v["temporary_release"], json!({"available": false, "reason": "owner_unavailable"}));
+    assert_eq!(v["temporary_release"]["available"], false, "{v}");
+    assert_eq!(v["temporary_release"]["reason"], "owner_unavailable", "{v}");
+    // Contract section 3: one line naming the socket, the cause, the fix.
+    let detail = v["temporary_release"]["detail"].as_str().unwrap_or_default();
+    let sock = env.sock.to_str().unwrap();
+    assert!(detail.starts_with(&format!("no usable guardian at {sock}: guardian unreachable: ")), "{v}");
+    assert!(detail.contains(&format!("`winx-release guardian --socket {sock}`")), "{v}");
+    assert!(detail.contains("WINX_GUARDIAN_SOCKET") && !detail.contains('\n'), "{v}");
     assert!(env.session_dir("t1").is_dir());
 
     let launched = Arc::new(AtomicUsize::new(0));

@@ -4,9 +4,10 @@
 //! implemented by `winx-release-frontend-adapter`; this module only carries
 //! them over MCP with the `rmcp` crate: it lists their JSON Schemas, hands
 //! each call's raw argument object to the adapter on a blocking thread, and
-//! wraps the adapter's JSON result as `structuredContent` plus a one-line
-//! text summary (`isError` when the status is `denied`, `invalid_input` or
-//! `failed`). `ReadFiles` replies are streamed as the helpers are read
+//! wraps the adapter's JSON result as `structuredContent` plus one text
+//! block holding the same object serialised as JSON (or, with
+//! `--text-result summary`, a one-line summary), with `isError` when the
+//! status is `denied`, `invalid_input` or `failed`. `ReadFiles` replies are streamed as the helpers are read
 //! (`stream.rs`, `transport.rs`).
 //!
 //! Stdout carries only the MCP protocol; logs go to stderr.
@@ -27,7 +28,7 @@ use rmcp::ServiceExt;
 use winx_release_frontend_adapter::{Frontend, FrontendConfig};
 
 pub use launcher::launch_guardian;
-pub use server::WinxServer;
+pub use server::{TextResult, WinxServer};
 
 /// Longest JSON-RPC request line accepted on stdin (160 MiB): a 32 MiB
 /// helper's text fits even when every byte needs a two-character escape;
@@ -38,9 +39,15 @@ pub const MAX_REQUEST_LINE: usize = 160 * 1024 * 1024;
 #[derive(Args, Debug)]
 pub struct McpArgs {
     /// Guardian socket (default: `$WINX_GUARDIAN_SOCKET`, `$XDG_RUNTIME_DIR/winx/guardian.sock`,
-    /// `/tmp/winx-<uid>/guardian.sock`). A guardian is started there at `Initialize` when none answers.
+    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`). A guardian is started
+    /// there at `Initialize` when none answers.
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// What each tool result's text block holds: `json`, the result object itself (the same as
+    /// `structuredContent`), or `summary`, one line (for hosts that show the model
+    /// `structuredContent`).
+    #[arg(long, value_enum, default_value = "json")]
+    pub text_result: TextResult,
     /// Run commands inside this process with no guardian (an embedded runtime: every release is
     /// denied with `embedded_runtime`).
     #[arg(long)]
@@ -68,7 +75,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
         // Room for a whole 32 MiB helper written through EditFiles, with
         // JSON escaping; rmcp drops longer lines without an answer.
         let transport = transport::Stdio::new(MAX_REQUEST_LINE, streams.clone()).context("stdio transport")?;
-        let service = WinxServer::streaming(frontend, streams)
+        let service = WinxServer::streaming(frontend, streams, args.text_result)
             .serve(transport)
             .await
             .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;

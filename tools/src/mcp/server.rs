@@ -15,6 +15,19 @@ use super::stream;
 use super::tools::tool_list;
 use super::transport::Streams;
 
+/// What the one text block of a tool result holds (`--text-result`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TextResult {
+    /// The result object serialised as JSON, the same object as
+    /// `structuredContent` (contract section 3): hosts that hand the model
+    /// only text still show it revisions, tokens, contents and output.
+    #[default]
+    Json,
+    /// A one-line summary, for hosts known to hand `structuredContent` to
+    /// the model.
+    Summary,
+}
+
 /// The MCP server: a thin layer over a [`Frontend`].
 #[derive(Clone)]
 pub struct WinxServer {
@@ -23,27 +36,32 @@ pub struct WinxServer {
     /// Where `ReadFiles` replies are streamed from; `None` serialises every
     /// result whole.
     streams: Option<Streams>,
+    text: TextResult,
 }
 
 impl WinxServer {
     /// A server over `frontend` whose results are serialised whole.
-    pub fn new(frontend: Arc<Frontend>) -> WinxServer {
-        WinxServer { frontend, tools: Arc::new(tool_list()), streams: None }
+    pub fn new(frontend: Arc<Frontend>, text: TextResult) -> WinxServer {
+        WinxServer { frontend, tools: Arc::new(tool_list()), streams: None, text }
     }
 
     /// A server over `frontend` that streams `ReadFiles` replies through
     /// the transport that shares `streams`.
-    pub fn streaming(frontend: Arc<Frontend>, streams: Streams) -> WinxServer {
-        WinxServer { streams: Some(streams), ..WinxServer::new(frontend) }
+    pub fn streaming(frontend: Arc<Frontend>, streams: Streams, text: TextResult) -> WinxServer {
+        WinxServer { streams: Some(streams), ..WinxServer::new(frontend, text) }
     }
 }
 
 /// Wraps the adapter's result: `structuredContent` is the object itself,
-/// `content` one short text block (a summary, never a second copy of the
-/// object: `ReadFiles` content is serialised once, in the response), and
-/// `isError` per the contract.
-pub fn to_call_result(tool: &str, value: Value) -> CallToolResult {
-    let content = vec![ContentBlock::text(summary(tool, &value))];
+/// `content` one text block (the same object serialised as JSON, or with
+/// [`TextResult::Summary`] a one-line summary), and `isError` per the
+/// contract.
+pub fn to_call_result(tool: &str, value: Value, text: TextResult) -> CallToolResult {
+    let text = match text {
+        TextResult::Json => value.to_string(),
+        TextResult::Summary => summary(tool, &value),
+    };
+    let content = vec![ContentBlock::text(text)];
     let mut result = if is_error(&value) { CallToolResult::error(content) } else { CallToolResult::success(content) };
     result.structured_content = Some(value);
     result
@@ -87,7 +105,7 @@ impl ServerHandler for WinxServer {
             // The reply is written by the stream as the helpers are read;
             // this placeholder only carries the protocol's own members.
             let (tx, rx) = std::sync::mpsc::channel();
-            streams.insert(context.id.clone(), stream::writer(rx));
+            streams.insert(context.id.clone(), stream::writer(rx, stream::requested_paths(&args), self.text));
             let frontend = self.frontend.clone();
             tokio::task::spawn_blocking(move || stream::read(&frontend, &args, &tx));
             return Ok(CallToolResult::success(vec![]).into());
@@ -106,7 +124,7 @@ impl ServerHandler for WinxServer {
                     "message": format!("{name} failed inside the frontend")})
             }
         };
-        Ok(to_call_result(&name, value).into())
+        Ok(to_call_result(&name, value, self.text).into())
     }
 }
 
@@ -115,24 +133,53 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_text_block_is_the_result_object() {
+        for v in [
+            json!({"status": "completed", "command_id": "c1", "exit_code": 0, "output": "hi\n\"quoted\""}),
+            json!({"status": "failed", "errorCode": "io_error", "files": [{"file_path": "/a", "outcome": "preserved",
+                "quarantine_path": "/q/a"}]}),
+            json!({"status": "denied", "errorCode": "read_required", "files": []}),
+        ] {
+            let r = to_call_result("EditFiles", v.clone(), TextResult::Json);
+            assert_eq!(r.content.len(), 1);
+            let text = &r.content[0].as_text().unwrap().text;
+            let parsed: Value = serde_json::from_str(text).expect("the text block is JSON");
+            assert_eq!(parsed, v);
+            assert_eq!(r.structured_content.as_ref(), Some(&v));
+        }
+    }
+
+    #[test]
     fn results_carry_structured_content_and_one_text_block() {
-        let ok = to_call_result("BashCommand", json!({"status": "completed", "command_id": "c1", "exit_code": 0}));
+        let ok = to_call_result(
+            "BashCommand",
+            json!({"status": "completed", "command_id": "c1", "exit_code": 0}),
+            TextResult::Summary,
+        );
         assert_eq!(ok.is_error, Some(false));
         assert_eq!(ok.structured_content.as_ref().unwrap()["command_id"], "c1");
         assert_eq!(ok.content.len(), 1);
         for status in ["denied", "invalid_input", "failed"] {
-            let r = to_call_result("EditFiles", json!({"status": status, "errorCode": "read_required", "files": []}));
-            assert_eq!(r.is_error, Some(true), "{status}");
-            assert_eq!(r.content.len(), 1);
-            assert!(r.content[0].as_text().unwrap().text.contains(status));
+            for text in [TextResult::Summary, TextResult::Json] {
+                let r = to_call_result(
+                    "EditFiles",
+                    json!({"status": status, "errorCode": "read_required", "files": []}),
+                    text,
+                );
+                assert_eq!(r.is_error, Some(true), "{status}");
+                assert_eq!(r.content.len(), 1);
+                assert!(r.content[0].as_text().unwrap().text.contains(status));
+            }
         }
-        let partial = to_call_result("EditFiles", json!({"status": "partial", "files": []}));
+        let partial = to_call_result("EditFiles", json!({"status": "partial", "files": []}), TextResult::Json);
         assert_eq!(partial.is_error, Some(false));
-        // The text block is a summary: the content is not serialised twice.
+        // `--text-result summary`: the text block is a summary, the content
+        // is not serialised twice.
         let content = "x".repeat(10_000);
         let read = to_call_result(
             "ReadFiles",
             json!({"status": "completed", "files": [{"file_path": "/a", "content": content}], "failed_files": []}),
+            TextResult::Summary,
         );
         let text = &read.content[0].as_text().unwrap().text;
         assert!(text.len() < 200 && !text.contains("xxxx"), "{text}");

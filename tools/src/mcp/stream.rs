@@ -3,26 +3,50 @@
 //! The adapter hands each path's entry over as soon as it is known
 //! ([`Frontend::read_files_each`]: the helpers of one request are hashed in
 //! one batch on every core, in request order as far as the batch allows).
-//! The reply is written while that goes on: `structuredContent` first, its
-//! `files` array entry by entry in request order (an entry that arrives
-//! early waits for the ones before it), then `failed_files`, `status`, and
-//! last the members that depend on the whole (`content`, the summary, and
-//! `isError`), taken from the same [`to_call_result`] a whole result goes
-//! through. So the client reads the first helpers' content while the last
-//! ones are still being hashed, and the result is the one
-//! [`Frontend::read_files`] would give, members in another order.
+//! The reply is written while that goes on: the result object's `files`
+//! array entry by entry in request order (an entry that arrives early waits
+//! for the ones before it), then `failed_files`, `status`, and last the
+//! members that depend on the whole (`isError`, and with
+//! `--text-result summary` the summary), as the same [`to_call_result`] a
+//! whole result goes through makes them.
+//! So the client reads the first helpers' content while the last ones are
+//! still being hashed, and the result is the one [`Frontend::read_files`]
+//! would give, members in another order.
+//!
+//! The text block ([`TextResult::Json`]) is the `structuredContent` object
+//! again, as a JSON string. It is written first: each entry is serialised
+//! once, its bytes go out escaped into the text block as the entries come
+//! (while later ones are still being hashed) and are kept; once the text
+//! block is closed, the kept bytes go out again as they are, as
+//! `structuredContent`. The reply is about twice as long (see
+//! benches/README.md for what that costs the client).
+//!
+//! A read that hangs (a file on a dead NFS or FUSE mount) must not hold the
+//! transport's one writer thread, and every reply queued behind this one,
+//! for ever: the writer waits at most [`ENTRY_DEADLINE`] for each next
+//! piece. When that passes with nothing new, every entry that has not come
+//! is reported failed (`io_error`, with a `message` naming the bound) and
+//! the reply ends; what the reading thread finds later is dropped.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use rmcp::model::ServerResult;
 use serde_json::{json, Value};
 use winx_release_frontend_adapter::frontend::{read_status, ReadEntry};
 use winx_release_frontend_adapter::Frontend;
 
-use super::server::to_call_result;
+use super::server::{to_call_result, TextResult};
 use super::transport::StreamedResult;
+
+/// The longest the writer waits for the next piece of a streamed reply
+/// (the first one included) before it reports the entries still missing
+/// as failed and ends the reply. Hashing a 32 MiB helper takes well under
+/// a second here; a file that gives nothing for this long is on a
+/// filesystem that does not answer.
+pub const ENTRY_DEADLINE: Duration = Duration::from_secs(10);
 
 /// What the reading side sends the writing side.
 pub enum Piece {
@@ -47,100 +71,257 @@ pub fn read(frontend: &Frontend, args: &Value, tx: &mpsc::Sender<Piece>) {
     let _ = tx.send(last);
 }
 
-/// The writer of a streamed `ReadFiles` reply fed by `rx`.
-pub fn writer(rx: mpsc::Receiver<Piece>) -> StreamedResult {
-    Box::new(move |placeholder, w| write_result(placeholder, &rx, w))
+/// The paths a `ReadFiles` request names (for the failures of entries that
+/// never come); empty when `file_paths` is not a list.
+pub fn requested_paths(args: &Value) -> Vec<String> {
+    args.get("file_paths")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|p| p.as_str().unwrap_or_default().to_owned()).collect())
+        .unwrap_or_default()
 }
 
-/// Writes the `result` object of a `ReadFiles` reply from the pieces on
-/// `rx`. `placeholder` is what rmcp made of the handler's placeholder: its
-/// members other than `content`, `structuredContent` and `isError` are kept.
-fn write_result(placeholder: &ServerResult, rx: &mpsc::Receiver<Piece>, w: &mut dyn Write) -> io::Result<()> {
-    let first = rx.recv().ok();
-    if let Some(Piece::Whole(v)) = first {
-        return write_rest(placeholder, to_call_result("ReadFiles", v), false, w);
+/// The writer of a streamed `ReadFiles` reply fed by `rx` for a request of
+/// `paths`, with the text block `text`.
+pub fn writer(rx: mpsc::Receiver<Piece>, paths: Vec<String>, text: TextResult) -> StreamedResult {
+    writer_with_deadline(rx, paths, text, ENTRY_DEADLINE)
+}
+
+fn writer_with_deadline(
+    rx: mpsc::Receiver<Piece>,
+    paths: Vec<String>,
+    text: TextResult,
+    deadline: Duration,
+) -> StreamedResult {
+    Box::new(move |placeholder, w| {
+        let stream = Stream { rx: &rx, paths: &paths, text, deadline };
+        stream.write_result(placeholder, w)
+    })
+}
+
+/// Where the bytes of `structuredContent` go: straight out, or (the text
+/// block first) out as the characters of a JSON string, and kept to be
+/// written again as they are.
+struct Out<'a> {
+    w: &'a mut dyn Write,
+    /// `Some`: escape what is written, keep a copy.
+    copy: Option<Vec<u8>>,
+}
+
+impl Write for Out<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let Some(copy) = &mut self.copy else { return self.w.write(buf) };
+        copy.extend_from_slice(buf);
+        write_escaped(buf, self.w)?;
+        Ok(buf.len())
     }
-    w.write_all(b"{\"structuredContent\":{\"files\":[")?;
-    let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
-    let (mut read, mut failed) = (0usize, Vec::new());
-    let mut emit = |e: ReadEntry, w: &mut dyn Write| -> io::Result<()> {
-        match e {
-            Ok(v) => {
-                if read > 0 {
-                    w.write_all(b",")?;
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// Writes `buf` as the characters of a JSON string (without its quotes),
+/// as `serde_json` escapes a string: `"`, `\` and control characters.
+/// What is escaped here is JSON text, so runs between quotes and
+/// backslashes go out unchanged.
+fn write_escaped(buf: &[u8], w: &mut dyn Write) -> io::Result<()> {
+    let mut start = 0;
+    for (i, &b) in buf.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                w.write_all(&buf[start..i])?;
+                write!(w, "\\u{b:04x}")?;
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        w.write_all(&buf[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
+    }
+    w.write_all(&buf[start..])
+}
+
+/// What of a result object is out already.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Nothing: write it whole.
+    Nothing,
+    /// Its `{` and `structuredContent`.
+    Structured,
+    /// Its `{`, `content` (the text block) and `structuredContent`.
+    ContentAndStructured,
+}
+
+/// How the pieces ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// `Done` came.
+    Done(usize),
+    /// Nothing came for the deadline.
+    TimedOut,
+    /// The reading side went away without `Done` (a panic).
+    Broken,
+}
+
+struct Stream<'a> {
+    rx: &'a mpsc::Receiver<Piece>,
+    paths: &'a [String],
+    text: TextResult,
+    deadline: Duration,
+}
+
+impl Stream<'_> {
+    fn next(&self) -> Result<Piece, End> {
+        self.rx.recv_timeout(self.deadline).map_err(|e| match e {
+            RecvTimeoutError::Timeout => End::TimedOut,
+            RecvTimeoutError::Disconnected => End::Broken,
+        })
+    }
+
+    /// The failure of entry `i`, which did not come.
+    fn missing(&self, i: usize, end: End) -> Value {
+        let path = self.paths.get(i).map_or("", String::as_str);
+        match end {
+            End::TimedOut => json!({"file_path": path, "errorCode": "io_error",
+                "message": format!("no answer from the filesystem within {} s; the read was abandoned",
+                    self.deadline.as_secs_f64())}),
+            _ => json!({"file_path": path, "errorCode": "io_error"}),
+        }
+    }
+
+    /// Writes the `result` object of a `ReadFiles` reply from the pieces on
+    /// `rx`. `placeholder` is what rmcp made of the handler's placeholder:
+    /// its members other than `content`, `structuredContent` and `isError`
+    /// are kept.
+    fn write_result(&self, placeholder: &ServerResult, w: &mut dyn Write) -> io::Result<()> {
+        let first = self.next();
+        if let Ok(Piece::Whole(v)) = first {
+            return write_rest(placeholder, to_call_result("ReadFiles", v, self.text), Written::Nothing, w);
+        }
+        // With the JSON text block, the text block goes first, escaped as
+        // the entries come (while later ones are still hashed), and the
+        // same bytes, kept, are `structuredContent` at the end (a copy,
+        // no second serialisation and no second escaping).
+        let text_first = self.text == TextResult::Json;
+        w.write_all(b"{")?;
+        if text_first {
+            w.write_all(b"\"content\":[")?;
+            write_text_block_head(w)?;
+        } else {
+            w.write_all(b"\"structuredContent\":")?;
+        }
+        let mut out = Out { w, copy: text_first.then(|| Vec::with_capacity(64 * 1024)) };
+        out.write_all(b"{\"files\":[")?;
+        let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
+        let (mut read, mut failed) = (0usize, Vec::new());
+        let mut emit = |e: ReadEntry, w: &mut Out<'_>| -> io::Result<()> {
+            match e {
+                Ok(v) => {
+                    if read > 0 {
+                        w.write_all(b",")?;
+                    }
+                    serde_json::to_writer(&mut *w, &v)?;
+                    read += 1;
                 }
-                serde_json::to_writer(&mut *w, &v)?;
-                read += 1;
+                Err(v) => failed.push(v),
             }
-            Err(v) => failed.push(v),
-        }
-        Ok(())
-    };
-    let (mut next, mut total) = (0usize, None);
-    let mut piece = first;
-    while total.is_none() {
-        match piece.take() {
-            Some(Piece::Entry(i, e)) => {
-                waiting.insert(i, e);
+            Ok(())
+        };
+        let mut next = 0usize;
+        let mut piece = first;
+        let end = loop {
+            match piece {
+                Ok(Piece::Entry(i, e)) => {
+                    waiting.insert(i, e);
+                }
+                Ok(Piece::Done(n)) => break End::Done(n),
+                // A second whole result cannot come after entries.
+                Ok(Piece::Whole(_)) => break End::Broken,
+                Err(end) => break end,
             }
-            Some(Piece::Done(n)) => total = Some(n),
-            // The reading side ended without `Done` (a panic): what came is
-            // written, and the status says the call failed.
-            Some(Piece::Whole(_)) | None => break,
+            while let Some(e) = waiting.remove(&next) {
+                emit(e, &mut out)?;
+                next += 1;
+            }
+            piece = self.next();
+        };
+        // Entries that never came (none, unless the reading side broke or
+        // the deadline passed) are failures; what came after a gap is
+        // written in order.
+        let total = match end {
+            End::Done(n) => n,
+            End::TimedOut => self.paths.len(),
+            End::Broken => 0,
+        };
+        let last = total.max(waiting.keys().next_back().map_or(0, |k| k + 1));
+        for i in next..last {
+            let e = waiting.remove(&i).unwrap_or_else(|| Err(self.missing(i, end)));
+            emit(e, &mut out)?;
         }
-        while let Some(e) = waiting.remove(&next) {
-            emit(e, w)?;
-            next += 1;
+        if end == End::TimedOut {
+            tracing::warn!(
+                deadline_s = self.deadline.as_secs_f64(),
+                "ReadFiles: a file gave no answer in time; its entry is reported failed"
+            );
         }
-        if total.is_none() {
-            piece = rx.recv().ok();
+        let status = if end == End::Broken { "failed" } else { read_status(read, failed.len()) };
+        out.write_all(b"],\"failed_files\":")?;
+        serde_json::to_writer(&mut out, &failed)?;
+        out.write_all(b",\"status\":")?;
+        serde_json::to_writer(&mut out, status)?;
+        if end == End::Broken {
+            out.write_all(b",\"errorCode\":\"internal_error\"")?;
         }
+        out.write_all(b"}")?;
+        let Out { w, copy } = out;
+        let written = match copy {
+            Some(bytes) => {
+                w.write_all(b"\"}],\"structuredContent\":")?;
+                w.write_all(&bytes)?;
+                Written::ContentAndStructured
+            }
+            None => Written::Structured,
+        };
+        // The text block (when it is the summary) and `isError` as a whole
+        // result of these counts would have them.
+        let mut counted = json!({"status": status, "failed_files": failed});
+        counted["files"] = Value::Array(vec![Value::Null; read]);
+        write_rest(placeholder, to_call_result("ReadFiles", counted, self.text), written, w)
     }
-    // Entries that never came (none, unless the reading side broke) are
-    // failures; what came after a gap is written in order.
-    let end = total.unwrap_or(0).max(waiting.keys().next_back().map_or(0, |k| k + 1));
-    for i in next..end {
-        emit(waiting.remove(&i).unwrap_or_else(|| Err(json!({"errorCode": "io_error"}))), w)?;
-    }
-    let status = if total.is_none() { "failed" } else { read_status(read, failed.len()) };
-    w.write_all(b"],\"failed_files\":")?;
-    serde_json::to_writer(&mut *w, &failed)?;
-    w.write_all(b",\"status\":")?;
-    serde_json::to_writer(&mut *w, status)?;
-    if total.is_none() {
-        w.write_all(b",\"errorCode\":\"internal_error\"")?;
-    }
-    w.write_all(b"}")?;
-    // The summary and `isError` as a whole result of these counts would
-    // have them.
-    let mut counted = json!({"status": status, "failed_files": failed});
-    counted["files"] = Value::Array(vec![Value::Null; read]);
-    write_rest(placeholder, to_call_result("ReadFiles", counted), true, w)
 }
 
 /// Writes `result` with the placeholder's protocol members: the whole
-/// object, or, when `structured_written` (its `{` and `structuredContent`
-/// are out already), its other members and the closing `}`.
+/// object, or the members not `written` yet and the closing `}`.
 fn write_rest(
     placeholder: &ServerResult,
     mut result: rmcp::model::CallToolResult,
-    structured_written: bool,
+    written: Written,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     if let ServerResult::CallToolResult(p) = placeholder {
         result.result_type = p.result_type.clone();
         result.meta = p.meta.clone();
     }
-    if structured_written {
-        result.structured_content = None;
+    if written == Written::Nothing {
+        return serde_json::to_writer(w, &result).map_err(io::Error::from);
     }
+    result.structured_content = None;
     let Value::Object(members) = serde_json::to_value(&result)? else {
         return Err(io::Error::other("a tool result is not an object"));
     };
-    if !structured_written {
-        return serde_json::to_writer(w, &members).map_err(io::Error::from);
-    }
     for (k, v) in &members {
+        if k == "content" && written == Written::ContentAndStructured {
+            continue;
+        }
         w.write_all(b",")?;
         serde_json::to_writer(&mut *w, k)?;
         w.write_all(b":")?;
@@ -149,46 +330,103 @@ fn write_rest(
     w.write_all(b"}")
 }
 
+/// Writes the start of a text block, up to the opening quote of its
+/// `text`: its other members as a text block has them, then `"text":"`.
+fn write_text_block_head(w: &mut dyn Write) -> io::Result<()> {
+    let Value::Object(block) = serde_json::to_value(rmcp::model::ContentBlock::text(String::new()))? else {
+        return Err(io::Error::other("a content block is not an object"));
+    };
+    w.write_all(b"{")?;
+    for (k, v) in block.iter().filter(|(k, _)| k.as_str() != "text") {
+        serde_json::to_writer(&mut *w, k)?;
+        w.write_all(b":")?;
+        serde_json::to_writer(&mut *w, v)?;
+        w.write_all(b",")?;
+    }
+    w.write_all(b"\"text\":\"")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
     use winx_release_frontend_adapter::frontend::read_files_result;
 
     fn entries() -> Vec<ReadEntry> {
         vec![
-            Ok(json!({"file_path": "/a", "content": "one\n", "size": 4})),
+            Ok(json!({"file_path": "/a", "content": "one\n\"two\"\\", "size": 4})),
             Err(json!({"file_path": "/b", "errorCode": "not_found"})),
             Ok(json!({"file_path": "/c", "content": "three\n", "size": 6})),
             Ok(json!({"file_path": "/d", "content": null, "binary": true})),
         ]
     }
 
-    fn streamed(pieces: Vec<Piece>) -> Value {
+    fn paths() -> Vec<String> {
+        ["/a", "/b", "/c", "/d"].map(String::from).to_vec()
+    }
+
+    fn placeholder() -> ServerResult {
+        ServerResult::CallToolResult(rmcp::model::CallToolResult::success(vec![]))
+    }
+
+    /// The streamed result, with its text block parsed (it is the
+    /// `structuredContent` object as a JSON string).
+    fn streamed_with(pieces: Vec<Piece>, text: TextResult) -> Value {
         let (tx, rx) = mpsc::channel();
         for p in pieces {
             tx.send(p).unwrap();
         }
         drop(tx);
-        let placeholder = ServerResult::CallToolResult(rmcp::model::CallToolResult::success(vec![]));
         let mut out = Vec::new();
-        writer(rx)(&placeholder, &mut out).unwrap();
-        serde_json::from_slice(&out).expect("the streamed result is JSON")
+        writer(rx, paths(), text)(&placeholder(), &mut out).unwrap();
+        parse_text(serde_json::from_slice(&out).expect("the streamed result is JSON"), text)
+    }
+
+    fn streamed(pieces: Vec<Piece>) -> Value {
+        streamed_with(pieces, TextResult::Json)
+    }
+
+    fn parse_text(mut v: Value, text: TextResult) -> Value {
+        assert_eq!(v["content"].as_array().map(Vec::len), Some(1), "{v}");
+        if text == TextResult::Json {
+            let t = v["content"][0]["text"].as_str().expect("a text block").to_owned();
+            let parsed: Value = serde_json::from_str(&t).expect("the text block is JSON");
+            assert_eq!(parsed, v["structuredContent"], "the text block is structuredContent");
+            v["content"][0]["text"] = parsed;
+        }
+        v
+    }
+
+    fn whole_with(v: Value, text: TextResult) -> Value {
+        let mut r = to_call_result("ReadFiles", v, text);
+        r.result_type = rmcp::model::CallToolResult::success(vec![]).result_type;
+        parse_text(serde_json::to_value(r).unwrap(), text)
     }
 
     fn whole(v: Value) -> Value {
-        let mut r = to_call_result("ReadFiles", v);
-        r.result_type = rmcp::model::CallToolResult::success(vec![]).result_type;
-        serde_json::to_value(r).unwrap()
+        whole_with(v, TextResult::Json)
     }
 
     #[test]
     fn entries_in_any_order_give_the_whole_result() {
-        let want = whole(read_files_result(entries()));
-        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]] {
-            let mut e: Vec<Option<ReadEntry>> = entries().into_iter().map(Some).collect();
-            let mut pieces: Vec<Piece> = order.iter().map(|&i| Piece::Entry(i, e[i].take().unwrap())).collect();
-            pieces.push(Piece::Done(4));
-            assert_eq!(streamed(pieces), want, "{order:?}");
+        for text in [TextResult::Json, TextResult::Summary] {
+            let want = whole_with(read_files_result(entries()), text);
+            for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]] {
+                let mut e: Vec<Option<ReadEntry>> = entries().into_iter().map(Some).collect();
+                let mut pieces: Vec<Piece> = order.iter().map(|&i| Piece::Entry(i, e[i].take().unwrap())).collect();
+                pieces.push(Piece::Done(4));
+                assert_eq!(streamed_with(pieces, text), want, "{order:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn escaping_is_serde_json_s() {
+        for text in ["", "plain", "a\"b\\c", "\u{1}\u{8}\u{c}\n\r\t\u{1f}é€😀", "{\"k\":\"v\\n\"}"] {
+            let mut out = Vec::new();
+            write_escaped(text.as_bytes(), &mut out).unwrap();
+            let want = serde_json::to_string(text).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), want[1..want.len() - 1], "{text:?}");
         }
     }
 
@@ -209,5 +447,38 @@ mod tests {
         let v = streamed(vec![Piece::Entry(1, entries().remove(1)), Piece::Done(2)]);
         assert_eq!(v["structuredContent"]["status"], "failed");
         assert_eq!(v["structuredContent"]["failed_files"].as_array().map(Vec::len), Some(2));
+    }
+
+    /// A file that never answers (a hung mount): the reading side holds its
+    /// sender and sends nothing more. The writer gives up after the
+    /// deadline, names the missing entries as failed, and ends the reply.
+    #[test]
+    fn a_read_that_hangs_holds_the_writer_only_for_the_deadline() {
+        for sent in [0usize, 1] {
+            let (tx, rx) = mpsc::channel();
+            if sent == 1 {
+                tx.send(Piece::Entry(0, entries().remove(0))).unwrap();
+            }
+            let (done_tx, done_rx) = mpsc::channel();
+            let started = Instant::now();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let w = writer_with_deadline(rx, paths(), TextResult::Json, Duration::from_millis(300));
+                let r = w(&placeholder(), &mut out);
+                let _ = done_tx.send((r.is_ok(), out));
+            });
+            let (ok, out) = done_rx.recv_timeout(Duration::from_secs(5)).expect("the writer is not held");
+            drop(tx);
+            assert!(ok && started.elapsed() < Duration::from_secs(3));
+            let v = parse_text(serde_json::from_slice(&out).unwrap(), TextResult::Json);
+            let s = &v["structuredContent"];
+            assert_eq!(s["files"].as_array().map(Vec::len), Some(sent), "{v}");
+            let failed = s["failed_files"].as_array().unwrap();
+            assert_eq!(failed.len(), 4 - sent, "{v}");
+            assert_eq!(failed[0]["file_path"], paths()[sent], "{v}");
+            assert_eq!(failed[0]["errorCode"], "io_error", "{v}");
+            assert!(failed[0]["message"].as_str().is_some_and(|m| m.contains("0.3 s")), "{v}");
+            assert_eq!(s["status"], if sent == 0 { "failed" } else { "partial" }, "{v}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The four tools as `tools/list` returns them.
 //!
-//! Names, descriptions and input schemas come from the adapter
+//! Names, descriptions, input and output schemas come from the adapter
 //! (`winx_release_frontend_adapter::tool_specs`), the single source of the
 //! argument shapes; this module adds the MCP tool annotations.
 
@@ -25,11 +25,14 @@ pub fn tool_list() -> Vec<Tool> {
     tool_specs()
         .into_iter()
         .map(|spec| {
-            let schema = match spec.input_schema {
-                Value::Object(m) => m,
-                other => panic!("the input schema of {} is not an object: {other}", spec.name),
+            let object = |schema: Value| match schema {
+                Value::Object(m) => Arc::new(m),
+                other => panic!("a schema of {} is not an object: {other}", spec.name),
             };
-            Tool::new(spec.name, spec.description, Arc::new(schema)).with_annotations(annotations(spec.name))
+            let mut tool = Tool::new(spec.name, spec.description, object(spec.input_schema))
+                .with_annotations(annotations(spec.name));
+            tool.output_schema = Some(object(spec.output_schema));
+            tool
         })
         .collect()
 }
@@ -49,6 +52,9 @@ mod tests {
             assert_eq!(t.input_schema.get("additionalProperties"), Some(&json!(false)), "{}", t.name);
             assert!(t.input_schema.get("required").is_some_and(Value::is_array), "{}", t.name);
             assert!(t.description.as_deref().is_some_and(|d| !d.is_empty()), "{}", t.name);
+            let out = t.output_schema.as_ref().expect("an output schema");
+            assert_eq!(out.get("type"), Some(&json!("object")), "{}", t.name);
+            assert_eq!(out.get("required"), Some(&json!(["status"])), "{}", t.name);
         }
         let read = tools.iter().find(|t| t.name == "ReadFiles").unwrap();
         assert_eq!(read.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
