@@ -111,6 +111,9 @@ pub struct Runtime {
     reason: String,
     pid: i32,
     adopt: bool,
+    /// Whether this process is a child subreaper: only then are its
+    /// children that are not leaders orphans of its executions.
+    subreaper: bool,
     env_remove: Vec<OsString>,
     table: Mutex<HashMap<String, Arc<Execution>>>,
     resolved: Mutex<HashSet<String>>,
@@ -156,6 +159,7 @@ impl Runtime {
             reason,
             pid: std::process::id() as i32,
             adopt: opts.adopt,
+            subreaper: opts.subreaper,
             env_remove: opts.env_remove.clone(),
             table: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashSet::new()),
@@ -540,8 +544,9 @@ impl Runtime {
     /// group, session, marked or unreadable processes, two probes in a
     /// row); every record that cannot be read; in cgroup mode every
     /// populated cgroup below `executions/` that no execution accounts
-    /// for; in `/proc` mode every process reparented to this one that no
-    /// execution accounts for. Any doubt is counted.
+    /// for; in `/proc` mode, when this process is a subreaper, every process
+    /// reparented to it that no execution accounts for. Any doubt is
+    /// counted.
     pub fn liveness(&self, key: &SessionKey) -> Liveness {
         self.adopt();
         let mut found = Vec::new();
@@ -632,7 +637,7 @@ impl Runtime {
                     here.push(format!("command {} left process(es) {members:?} running", e.id));
                 }
             }
-            if !cgroup_mode {
+            if !cgroup_mode && self.subreaper {
                 let leaders = lock(&self.children).clone();
                 for pid in probe.orphans(self.pid, &leaders) {
                     if named.contains(&pid) || !probe.refresh(pid) || lock(&self.children).contains(&pid) {
