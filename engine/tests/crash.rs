@@ -29,6 +29,11 @@ struct Spec {
     /// Fault point name and index to die at; `None`: run to the end (the
     /// parent kills at a random instant).
     die_at: Option<(String, Option<usize>)>,
+    /// Microseconds the child pauses at every fault point, so that a
+    /// release stays in flight long enough for a kill at a random instant
+    /// to land in it (a release of small helpers takes a few milliseconds,
+    /// less than the jitter of the child's own start).
+    pace_us: u64,
 }
 
 /// The child side: runs the release described by the spec and dies at the
@@ -39,6 +44,7 @@ fn crash_child() {
     let spec: Spec = serde_json::from_slice(&fs::read(spec_path).unwrap()).unwrap();
     let layout = Layout::new(&spec.workspace, &spec.data_dir).unwrap();
     let die_at = spec.die_at.clone();
+    let pace = Duration::from_micros(spec.pace_us);
     let ledger = spec.data_dir.join("crash-ledger");
     let hook = move |p: &FaultPoint<'_>| {
         // The test's own ledger of verified removals, written after each
@@ -54,6 +60,7 @@ fn crash_child() {
                 std::thread::sleep(Duration::from_secs(10));
             }
         }
+        std::thread::sleep(pace);
         Ok(())
     };
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
@@ -81,12 +88,15 @@ fn case(n: usize, size: usize) -> Case {
 }
 
 fn spawn_child(c: &Case, die_at: Option<(String, Option<usize>)>) -> std::process::Child {
+    // A child killed at a random instant (no `die_at`) is paced.
+    let pace_us = if die_at.is_none() { 1_000 } else { 0 };
     let spec = Spec {
         workspace: c.fx.layout.workspace().to_path_buf(),
         data_dir: c.fx.layout.data_dir().to_path_buf(),
         thread: c.fx.thread.clone(),
         targets: c.targets.clone(),
         die_at,
+        pace_us,
     };
     let spec_path = c.fx.layout.data_dir().join("crash-spec.json");
     fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
@@ -180,24 +190,36 @@ fn sigkill_at_random_instants_is_recoverable() {
         account(&c);
         t.elapsed().as_micros() as u64
     };
-    // Kill at a random instant around `delay`, and steer `delay` towards
-    // the window in which a release is in flight: later after a kill that
-    // came before the release began, earlier after one that came when it
-    // had finished. A loaded machine shifts the window; this follows it.
-    let mut delay = span_us / 2;
+    // Kill at a random instant between `lo` and `hi`, and narrow that
+    // bracket towards the window in which a release is in flight: a kill
+    // that came before the release began raises `lo`, one that came after
+    // it had finished lowers `hi`. The window is short next to the child's
+    // start (a release's few milliseconds against its process start), so a
+    // bracket finds it faster than a fixed jitter around a guess; one that
+    // closes up is opened again, so a loaded machine that shifts the window
+    // is followed.
+    let (mut lo, mut hi) = (1_000u64, span_us * 2);
     for _ in 0..tries {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
+        if hi <= lo + 500 {
+            (lo, hi) = (lo.saturating_sub(2_000).max(1_000), lo.max(hi) + 2_000);
+        }
+        let delay = lo + seed % (hi - lo);
         let c = case(24, 64 * 1024);
         let mut child = spawn_child(&c, None);
-        std::thread::sleep(Duration::from_micros(delay * 85 / 100 + seed % (delay * 30 / 100).max(1)));
+        std::thread::sleep(Duration::from_micros(delay));
         let _ = child.kill();
         let _ = child.wait();
         let (_, removed, journals) = account(&c);
         interrupted += journals;
         if journals == 0 {
-            delay = if removed == c.targets.len() { delay * 7 / 8 } else { delay * 8 / 7 }.clamp(1_000, span_us * 4);
+            if removed == c.targets.len() {
+                hi = delay;
+            } else {
+                lo = delay;
+            }
         }
     }
     eprintln!("{interrupted} of {tries} tries interrupted a release");
