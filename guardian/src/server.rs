@@ -433,11 +433,7 @@ fn release_op(
         // The request's own path to the session (which may differ from the
         // one the session was first opened through: a bind mount).
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
-        // A fresh scan per release: the shared scanner's cache is kept out
-        // of the guardian until a blocking FIFO open seen in its property
-        // test is understood (engine/tests/scan_cache.rs).
-        let _ = &g.scanner;
-        release(&req, &owner, &ReleaseOptions::default())
+        release(&req, &owner, &ReleaseOptions { scanner: Some(&g.scanner), ..ReleaseOptions::default() })
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");
     Ok(ok_line(id, &ReleaseReply { report }))
