@@ -6,6 +6,17 @@
 //! and each mapping's device and inode columns of `/proc/<pid>/maps` are
 //! compared with the targets' physical identities.
 //!
+//! A prefilter spares most of that work: when the caller gives its own
+//! read-only descriptor of every target ([`find_holder_of`]), the kernel is
+//! asked first, through a write lease taken and dropped at once, whether
+//! any other open file description of a target exists anywhere. A mapping
+//! keeps one alive, so when none exists no process maps a target or has it
+//! open for reading or writing, and only the descriptor tables are read
+//! (for `O_PATH` descriptors, which the lease does not count); the memory
+//! maps, about two thirds of the cost, are skipped. When a target is open
+//! elsewhere, or the lease cannot be tried (leases disabled, a filesystem
+//! without them), every view is read as before.
+//!
 //! A zombie leader (its main thread called `pthread_exit`) has no
 //! descriptor table or memory map of its own any more: its live threads'
 //! views (`/proc/<pid>/task/<tid>/fd`, `.../maps`) are read instead. A
@@ -29,9 +40,10 @@
 //! - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
 //! - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+//! - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 
 use std::collections::HashSet;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
@@ -72,10 +84,14 @@ pub struct HolderScan {
     /// Processes of the user whose descriptors could not be read
     /// (non-dumpable); skipped.
     pub uninspectable: usize,
+    /// Whether memory maps were read: `false` when the kernel said that no
+    /// target is open or mapped anywhere else (see [`find_holder_of`]).
+    pub maps_read: bool,
 }
 
 /// Finds a process of `uid` other than `exempt` that holds one of
-/// `targets` open or mapped.
+/// `targets` open or mapped, reading every process's descriptors and
+/// memory map.
 ///
 /// Returns at the first holder. Processes that end while they are looked at
 /// are skipped. Fails when `/proc` cannot be listed.
@@ -84,6 +100,46 @@ pub struct HolderScan {
 /// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
 /// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> Result<HolderScan, ProcError> {
+    scan_all(targets, uid, exempt, true)
+}
+
+/// Like [`find_holder`], but first asks the kernel whether any target is
+/// open or mapped anywhere else, through `files`: the caller's one
+/// read-only descriptor of each target (see the module's docs). When none
+/// is, memory maps are not read.
+///
+/// Caveats: a target that the caller holds through a second open file
+/// description, or that `files` does not cover, makes every view be read
+/// (the answer is the same, only slower).
+///
+/// # References
+/// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
+/// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+/// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+pub fn find_holder_of(
+    targets: &HashSet<PhysicalId>,
+    files: &[BorrowedFd<'_>],
+    uid: u32,
+    exempt: &[i32],
+) -> Result<HolderScan, ProcError> {
+    scan_all(targets, uid, exempt, !closed_elsewhere(targets, files))
+}
+
+/// Whether `files` covers every target and the kernel granted a lease on
+/// each: no target has an open file description besides the caller's.
+fn closed_elsewhere(targets: &HashSet<PhysicalId>, files: &[BorrowedFd<'_>]) -> bool {
+    let mut covered = HashSet::with_capacity(files.len());
+    for fd in files {
+        let Ok(st) = rustix::fs::fstat(fd) else { return false };
+        covered.insert(PhysicalId { dev: st.st_dev, ino: st.st_ino });
+        if crate::uring::lease::open_elsewhere(*fd) != crate::uring::lease::OpenElsewhere::No {
+            return false;
+        }
+    }
+    targets.iter().all(|t| covered.contains(t))
+}
+
+fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool) -> Result<HolderScan, ProcError> {
     let proc = open_proc()?;
     let pids: Vec<i32> = list_pids(&proc)?.into_iter().filter(|p| !exempt.contains(p)).collect();
     if targets.is_empty() {
@@ -94,17 +150,18 @@ pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> R
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     let chunk = pids.len().div_ceil(workers).max(1);
     let stop = AtomicBool::new(false);
+    let look = Look { targets, uid, exempt, maps, stop: &stop };
     let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
         let handles: Vec<_> = pids
             .chunks(chunk)
             .skip(1)
             .map(|part| {
-                let (proc, stop) = (&proc, &stop);
-                s.spawn(move || scan_part(proc, part, targets, uid, exempt, stop))
+                let (proc, look) = (&proc, &look);
+                s.spawn(move || scan_part(proc, part, look))
             })
             .collect();
         let first = pids.chunks(chunk).next().unwrap_or(&[]);
-        let mut results = vec![scan_part(&proc, first, targets, uid, exempt, &stop)];
+        let mut results = vec![scan_part(&proc, first, &look)];
         for h in handles {
             results.push(h.join().unwrap_or_else(|_| {
                 Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
@@ -112,7 +169,7 @@ pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> R
         }
         results
     });
-    let mut total = HolderScan::default();
+    let mut total = HolderScan { maps_read: maps, ..HolderScan::default() };
     for r in results {
         let r = r?;
         total.inspected += r.inspected;
@@ -122,16 +179,21 @@ pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> R
     Ok(total)
 }
 
+/// What every worker of one scan looks for, and how.
+struct Look<'a> {
+    targets: &'a HashSet<PhysicalId>,
+    uid: u32,
+    exempt: &'a [i32],
+    /// Whether memory maps are read.
+    maps: bool,
+    /// Set by the worker that found a holder.
+    stop: &'a AtomicBool,
+}
+
 /// Looks through the processes `pids` until one holds a target or `stop`
 /// is set by another worker.
-fn scan_part(
-    proc: &OwnedFd,
-    pids: &[i32],
-    targets: &HashSet<PhysicalId>,
-    uid: u32,
-    exempt: &[i32],
-    stop: &AtomicBool,
-) -> Result<HolderScan, ProcError> {
+fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan, ProcError> {
+    let Look { targets, uid, exempt, stop, .. } = *look;
     let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
     let mut scan = HolderScan::default();
     let mut buf = Vec::new();
@@ -153,14 +215,15 @@ fn scan_part(
         // The process's own view, then, for a zombie leader (its main
         // thread called `pthread_exit`: its own descriptor table and memory
         // map are gone), each of its live threads' views.
-        // (An empty memory map is a kernel thread or such a zombie: only
-        // then is `stat` read.)
+        // (An empty descriptor table is a kernel thread, a process that
+        // closed every descriptor, or such a zombie: only then is `stat`
+        // read.)
         let mut views = vec![format!("{pid}")];
         let mut i = 0;
         while i < views.len() {
             let view = &views[i];
             i += 1;
-            match holder_in(proc, pid, view, &devs, targets, &mut buf) {
+            match holder_in(proc, pid, view, &devs, look, &mut buf) {
                 Ok((None, 0)) if i == 1 => {
                     if matches!(super::stat::read_stat(proc, pid), Ok(Some(st)) if st.is_zombie()) {
                         let threads = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
@@ -196,23 +259,27 @@ fn scan_part(
     Ok(scan)
 }
 
-/// Looks for a target among the descriptors (`VIEW/fd`) and mappings
-/// (`VIEW/maps`) of `view`, a process (`pid`) or one of its threads
-/// (`pid/task/tid`). Also returns the length of the `maps` read.
+/// Looks for a target among the descriptors (`VIEW/fd`) and, when
+/// `look.maps`, the mappings (`VIEW/maps`) of `view`, a process (`pid`) or
+/// one of its threads (`pid/task/tid`). Also returns how many descriptors
+/// it has (0 for a zombie leader, whose descriptor table is gone).
 fn holder_in(
     proc: &OwnedFd,
     pid: i32,
     view: &str,
     devs: &HashSet<u64>,
-    targets: &HashSet<PhysicalId>,
+    look: &Look<'_>,
     buf: &mut Vec<u8>,
 ) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
-    if let Some(h) = fds_of(proc, pid, view, targets)? {
-        return Ok((Some(h), 1));
+    let (held, fds) = fds_of(proc, pid, view, look.targets)?;
+    if held.is_some() || !look.maps {
+        return Ok((held, fds));
     }
     match read_file(proc, &format!("{view}/maps"), buf)? {
-        Some(n) => Ok((mapped(&buf[..n], devs, targets).map(|target| Holder { pid, how: HowHeld::Mapped, target }), n)),
-        None => Ok((None, 1)),
+        Some(n) => {
+            Ok((mapped(&buf[..n], devs, look.targets).map(|target| Holder { pid, how: HowHeld::Mapped, target }), fds))
+        }
+        None => Ok((None, fds)),
     }
 }
 
@@ -255,13 +322,14 @@ fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
     matches!((image(pid), image(st.ppid)), (Some(a), Some(b)) if a == b)
 }
 
-/// Looks through `/proc/<view>/fd`.
+/// Looks through `/proc/<view>/fd`; also returns how many descriptors were
+/// seen.
 fn fds_of(
     proc: impl AsFd,
     pid: i32,
     view: &str,
     targets: &HashSet<PhysicalId>,
-) -> Result<Option<Holder>, rustix::io::Errno> {
+) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
     let fd_dir = rustix::fs::openat(
         proc,
         format!("{view}/fd").as_str(),
@@ -269,9 +337,11 @@ fn fds_of(
         Mode::empty(),
     )?;
     let mut dir = rustix::fs::Dir::new(fd_dir)?;
+    let mut seen = 0;
     while let Some(entry) = dir.read() {
         let entry = entry?;
         let Some(n) = entry.file_name().to_str().ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        seen += 1;
         // Follow the magic link: the identity of the open file itself.
         let st = match rustix::fs::statx(dir.fd()?, entry.file_name(), AtFlags::empty(), StatxFlags::INO) {
             Ok(st) => st,
@@ -282,10 +352,10 @@ fn fds_of(
         };
         let id = PhysicalId { dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), ino: st.stx_ino };
         if targets.contains(&id) {
-            return Ok(Some(Holder { pid, how: HowHeld::Fd(n), target: id }));
+            return Ok((Some(Holder { pid, how: HowHeld::Fd(n), target: id }), seen));
         }
     }
-    Ok(None)
+    Ok((None, seen))
 }
 
 /// Finds a target among the lines of a `maps` file: `start-end perms
@@ -374,5 +444,68 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(find_holder(&targets, uid, &[me]).unwrap().holder, None);
+    }
+
+    #[test]
+    fn with_the_callers_descriptors_an_o_path_holder_is_found_without_reading_maps() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("held");
+        std::fs::write(&p, b"x").unwrap();
+        let targets: HashSet<_> = [id_of(&p)].into();
+        let mine = std::fs::File::open(&p).unwrap();
+        let files = [mine.as_fd()];
+        let uid = rustix::process::geteuid().as_raw();
+        let me = std::process::id() as i32;
+        let scan = find_holder_of(&targets, &files, uid, &[me]).unwrap();
+        assert_eq!((scan.holder, scan.maps_read), (None, false), "{scan:?}");
+        // A child whose stdin is an O_PATH descriptor of the target: the
+        // lease does not count it, the descriptor table shows it.
+        let path_fd: OwnedFd = rustix::fs::open(&p, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").stdin(path_fd).spawn().unwrap();
+        let scan = find_holder_of(&targets, &files, uid, &[me]).unwrap();
+        assert!(!scan.maps_read);
+        let h = scan.holder.expect("the O_PATH holder is found");
+        assert_eq!((h.pid, h.how), (child.id() as i32, HowHeld::Fd(0)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn with_the_callers_descriptors_a_mapping_without_a_descriptor_is_found() {
+        // The target is a copy of `sleep` that a child runs: the program
+        // image is mapped, and no descriptor of it is open.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("helper-sleep");
+        std::fs::copy("/bin/sleep", &p).unwrap();
+        let targets: HashSet<_> = [id_of(&p)].into();
+        let mine = std::fs::File::open(&p).unwrap();
+        let files = [mine.as_fd()];
+        let uid = rustix::process::geteuid().as_raw();
+        let me = std::process::id() as i32;
+        // Another test thread's fork may briefly hold the copy's write
+        // descriptor (ETXTBSY): try again.
+        let mut child = (0..50)
+            .find_map(|_| match std::process::Command::new(&p).arg("30").spawn() {
+                Ok(c) => Some(c),
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    None
+                }
+                Err(e) => panic!("{e}"),
+            })
+            .expect("the copy runs");
+        // Until its image is mapped, the child runs the test binary's image.
+        let scan = (0..100)
+            .map(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                find_holder_of(&targets, &files, uid, &[me]).unwrap()
+            })
+            .find(|s| s.holder.is_some())
+            .expect("the running copy is found");
+        assert!(scan.maps_read, "the lease was refused: maps are read");
+        let h = scan.holder.unwrap();
+        assert_eq!((h.pid, h.how), (child.id() as i32, HowHeld::Mapped));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

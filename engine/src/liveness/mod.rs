@@ -34,7 +34,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 
 pub use environ::{env_var, EnvLookup};
-pub use holders::{find_holder, Holder, HolderScan, HowHeld};
+pub use holders::{find_holder, find_holder_of, Holder, HolderScan, HowHeld};
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, ProcEntry, ProcTable};
 
@@ -161,15 +161,21 @@ const READ_CHUNK: usize = 64 * 1024;
 /// process of this user other than `exempt` holds a target open or mapped,
 /// or when `/proc` cannot tell; `None` when nothing holds one.
 ///
+/// `files` are the caller's own read-only descriptors of the targets (one
+/// each, or none): with them the kernel is asked first whether a target is
+/// open or mapped anywhere else, which spares reading every process's
+/// memory map when none is ([`find_holder_of`]).
+///
 /// This is the one place the `in_use` rule lives; a release calls it under
 /// its owner's admission barrier as late as possible before the first
 /// rename.
 pub fn in_use_detail(
     targets: &std::collections::HashSet<crate::identity::PhysicalId>,
+    files: &[std::os::fd::BorrowedFd<'_>],
     exempt: &[i32],
 ) -> Option<String> {
     let uid = rustix::process::geteuid().as_raw();
-    match find_holder(targets, uid, exempt) {
+    match find_holder_of(targets, files, uid, exempt) {
         Ok(HolderScan { holder: None, .. }) => None,
         Ok(HolderScan { holder: Some(h), .. }) => Some(match h.how {
             HowHeld::Fd(n) => format!("process {} holds a target open (descriptor {n})", h.pid),

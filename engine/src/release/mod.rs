@@ -28,6 +28,7 @@
 
 use std::collections::HashSet;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use crate::error::{Reason, TargetCode, TargetReason};
@@ -263,9 +264,11 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         return failed_untouched(&paths, reason_of(&e), format!("after checks: {e}"));
     }
     // Last check before anything moves: no other process holds a target.
-    if let Some(detail) = crate::liveness::in_use_detail(&aliases, &owner.in_use_exempt()) {
+    let files: Vec<_> = opened.targets.iter().map(|c| c.file.as_fd()).collect();
+    if let Some(detail) = crate::liveness::in_use_detail(&aliases, &files, &owner.in_use_exempt()) {
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
+    drop(files);
     // Step 9, then 10.
     let mut run = match capture::begin(req, opts, &opened) {
         Ok(run) => run,
