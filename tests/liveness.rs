@@ -187,11 +187,23 @@ async fn a_new_guardian_finds_the_commands_of_a_killed_one() {
     let v = call(
         &mcp,
         "BashCommand",
-        json!({"thread_id": "t1", "command": "echo begun; sleep 4; echo finished", "is_background": true}),
+        json!({"thread_id": "t1", "command": "echo begun; sleep 6; echo finished", "is_background": true}),
     )
     .await;
     assert_eq!(v["status"], "running", "{v}");
     let id = v["command_id"].as_str().unwrap().to_owned();
+    // The command has begun (its first line is in its output) before the
+    // guardian is killed: on a loaded machine its shell may not have run
+    // `echo` yet when `is_background` answers.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = status_check(&mcp, "t1", &id).await;
+        if s["output"].as_str().is_some_and(|o| o.contains("begun")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the command never began: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     env.kill_guardian();
     env.start_guardian();
     mcp.init(&env.ws, "t1").await;

@@ -315,7 +315,7 @@ fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
         return false;
     }
     let image = |p: i32| {
-        rustix::fs::statx(proc, format!("{p}/exe").as_str(), AtFlags::empty(), StatxFlags::INO)
+        rustix::fs::statx(proc, format!("{p}/exe").as_str(), AtFlags::STATX_DONT_SYNC, StatxFlags::INO)
             .ok()
             .map(|x| (x.stx_dev_major, x.stx_dev_minor, x.stx_ino))
     };
@@ -342,8 +342,12 @@ fn fds_of(
         let entry = entry?;
         let Some(n) = entry.file_name().to_str().ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
         seen += 1;
-        // Follow the magic link: the identity of the open file itself.
-        let st = match rustix::fs::statx(dir.fd()?, entry.file_name(), AtFlags::empty(), StatxFlags::INO) {
+        // Follow the magic link: the identity of the open file itself. The
+        // device and inode number never change, so the attributes the
+        // kernel has cached will do: `AT_STATX_DONT_SYNC` keeps a
+        // descriptor of a file on a hung network or FUSE mount from
+        // blocking the check.
+        let st = match rustix::fs::statx(dir.fd()?, entry.file_name(), AtFlags::STATX_DONT_SYNC, StatxFlags::INO) {
             Ok(st) => st,
             // Closed meanwhile, or an object that cannot be stat'ed.
             Err(e) if is_gone(e) => continue,
