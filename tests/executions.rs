@@ -238,6 +238,31 @@ async fn zombie_leader_blocks(mode: &str) {
     mcp.stop().await;
 }
 
+/// Item 6: a command whose processes keep forking a successor and exiting
+/// (each lives about a millisecond). A `/proc` listing taken once and read
+/// later missed them most of the time; every release must be refused while
+/// the chain runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_a_chain_that_forks_successors_and_exits_blocks_release() {
+    let Some((env, mcp)) = world("proc").await else { return };
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "c.py").await;
+    let chain = "import os,time\nend=time.time()+4\nwhile time.time()<end:\n    if os.fork():\n        os._exit(0)\n";
+    let cmd = format!("exec /usr/bin/python3 -c '{chain}'");
+    let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
+    assert_eq!(v["status"], "running", "{v}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut tries = 0;
+    while Instant::now() < until {
+        denied(&env, &mcp, "t1", &h, "execution_active").await;
+        tries += 1;
+    }
+    assert!(tries >= 3, "only {tries} tries");
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
+    mcp.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cgroup_a_leader_whose_main_thread_exited_still_runs() {
     zombie_leader_blocks("cgroup").await;
