@@ -4,13 +4,13 @@
 //! Every refused request leaves the workspace and the data directory
 //! byte-identical.
 
-mod support;
+
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{assert_completed, helper, p, refused, snapshot, world, Env, RawMcp};
+use crate::support::{assert_completed, helper, p, refused, snapshot, world, Env, RawMcp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_four_tools_and_keeps_protocol_errors_for_unknown_tools() {

@@ -4,7 +4,7 @@
 //! the real guardian never chmods a directory it did not create and never
 //! unlinks a non-socket at its socket path.
 
-mod support;
+
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::Env;
+use crate::support::Env;
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777

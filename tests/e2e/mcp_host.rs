@@ -3,7 +3,7 @@
 //! `XDG_RUNTIME_DIR` finds, the one line an unreachable guardian gives, and
 //! `D` without `HOME`.
 
-mod support;
+
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-use support::*;
+use crate::support::*;
 
 /// A model that sees only text: the revision and the token come from the
 /// first text block of `ReadFiles`, the release is judged from the first

@@ -4,13 +4,13 @@
 //! was SIGKILLed — and for any other process of the user that holds a
 //! target open; a command that cannot start leaves its session usable.
 
-mod support;
+
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{release_req, snapshot, Env, Mcp};
+use crate::support::{release_req, snapshot, Env, Mcp};
 
 /// Every MCP call of these tests must answer within this time (a deadlocked
 /// guardian fails the test instead of hanging it).
@@ -148,7 +148,7 @@ async fn a_setsid_daemon_blocks_release() {
 async fn an_orphan_nothing_accounts_for_blocks_every_session() {
     let mut env = Env::new();
     // The /proc fallback: in cgroup mode the orphan is in its execution's
-    // cgroup and accounted for (tests/executions.rs).
+    // cgroup and accounted for (tests/e2e/executions.rs).
     let guardian = env.start_guardian_with(&["env", "WINX_LIVENESS=proc"]) as i32;
     let mcp = env.mcp(&[]).await;
     mcp.init(&env.ws, "t1").await;

@@ -2,7 +2,7 @@
 //! guardian, running and queued commands, and a guardian the frontend
 //! launches itself.
 
-mod support;
+
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{assert_completed, helper, p, refused, release_req, world, Env};
+use crate::support::{assert_completed, helper, p, refused, release_req, world, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_guardian_is_owner_unavailable() {

@@ -8,12 +8,12 @@
 //! npm, or when the install fails (offline), the test prints why and
 //! skips.
 
-mod support;
+
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::*;
+use crate::support::*;
 
 /// `tests/ts`, with the SDK installed; `Err` says why it cannot be.
 fn sdk_dir() -> Result<PathBuf, String> {

@@ -6,7 +6,7 @@
 //! check is one clear error, the newest one's still answers, releases still
 //! complete, and a replay whose receipt was pruned is judged afresh.
 
-mod support;
+
 
 use std::fs;
 use std::path::Path;
@@ -14,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{read_line_timeout, release_req, Env, Mcp};
+use crate::support::{read_line_timeout, release_req, Env, Mcp};
 
 /// A guardian this test started: SIGTERM and reaped on drop.
 struct Guardian(Child);

@@ -4,7 +4,7 @@
 //! `READY=1` expected on `NOTIFY_SOCKET`; then a release driven through that
 //! socket by a real frontend.
 
-mod support;
+
 
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{read_line_timeout, release_req, Env, BIN};
+use crate::support::{read_line_timeout, release_req, Env, BIN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_socket_passed_by_systemd_is_served_and_readiness_notified() {

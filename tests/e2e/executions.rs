@@ -7,13 +7,13 @@
 //! Tests that need a delegated cgroup (root on a cgroup2 machine) or a
 //! mount say so and skip elsewhere.
 
-mod support;
+
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{release_req, snapshot, Env, Mcp};
+use crate::support::{release_req, snapshot, Env, Mcp};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -2,14 +2,14 @@
 //! client waits; `winx-release recover` must then account for every byte
 //! (contract section 8), and a retry is judged afresh.
 
-mod support;
+
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{release_req, Env};
+use crate::support::{release_req, Env};
 
 const HELPERS: usize = 80;
 const SIZE: usize = 128 * 1024;
