@@ -11,6 +11,7 @@
 mod activation;
 mod error;
 mod exec;
+mod kick;
 mod recover;
 mod retention;
 mod server;

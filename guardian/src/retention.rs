@@ -15,16 +15,14 @@
 //! backing roots of every workspace it has served, as a release would scan
 //! them, and logs a warning past 80 % of the 50,000-entry bound.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use winx_release_engine::layout::Layout;
 use winx_release_engine::retention::{backing_usage, data_usage, BackingUsage, Retention, RetentionPolicy};
 
-use crate::sessions::{lock, Guardian};
+use crate::sessions::Guardian;
 
 /// How long a kick waits for more kicks before the pass runs.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -32,53 +30,6 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 pub const PERIOD: Duration = Duration::from_secs(600);
 /// Shortest time between two backing-usage counts.
 pub const USAGE_EVERY: Duration = Duration::from_secs(5);
-
-/// Wakes the retention worker.
-#[derive(Default)]
-pub struct Kick {
-    state: Mutex<KickState>,
-    cv: Condvar,
-}
-
-#[derive(Default)]
-struct KickState {
-    pending: bool,
-    workspaces: BTreeSet<PathBuf>,
-}
-
-impl Kick {
-    /// Asks for a pass soon; `workspace`, when given, is counted in the
-    /// backing-usage check from now on.
-    pub fn kick(&self, workspace: Option<&str>) {
-        let mut st = lock(&self.state);
-        st.pending = true;
-        if let Some(ws) = workspace {
-            if !st.workspaces.contains(Path::new(ws)) {
-                st.workspaces.insert(PathBuf::from(ws));
-            }
-        }
-        self.cv.notify_all();
-    }
-
-    /// Waits until kicked (true) or `timeout` passes or `stop` is set
-    /// (false). Takes the kick.
-    fn wait(&self, timeout: Duration, stop: &AtomicBool) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.state);
-        loop {
-            if st.pending {
-                st.pending = false;
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline || stop.load(Ordering::SeqCst) {
-                return false;
-            }
-            let step = (deadline - now).min(Duration::from_millis(100));
-            st = self.cv.wait_timeout(st, step).unwrap_or_else(|e| e.into_inner()).0;
-        }
-    }
-}
 
 /// Runs the worker until `stop` is set.
 pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
@@ -98,7 +49,7 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
         if kicked {
             // Fold the kicks of a burst into one pass.
             std::thread::sleep(DEBOUNCE);
-            lock(&g.retention.state).pending = false;
+            g.retention.clear();
         }
     }
 }
@@ -122,7 +73,7 @@ fn pass(g: &Guardian, retention: &mut Retention) {
 /// directory's alone) and warns past the threshold. Returns whether a
 /// warning stands, so it is logged once per crossing.
 fn check_usage(g: &Guardian, warned: bool) -> bool {
-    let workspaces: Vec<PathBuf> = lock(&g.retention.state).workspaces.iter().cloned().collect();
+    let workspaces: Vec<PathBuf> = g.retention.workspaces();
     let mut usages: Vec<(Option<PathBuf>, BackingUsage)> = workspaces
         .into_iter()
         .filter_map(|ws| Layout::new(ws.clone(), &g.data_dir).ok().map(|l| (Some(ws), backing_usage(&l))))

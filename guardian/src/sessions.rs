@@ -24,7 +24,7 @@ pub struct Guardian {
     /// session whichever path reaches it.
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     /// Wakes the retention worker.
-    pub retention: crate::retention::Kick,
+    pub retention: crate::kick::Kick,
     /// Frontends that completed `hello`, by pid, with their start time.
     peers: Mutex<HashMap<i32, u64>>,
     /// The backing-root scans every release shares, and their directory
@@ -74,7 +74,7 @@ impl Guardian {
             pid: std::process::id() as i32,
             runtime,
             sessions: Mutex::new(HashMap::new()),
-            retention: crate::retention::Kick::default(),
+            retention: crate::kick::Kick::default(),
             peers: Mutex::new(HashMap::new()),
             scanner: {
                 let s = winx_release_engine::scan::SharedScanner::new();

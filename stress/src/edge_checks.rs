@@ -10,9 +10,9 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use crate::backing::Backing;
+use crate::opening::{check_denied, denied_with, open_session, SCAN_BOUND};
 use crate::ops::{self, Expect, Written};
 use crate::scenarios::{self};
-use crate::setup::{check_denied, denied_with, open_session, SCAN_BOUND};
 use crate::world::{Session, Stats, World};
 use crate::Config;
 

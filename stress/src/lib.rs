@@ -35,6 +35,7 @@ mod edge_checks;
 mod ledger;
 mod liveness;
 pub mod longrun;
+mod opening;
 mod ops;
 mod procs;
 mod quota;
@@ -165,7 +166,7 @@ fn run_in(
     let mut master = rng::Rng::new(cfg.seed());
     for i in 0..cfg.sessions {
         let thread = format!("stress-{}-{i}", cfg.seed());
-        let (s, v) = setup::open_session(w, i, i % cfg.workspaces, &thread, i % f, (i + 1) % f, None, master.fork())?;
+        let (s, v) = opening::open_session(w, i, i % cfg.workspaces, &thread, i % f, (i + 1) % f, None, master.fork())?;
         if i == 0 {
             setup::check_initialize(w, &v);
         }
@@ -189,7 +190,7 @@ fn run_in(
     // The timed phase.
     pb.finish_and_clear();
     let rb = run_bar(cfg.progress, cfg.timed_phase());
-    let target = cfg.backing_entries.min(setup::SCAN_BOUND - 100);
+    let target = cfg.backing_entries.min(opening::SCAN_BOUND - 100);
     w.stats.in_run.store(true, Ordering::SeqCst);
     let start = Instant::now();
     let deadline = start + cfg.timed_phase();

@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
@@ -13,59 +12,16 @@ use crate::backing::Backing;
 use crate::client::{CallError, McpClient};
 use crate::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
 use crate::ledger::Ledger;
+use crate::opening::{check_denied, open_session, SCAN_BOUND};
 use crate::ops::{self, Written};
 use crate::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
 use crate::scenarios::{self, Blocker};
 use crate::world::{Session, Stats, World};
 use crate::Config;
 
-/// The scan bound of the contract.
-pub const SCAN_BOUND: u64 = 50_000;
-
 pub(super) fn interrupted(w: &World) -> anyhow::Result<()> {
     anyhow::ensure!(!w.stopping(), "interrupted");
     Ok(())
-}
-
-/// Whether a release answer is the denial `codes` allow.
-pub(super) fn denied_with(v: &Option<Value>, codes: &[&str]) -> (bool, String) {
-    match v {
-        None => (false, "nothing to work on".to_owned()),
-        Some(v) => {
-            let code = v["errorCode"].as_str().unwrap_or("-");
-            let status = v["status"].as_str().unwrap_or("-");
-            (matches!(status, "denied" | "invalid_input") && codes.contains(&code), format!("{status} {code}"))
-        }
-    }
-}
-
-pub(super) fn check_denied(w: &World, name: &str, v: &Option<Value>, codes: &[&str]) {
-    let (ok, detail) = denied_with(v, codes);
-    w.check(name, ok, detail);
-}
-
-/// Initialises a session on frontend `home` (and `other`), checking the
-/// `Initialize` result.
-#[allow(clippy::too_many_arguments)]
-pub fn open_session(
-    w: &World,
-    idx: usize,
-    ws: usize,
-    thread_id: &str,
-    home: usize,
-    other: usize,
-    mode: Option<&str>,
-    rng: crate::rng::Rng,
-) -> anyhow::Result<(Session, Value)> {
-    let root = w.workspaces[ws].root.clone();
-    let v = ops::initialize(w, home, &root, thread_id, mode)?;
-    if other != home {
-        ops::initialize(w, other, &root, thread_id, mode)?;
-    }
-    anyhow::ensure!(v["workspace_root"] == json!(root), "Initialize returned workspace {}", v["workspace_root"]);
-    let dir = PathBuf::from(v["temporary_artifact_dir"].as_str().context("temporary_artifact_dir")?);
-    let slot = w.workspaces[ws].book.add_slot();
-    Ok((Session::new(idx, ws, slot, thread_id.to_owned(), dir, home, other, rng), v))
 }
 
 /// Checks the keys of an `Initialize` result.

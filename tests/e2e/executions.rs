@@ -7,13 +7,11 @@
 //! Tests that need a delegated cgroup (root on a cgroup2 machine) or a
 //! mount say so and skip elsewhere.
 
-
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use crate::support::{release_req, snapshot, Env, Mcp};
+use serde_json::{json, Value};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -2,14 +2,12 @@
 //! client waits; `winx-release recover` must then account for every byte
 //! (contract section 8), and a retry is judged afresh.
 
-
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use crate::support::{release_req, Env};
+use serde_json::{json, Value};
 
 const HELPERS: usize = 80;
 const SIZE: usize = 128 * 1024;

@@ -4,13 +4,11 @@
 //! was SIGKILLed — and for any other process of the user that holds a
 //! target open; a command that cannot start leaves its session usable.
 
-
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use crate::support::{release_req, snapshot, Env, Mcp};
+use serde_json::{json, Value};
 
 /// Every MCP call of these tests must answer within this time (a deadlocked
 /// guardian fails the test instead of hanging it).

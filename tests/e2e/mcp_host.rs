@@ -3,15 +3,13 @@
 //! `XDG_RUNTIME_DIR` finds, the one line an unreachable guardian gives, and
 //! `D` without `HOME`.
 
-
-
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{json, Value};
 use crate::support::*;
+use serde_json::{json, Value};
 
 /// A model that sees only text: the revision and the token come from the
 /// first text block of `ReadFiles`, the release is judged from the first

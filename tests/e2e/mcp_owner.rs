@@ -2,8 +2,6 @@
 //! guardian, running and queued commands, and a guardian the frontend
 //! launches itself.
 
-
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -12,8 +10,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use crate::support::{assert_completed, helper, p, refused, release_req, world, Env};
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_guardian_is_owner_unavailable() {

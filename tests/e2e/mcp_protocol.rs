@@ -4,13 +4,11 @@
 //! Every refused request leaves the workspace and the data directory
 //! byte-identical.
 
-
-
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use crate::support::{assert_completed, helper, p, refused, snapshot, world, Env, RawMcp};
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_four_tools_and_keeps_protocol_errors_for_unknown_tools() {

@@ -3,13 +3,13 @@
 //! targets, policy, backing-store trouble, bind-mounted aliases, concurrent
 //! sessions.
 
-
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::support::{
+    assert_completed, helper, is_fifo, mkfifo, p, refused, release_req, revision_of, snapshot, world, Env,
+};
 use serde_json::{json, Value};
-use crate::support::{assert_completed, helper, is_fifo, mkfifo, p, refused, release_req, revision_of, snapshot, world, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_then_replay_across_restart_and_reuse_of_the_path() {

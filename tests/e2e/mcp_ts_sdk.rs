@@ -8,8 +8,6 @@
 //! npm, or when the install fails (offline), the test prints why and
 //! skips.
 
-
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -6,15 +6,13 @@
 //! check is one clear error, the newest one's still answers, releases still
 //! complete, and a replay whose receipt was pruned is judged afresh.
 
-
-
 use std::fs;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use crate::support::{read_line_timeout, release_req, Env, Mcp};
+use serde_json::{json, Value};
 
 /// A guardian this test started: SIGTERM and reaped on drop.
 struct Guardian(Child);

@@ -4,8 +4,6 @@
 //! `READY=1` expected on `NOTIFY_SOCKET`; then a release driven through that
 //! socket by a real frontend.
 
-
-
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -13,8 +11,8 @@ use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use crate::support::{read_line_timeout, release_req, Env, BIN};
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_socket_passed_by_systemd_is_served_and_readiness_notified() {

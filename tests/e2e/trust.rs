@@ -4,8 +4,6 @@
 //! the real guardian never chmods a directory it did not create and never
 //! unlinks a non-socket at its socket path.
 
-
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -13,8 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use crate::support::Env;
+use serde_json::json;
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777

@@ -13,6 +13,7 @@
 //! Stdout carries only the MCP protocol; logs go to stderr.
 
 mod launcher;
+mod result;
 mod server;
 mod stream;
 mod tools;
@@ -28,7 +29,8 @@ use rmcp::ServiceExt;
 use winx_release_frontend_adapter::{Frontend, FrontendConfig};
 
 pub use launcher::launch_guardian;
-pub use server::{TextResult, WinxServer};
+pub use result::TextResult;
+pub use server::WinxServer;
 
 /// Longest JSON-RPC request line accepted on stdin (160 MiB): a 32 MiB
 /// helper's text fits even when every byte needs a two-character escape;

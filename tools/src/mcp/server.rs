@@ -3,30 +3,18 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, Implementation, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
-use winx_release_frontend_adapter::{is_error, summary, Frontend};
+use winx_release_frontend_adapter::Frontend;
 
+use super::result::{to_call_result, TextResult};
 use super::stream;
 use super::tools::tool_list;
 use super::transport::Streams;
-
-/// What the one text block of a tool result holds (`--text-result`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum TextResult {
-    /// The result object serialised as JSON, the same object as
-    /// `structuredContent` (contract section 3): hosts that hand the model
-    /// only text still show it revisions, tokens, contents and output.
-    #[default]
-    Json,
-    /// A one-line summary, for hosts known to hand `structuredContent` to
-    /// the model.
-    Summary,
-}
 
 /// The MCP server: a thin layer over a [`Frontend`].
 #[derive(Clone)]
@@ -50,21 +38,6 @@ impl WinxServer {
     pub fn streaming(frontend: Arc<Frontend>, streams: Streams, text: TextResult) -> WinxServer {
         WinxServer { streams: Some(streams), ..WinxServer::new(frontend, text) }
     }
-}
-
-/// Wraps the adapter's result: `structuredContent` is the object itself,
-/// `content` one text block (the same object serialised as JSON, or with
-/// [`TextResult::Summary`] a one-line summary), and `isError` per the
-/// contract.
-pub fn to_call_result(tool: &str, value: Value, text: TextResult) -> CallToolResult {
-    let text = match text {
-        TextResult::Json => value.to_string(),
-        TextResult::Summary => summary(tool, &value),
-    };
-    let content = vec![ContentBlock::text(text)];
-    let mut result = if is_error(&value) { CallToolResult::error(content) } else { CallToolResult::success(content) };
-    result.structured_content = Some(value);
-    result
 }
 
 impl ServerHandler for WinxServer {

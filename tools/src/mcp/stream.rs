@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 use winx_release_frontend_adapter::frontend::{read_status, ReadEntry};
 use winx_release_frontend_adapter::Frontend;
 
-use super::server::{to_call_result, TextResult};
+use super::result::{to_call_result, TextResult};
 use super::transport::StreamedResult;
 
 /// The longest the writer waits for the next piece of a streamed reply
