@@ -280,7 +280,7 @@ async fn a_zombie_leader_holding_a_helper_is_in_use() {
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "held.py").await;
     let mut holder = std::process::Command::new(&prog).arg(&h.0).stdout(std::process::Stdio::piped()).spawn().unwrap();
-    let line = support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    let line = crate::support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
     assert_eq!(line.trim(), "holding");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let d = denied(&env, &mcp, "t1", &h, "in_use").await;
@@ -324,7 +324,7 @@ time.sleep(30)\n";
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let line = support::read_line_timeout(peer.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    let line = crate::support::read_line_timeout(peer.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
     assert_eq!(line.trim(), "connected");
     let d = denied(&env, &mcp, "t1", &h, "in_use").await;
     assert!(d["message"].as_str().is_some_and(|m| m.contains(&peer.id().to_string())), "{d}");
@@ -422,7 +422,7 @@ time.sleep(30)\n";
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let line = support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    let line = crate::support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
     assert_eq!(line.trim(), "held");
     let pid = holder.id();
     let d = denied(&env, &mcp, "t1", &h, "in_use").await;

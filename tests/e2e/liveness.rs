@@ -275,7 +275,7 @@ time.sleep(30)\n";
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let line = support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
+    let line = crate::support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
     assert_eq!(line.trim(), "mapped");
     let d = denied(&env, &mcp, "t1", &h, "in_use").await;
     assert!(d["message"].as_str().is_some_and(|m| m.contains("mapped")), "{d}");

@@ -262,7 +262,7 @@ async fn hostile_input_gets_clear_answers_and_touches_nothing() {
             assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(4), "{r}");
             break;
         }
-        assert!(r["error"].is_object() || support::is_failure(&r["result"]["structuredContent"]), "{r}");
+        assert!(r["error"].is_object() || crate::support::is_failure(&r["result"]["structuredContent"]), "{r}");
     }
     assert_eq!(snapshot(&[&env.ws, &env.data]), before, "hostile input changed the filesystem");
     assert_eq!(std::fs::read(session.join("keep.py")).unwrap(), b"keep");

@@ -156,14 +156,14 @@ async fn old_token_is_refused_for_a_recreation_under_the_same_inode_number() {
         mcp.stop().await;
         return;
     }
-    let v = mcp.edit(support::release_req("t1", &env.ws, &[(&h, &rev, &old_token)])).await;
+    let v = mcp.edit(crate::support::release_req("t1", &env.ws, &[(&h, &rev, &old_token)])).await;
     assert_eq!(v["status"], "denied", "{v}");
     assert_eq!(v["errorCode"], "read_required", "{v}");
     assert_eq!(std::fs::read(&h).unwrap(), b"print('same')\n");
     let (rev2, token2) = mcp.read_helper("t1", &h).await;
     assert_eq!(rev2, rev);
     assert_ne!(token2, old_token);
-    let v = mcp.edit(support::release_req("t1", &env.ws, &[(&h, &rev2, &token2)])).await;
+    let v = mcp.edit(crate::support::release_req("t1", &env.ws, &[(&h, &rev2, &token2)])).await;
     assert_eq!(v["status"], "completed", "{v}");
     assert!(!h.exists());
     mcp.stop().await;
