@@ -5,7 +5,6 @@
 //! socket by a real frontend.
 
 use std::fs;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::process::{Command, Stdio};
@@ -23,25 +22,29 @@ async fn a_socket_passed_by_systemd_is_served_and_readiness_notified() {
     let sock = dir.join("guardian.sock");
     let listener = UnixListener::bind(&sock).unwrap();
     fs::set_permissions(&sock, fs::Permissions::from_mode(0o600)).unwrap();
-    rustix::io::fcntl_setfd(&listener, rustix::io::FdFlags::empty()).unwrap();
     let notify_path = env.root.join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
     notify.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
 
     // The service: descriptor 3 is the socket, LISTEN_PID the process's own
-    // pid (the shell's `$$`, which `exec` keeps). No --socket argument.
-    let fd = listener.as_raw_fd();
-    let dup = if fd == 3 { String::new() } else { format!("exec 3<&{fd} {fd}<&-; ") };
-    let script = format!("{dup}export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" \"$@\"");
+    // pid (the shell's `$$`, which `exec` keeps). No --socket argument. The
+    // socket comes in as the shell's standard input (the shell's
+    // redirections take one-digit descriptors only; this test process has
+    // many open).
+    let script = "exec 3<&0 0</dev/null; export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" \"$@\"";
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(script).arg(BIN).args(["guardian", "--keep-executions", "5"]).envs(env.vars());
     for v in Env::REMOVED {
         cmd.env_remove(v);
     }
     let (_, log) = env.log_file("guardian");
-    let mut guardian =
-        cmd.env("NOTIFY_SOCKET", &notify_path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log).spawn().unwrap();
-    drop(listener);
+    let mut guardian = cmd
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
     let line = read_line_timeout(guardian.stdout.take().unwrap(), Duration::from_secs(20)).expect("ready line");
     let ready: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(ready["event"], "ready", "{line}");
