@@ -423,18 +423,22 @@ fn release_op(
             ReleaseReport::denied(&paths, Reason::OwnerUnavailable, &[], "session is not owned by this guardian");
         return Ok(ok_line(id, &ReleaseReply { report }));
     };
-    let report = {
+    let t0 = std::time::Instant::now();
+    let (report, liveness_us) = {
         let _admission = lock(&session.admission);
         // Under the barrier nothing of this session starts: what runs now
         // can only end.
         let pending = lock(&session.state).pending();
+        let t1 = std::time::Instant::now();
         let liveness = if pending > 0 { Default::default() } else { g.runtime.liveness(&session.key) };
+        let liveness_us = t1.elapsed().as_micros();
         let owner = OwnerAnswer { liveness, pending, exempt: g.in_use_exempt() };
         // The request's own path to the session (which may differ from the
         // one the session was first opened through: a bind mount).
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
-        release(&req, &owner, &ReleaseOptions { scanner: Some(&g.scanner), ..ReleaseOptions::default() })
+        (release(&req, &owner, &ReleaseOptions { scanner: Some(&g.scanner), ..ReleaseOptions::default() }), liveness_us)
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");
+    tracing::debug!(total_us = t0.elapsed().as_micros(), liveness_us, "release op (us)");
     Ok(ok_line(id, &ReleaseReply { report }))
 }

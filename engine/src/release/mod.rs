@@ -229,6 +229,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     if !cfg!(target_os = "linux") {
         return ReleaseReport::denied(&paths, Reason::UnsupportedPlatform, &[], "release is supported on Linux only");
     }
+    let mut steps = StepTimes::start();
     // Steps 6–7 (identities), then 7 (bytes) and 8 (scan) side by side.
     let mut opened = match check::open_targets(req, owner, &paths) {
         Ok(o) => o,
@@ -247,6 +248,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         let own = check::rehash_targets(&mut opened);
         (own, scan.join())
     });
+    steps.mark("check+scan");
     if let Some(first) = own.iter().flatten().next().copied() {
         return ReleaseReport::denied(&paths, first, &own, "a target failed its check");
     }
@@ -265,7 +267,9 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     }
     // Last check before anything moves: no other process holds a target.
     let files: Vec<_> = opened.targets.iter().map(|c| c.file.as_fd()).collect();
-    if let Some(detail) = crate::liveness::in_use_detail(&aliases, &files, &owner.in_use_exempt()) {
+    let in_use = crate::liveness::in_use_detail(&aliases, &files, &owner.in_use_exempt());
+    steps.mark("in_use");
+    if let Some(detail) = in_use {
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
     drop(files);
@@ -274,8 +278,43 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         Ok(run) => run,
         Err(report) => return report,
     };
+    steps.mark("journal");
     let (files, touched) = capture::capture_all(&mut run, opts, &opened.targets);
-    finish::finish(run, &opened.session, files, touched)
+    steps.mark("capture");
+    let report = finish::finish(run, &opened.session, files, touched);
+    steps.mark("finish");
+    steps.log(req.targets.len());
+    report
+}
+
+/// The wall time of each step of one release, logged at `debug` level
+/// (`RUST_LOG=winx_release_engine::release=debug`; benches/PROFILE.md reads
+/// it). Only a run that reaches `finish` is logged.
+struct StepTimes {
+    last: std::time::Instant,
+    start: std::time::Instant,
+    marks: Vec<(&'static str, u128)>,
+}
+
+impl StepTimes {
+    fn start() -> StepTimes {
+        let now = std::time::Instant::now();
+        StepTimes { last: now, start: now, marks: Vec::with_capacity(6) }
+    }
+
+    fn mark(&mut self, step: &'static str) {
+        let now = std::time::Instant::now();
+        self.marks.push((step, now.duration_since(self.last).as_micros()));
+        self.last = now;
+    }
+
+    fn log(&self, targets: usize) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let steps: Vec<String> = self.marks.iter().map(|(s, us)| format!("{s}={us}")).collect();
+            let total = self.last.duration_since(self.start).as_micros();
+            tracing::debug!(targets, total_us = total, steps = %steps.join(" "), "release steps (us)");
+        }
+    }
 }
 
 fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {

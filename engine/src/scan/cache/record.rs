@@ -135,6 +135,55 @@ pub(crate) struct DirRecord {
     /// Whether it may be kept: read leanly on a trusted filesystem, without
     /// failure, and its `statx` complete.
     pub(crate) keep: bool,
+    /// What evaluation needs of `entries` without walking them
+    /// ([`Summary`]).
+    pub(crate) summary: Summary,
+}
+
+/// A record's entries summed up once, when it is read, so that a scan
+/// whose records all hold can be evaluated per directory instead of per
+/// entry (`eval.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct Summary {
+    /// Regular files among the entries.
+    pub(crate) files: u64,
+    /// Directories among the entries.
+    pub(crate) dirs: u64,
+    /// Some entry fails closed on its own (`Kind::Fail`).
+    pub(crate) offends: bool,
+    /// The identities of the files and directories, sorted: an alias is
+    /// looked up by binary search.
+    pub(crate) ids: Box<[PhysicalId]>,
+}
+
+impl Summary {
+    /// The summary of `entries`.
+    pub(crate) fn of(entries: &[Entry]) -> Summary {
+        let mut s = Summary::default();
+        let mut ids = Vec::with_capacity(entries.len());
+        for e in entries {
+            match e.kind {
+                Kind::File(id) => {
+                    s.files += 1;
+                    ids.push(id);
+                }
+                Kind::Dir(id) => {
+                    s.dirs += 1;
+                    ids.push(id);
+                }
+                Kind::Fail(_) => s.offends = true,
+            }
+        }
+        ids.sort_unstable();
+        s.ids = ids.into_boxed_slice();
+        s
+    }
+
+    /// Whether a file or directory among the entries has an identity in
+    /// `aliases`.
+    pub(crate) fn holds_any(&self, aliases: &[PhysicalId]) -> bool {
+        !self.ids.is_empty() && aliases.iter().any(|a| self.ids.binary_search(a).is_ok())
+    }
 }
 
 /// The current `CLOCK_REALTIME`.

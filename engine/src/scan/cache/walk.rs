@@ -38,7 +38,7 @@ use super::super::lean::{from_dirent, Lean};
 use super::super::root::DIR_FLAGS;
 use super::super::tally::{classify_statx, physical, Class, Seen};
 use super::super::ScanLimits;
-use super::record::{now, stat_dir, DirRecord, DirStat, Entry, Kind};
+use super::record::{now, stat_dir, DirRecord, DirStat, Entry, Kind, Summary};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -244,6 +244,7 @@ impl Walk<'_> {
             entries.push(Entry { name: bytes.into(), kind });
         }
         let keep = trusted && failed.is_none() && !vanished && stat.complete;
-        DirRecord { rel, depth, stat, read_start, entries, failed, keep }
+        let summary = Summary::of(&entries);
+        DirRecord { rel, depth, stat, read_start, entries, failed, keep, summary }
     }
 }

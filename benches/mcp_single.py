@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Times the release of one 4 KiB helper at an MCP client, with 48,000
+entries in the backing roots, against `find ROOTS -printf '%D %i\n'` over
+the same roots, side by side round by round (find, then the release).
+
+A real guardian and a real MCP frontend (raw JSON-RPC over stdio). Each
+round writes one fresh 4 KiB helper and reads it with ReadFiles (not
+timed), then times `find` and the EditFiles release (timed at the client:
+the JSON-RPC hop, the frontend's checks, the guardian RPC, the engine's
+release and the durable receipt). The first release after the guardian
+started is the cold one (its directory cache is empty) and is reported
+apart; the rounds after it are warm. Prints one JSON line: the medians
+(ms), the median of the per-round ratios release / find, the cold figures,
+and the load before and after.
+
+With WINX_BENCH_GUARDIAN_LOG=FILE the guardian's stderr goes to FILE with
+RUST_LOG set to log each release's step times (benches/PROFILE.md).
+
+Usage: benches/mcp_single.py BIN [ROUNDS] [--deep]
+  --deep: the 48,000 entries as 61 chains of 16 nested directories (976
+          directories, the shape of benches/common) instead of 48
+          directories of 999 files (the shape of mcp_vs_openssl.py)
+"""
+import json, os, shutil, statistics, subprocess, sys, tempfile, time
+
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+DEEP = "--deep" in sys.argv
+BIN = os.path.abspath(args[0])
+ROUNDS = int(args[1]) if len(args) > 1 else 25
+ENTRIES = 48_000
+
+
+def load():
+    return open("/proc/loadavg").read().split()[0]
+
+
+def fill(scratch):
+    if not DEEP:
+        for d in range(ENTRIES // 1000):
+            dd = os.path.join(scratch, f"d{d:03}")
+            os.makedirs(dd)
+            for f in range(999):
+                open(os.path.join(dd, f"f{f}"), "wb").close()
+        return
+    chains = ENTRIES // 780
+    dirs = chains * 16
+    per_dir = (ENTRIES - dirs) // (chains * 15)
+    n = 0
+    for c in range(chains):
+        p = scratch
+        for d in range(1, 17):
+            p = os.path.join(p, f"c{c}d{d}")
+            os.makedirs(p)
+            n += 1
+            if d < 16:
+                for f in range(per_dir):
+                    open(os.path.join(p, f"f{f}"), "wb").close()
+                    n += 1
+    for f in range(ENTRIES - n):
+        open(os.path.join(scratch, f"top{f}"), "wb").close()
+
+
+root = tempfile.mkdtemp(prefix="winx-mcp-single-")
+ws = os.path.join(root, "ws")
+os.makedirs(ws)
+env = dict(os.environ, XDG_DATA_HOME=os.path.join(root, "data"), HOME=os.path.join(root, "home"))
+env.pop("WINX_GUARDIAN_SOCKET", None)
+env.pop("XDG_RUNTIME_DIR", None)
+sock = os.path.join(root, "run", "g.sock")
+g = m = None
+rid = 0
+
+
+def rpc(method, params=None, notify=False):
+    global rid
+    msg = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    if not notify:
+        rid += 1
+        msg["id"] = rid
+    m.stdin.write((json.dumps(msg) + "\n").encode())
+    m.stdin.flush()
+    if notify:
+        return None
+    while True:
+        r = json.loads(m.stdout.readline())
+        if r.get("id") == rid:
+            return r
+
+
+def call(name, a):
+    return rpc("tools/call", {"name": name, "arguments": a})["result"]["structuredContent"]
+
+
+try:
+    scratch = os.path.join(ws, ".winx", "scratch")
+    os.makedirs(scratch)
+    fill(scratch)
+    glog = os.environ.get("WINX_BENCH_GUARDIAN_LOG")
+    genv = dict(env, RUST_LOG="info,winx_release_engine::release=debug,winx_release_guardian=debug") if glog else env
+    g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=genv, stdout=subprocess.PIPE,
+                         stderr=open(glog, "w") if glog else subprocess.DEVNULL)
+    g.stdout.readline()
+    m = subprocess.Popen([BIN, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "1"}})
+    rpc("notifications/initialized", notify=True)
+    session = call("Initialize", {"any_workspace_path": ws, "thread_id": "bench"})["temporary_artifact_dir"]
+    roots = [scratch, os.path.join(root, "data", "winx", "executions"), os.path.join(root, "data", "winx", "receipts")]
+
+    def find():
+        t = time.perf_counter()
+        subprocess.run(["find", *[x for x in roots if os.path.exists(x)], "-printf", "%D %i\n"],
+                       stdout=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - t
+
+    def release(i):
+        p = os.path.join(session, f"h{i:04}.py")
+        with open(p, "wb") as f:
+            f.write(bytes((k * 31 ^ i) & 0xFF for k in range(4096)))
+        r = call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
+        files = [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
+                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
+        t = time.perf_counter()
+        res = call("EditFiles", {"thread_id": "bench", "workspace_root": ws, "operation": "release_temporary",
+                                 "files": files})
+        dt = time.perf_counter() - t
+        assert res["status"] == "completed", res
+        return dt
+
+    load_before = load()
+    cold_find = find()
+    cold = release(0)
+    time.sleep(0.05)  # let the cache's records settle (the racy rule)
+    release(1)
+    rows = {"find": [], "release": [], "ratio": []}
+    for i in range(ROUNDS):
+        f = find()
+        r = release(i + 2)
+        rows["find"].append(f)
+        rows["release"].append(r)
+        rows["ratio"].append(r / f)
+    out = {
+        "shape": "deep" if DEEP else "flat",
+        "rounds": ROUNDS,
+        "find_ms": round(statistics.median(rows["find"]) * 1000, 2),
+        "release_warm_ms": round(statistics.median(rows["release"]) * 1000, 2),
+        "release_warm_min_ms": round(min(rows["release"]) * 1000, 2),
+        "ratio_warm": round(statistics.median(rows["ratio"]), 4),
+        "release_cold_ms": round(cold * 1000, 2),
+        "ratio_cold": round(cold / cold_find, 4),
+        "load_before": load_before,
+        "load_after": load(),
+    }
+    print(json.dumps(out))
+finally:
+    if m:
+        m.kill()
+    if g:
+        g.terminate()
+        g.wait()
+    shutil.rmtree(root, ignore_errors=True)
