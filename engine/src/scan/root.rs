@@ -179,18 +179,30 @@ pub fn scan_paths_with(
     aliases: &HashSet<PhysicalId>,
     mode: ScanMode,
 ) -> ScanReport {
+    scan_opened(roots, backend.kind(), mode, |opened| backend.scan_with(opened, limits, aliases, mode))
+}
+
+/// Opens every root with [`open_root`] and hands them to `scan`; a root
+/// that cannot be opened fails the scan closed with nothing scanned (a
+/// report of `kind` and `mode` naming it). The report's `elapsed_us`
+/// includes opening the roots. The one place scans by path open their
+/// roots.
+pub(crate) fn scan_opened(
+    roots: &[PathBuf],
+    kind: BackendKind,
+    mode: ScanMode,
+    scan: impl FnOnce(&[ScanRoot]) -> ScanReport,
+) -> ScanReport {
     let start = Instant::now();
+    let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
     let mut opened = Vec::with_capacity(roots.len());
     for root in roots {
         match open_root(root) {
             Ok(r) => opened.push(r),
-            Err(f) => {
-                let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-                return fail_report(backend.kind(), mode, f.reason, f.path, us);
-            }
+            Err(f) => return fail_report(kind, mode, f.reason, f.path, elapsed()),
         }
     }
-    let mut report = backend.scan_with(&opened, limits, aliases, mode);
-    report.elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let mut report = scan(&opened);
+    report.elapsed_us = elapsed();
     report
 }

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::lean::{read_mount_table, Lean, MountParents};
-use super::root::{fail_report, open_root};
+use super::root::scan_opened;
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::identity::PhysicalId;
 
@@ -164,20 +164,7 @@ impl DirCache {
     /// closed with nothing scanned, as
     /// [`scan_paths_with`](super::scan_paths_with) does.
     pub fn scan_paths(&self, roots: &[PathBuf], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
-        let start = Instant::now();
-        let mut opened = Vec::with_capacity(roots.len());
-        for root in roots {
-            match open_root(root) {
-                Ok(r) => opened.push(r),
-                Err(f) => {
-                    let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-                    return fail_report(BackendKind::Sync, ScanMode::Lean, f.reason, f.path, us);
-                }
-            }
-        }
-        let mut report = self.scan(&opened, limits, aliases);
-        report.elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        report
+        scan_opened(roots, BackendKind::Sync, ScanMode::Lean, |opened| self.scan(opened, limits, aliases))
     }
 
     /// The walks of `roots` (alias-free), from the records where they hold,
