@@ -9,8 +9,8 @@ use std::os::fd::AsFd;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use winx_release_engine::hash::{sha256_fd_with, HASH_CHUNK};
 use winx_release_engine::rehash::{hash_fds, HashJob, RehashBackend, RehashOptions};
+use winx_release_engine::rehash::{sha256_fd_with, HASH_CHUNK};
 
 mod common;
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use winx_release_engine::hash::sha256_fd;
+use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend};
 use winx_release_engine::uring::UringBackend;
 use winx_release_engine::{release, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target};
@@ -29,7 +29,7 @@ fn write_helpers(session: &std::path::Path, count: usize) -> Vec<Target> {
             fs::write(&p, common::helper_bytes(i, len)).unwrap();
             let f = fs::File::open(&p).unwrap();
             let pin = Pin::new(&Identity::of_fd(&f).unwrap(), sha256_fd(&f).unwrap().0);
-            Target { path: p.to_str().unwrap().to_owned(), pin }
+            Target::new(&p, pin)
         })
         .collect()
 }

@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use winx_release_engine::hash::sha256_fd;
+use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::scan::SharedScanner;
 use winx_release_engine::{release, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target};
 
@@ -35,7 +35,7 @@ fn write_helper(session: &Path, i: usize) -> Vec<Target> {
     fs::write(&p, common::helper_bytes(i, 4096)).unwrap();
     let f = fs::File::open(&p).unwrap();
     let pin = Pin::new(&Identity::of_fd(&f).unwrap(), sha256_fd(&f).unwrap().0);
-    vec![Target { path: p.to_str().unwrap().to_owned(), pin }]
+    vec![Target::new(&p, pin)]
 }
 
 fn find(roots: &[PathBuf]) {

@@ -152,6 +152,50 @@ impl Reason {
         }
     }
 
+    /// What the reason means, in a few words, for a human reading a
+    /// refusal: `read_required` is "the file changed since it was read, or
+    /// its token is missing or expired".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reason::InvalidInput => "the request is malformed",
+            Reason::FileCount => "a release names 1 to 100 targets",
+            Reason::DuplicatePath => "the same path is named twice",
+            Reason::PathNotExact => {
+                "the path is not exact (relative, a . or .. or empty component, a trailing /, NUL, too long)"
+            }
+            Reason::GlobNotAllowed => "the path holds a glob character",
+            Reason::MixedModes => "not every entry is release_temporary",
+            Reason::VerificationNotAllowed => "a release takes no verify_command",
+            Reason::ThreadMismatch => "the thread is unknown or not initialised",
+            Reason::WorkspaceMismatch => "not the exact initialised workspace",
+            Reason::NotSessionHelper => "not below this thread's session directory",
+            Reason::OtherSession => "below another session's directory",
+            Reason::ReservedNamespace => "inside the reserved .winx-release-* namespace",
+            Reason::Symlink => "the path or one of its components is a symbolic link",
+            Reason::Hardlink => "the file has more than one name",
+            Reason::NotRegularFile => "not a regular file",
+            Reason::NotFound => "the file does not exist",
+            Reason::ReadRequired => "the file changed since it was read, or its token is missing or expired",
+            Reason::RevisionMismatch => "expected_revision is not the current content's",
+            Reason::PolicyDenied => "the mode or tool policy forbids mutation",
+            Reason::OwnerUnavailable => "no guardian owns the session",
+            Reason::OwnerUnsupported => "the owner does not advertise temporary_release",
+            Reason::EmbeddedRuntime => "the frontend runs embedded",
+            Reason::UnsupportedPlatform => "release is supported on Linux only",
+            Reason::ExecutionActive => "a command of the thread is running",
+            Reason::InUse => "a process holds the file open or mapped",
+            Reason::PendingActions => "the session has queued or unresolved actions",
+            Reason::BackingAlias => "a backing-store entry is the same physical file",
+            Reason::BackingSymlink => "a symbolic link inside a backing root",
+            Reason::BackingUnsupportedEntry => "a fifo, socket or device inside a backing root",
+            Reason::BackingInaccessible => "a backing-root entry cannot be opened or read",
+            Reason::BackingScanLimit => "the backing roots exceed 50,000 entries or 16 levels",
+            Reason::RenameUnsupported => {
+                "the filesystem cannot move it with RENAME_NOREPLACE into the session's quarantine"
+            }
+        }
+    }
+
     /// Parses a wire code back into a reason.
     pub fn from_code(code: &str) -> Option<Reason> {
         Reason::ALL.iter().copied().find(|r| r.code() == code)
@@ -173,9 +217,15 @@ impl Reason {
     }
 }
 
+/// The wire code (`read_required`); with `{:#}`, the code and what it
+/// means: `read_required (the file changed since it was read, ...)`.
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
+        f.write_str(self.code())?;
+        if f.alternate() {
+            write!(f, " ({})", self.describe())?;
+        }
+        Ok(())
     }
 }
 
@@ -290,3 +340,65 @@ impl fmt::Display for Denial {
 }
 
 impl std::error::Error for Denial {}
+
+/// A request refused before anything was touched: the request's reason,
+/// each target's own reason (in request order), and one line naming the
+/// first refused target and why.
+///
+/// [`crate::preflight::preflight`] returns it; a release turns it into a
+/// `denied` (or `invalid_input`) [`ReleaseReport`](crate::ReleaseReport)
+/// with [`Refusal::into_report`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The request-level reason: the first refused target's own reason, or
+    /// the reason that refuses the whole request.
+    pub reason: Reason,
+    /// Each target's own reason, in request order (`None` where the target
+    /// itself passed).
+    pub own: Vec<Option<Reason>>,
+    /// One human line: `<path>: <code> (<what it means>)` for a target's
+    /// refusal, else what refused the whole request.
+    pub detail: String,
+}
+
+impl Refusal {
+    /// A refusal of all `count` targets for one reason that none of them
+    /// carries on its own.
+    pub fn whole(count: usize, reason: Reason, detail: impl Into<String>) -> Refusal {
+        Refusal { reason, own: vec![None; count], detail: detail.into() }
+    }
+
+    /// The refusal of the targets that have a reason of their own, or
+    /// `None` when none has. The first of them (request order) gives the
+    /// request's reason and the detail; `why` adds that target's cause when
+    /// the caller knows more than the reason says.
+    pub fn of_targets<P: AsRef<std::path::Path>>(
+        paths: &[P],
+        own: Vec<Option<Reason>>,
+        why: impl Fn(usize) -> Option<String>,
+    ) -> Option<Refusal> {
+        let (i, reason) = own.iter().enumerate().find_map(|(i, r)| r.map(|r| (i, r)))?;
+        let path = paths.get(i).map(|p| p.as_ref().display().to_string()).unwrap_or_default();
+        let cause = why(i).unwrap_or_else(|| reason.describe().to_owned());
+        let others = own.iter().flatten().count() - 1;
+        let mut detail = format!("{path}: {reason} ({cause})");
+        if others > 0 {
+            detail.push_str(&format!("; {others} more target(s) refused"));
+        }
+        Some(Refusal { reason, own, detail })
+    }
+
+    /// The `denied` (or `invalid_input`) report of this refusal for
+    /// `paths`, nothing touched.
+    pub fn into_report(self, paths: &[String]) -> crate::ReleaseReport {
+        crate::ReleaseReport::denied(paths, self.reason, &self.own, self.detail)
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "refused, {}: {}", self.reason, self.detail)
+    }
+}
+
+impl std::error::Error for Refusal {}

@@ -50,8 +50,9 @@ pub struct Identity {
     #[serde(default)]
     pub btime: Option<(i64, u32)>,
     /// Inode generation number (`FS_IOC_GETVERSION`), where the filesystem
-    /// answers; `None` as well for an identity read by name
-    /// (`Identity::from_statx`), since the ioctl needs an open file.
+    /// answers; `None` as well for an identity read by name with `statx`
+    /// alone, since the ioctl needs an open file ([`Identity::of_fd`] and
+    /// [`Identity::of_name`] open the file to read it).
     #[serde(default)]
     pub generation: Option<u32>,
 }
@@ -232,7 +233,7 @@ impl Pin {
 
     /// The contract's revision string for the pinned bytes.
     pub fn revision(&self) -> String {
-        crate::hash::revision(&self.sha256)
+        crate::revision::format(&self.sha256)
     }
 }
 

@@ -31,8 +31,11 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
-use crate::durable::{create_private_dir_all, fsync_dir};
+use crate::sys::{create_private_dir_all, fsync_dir};
+// The quarantine the journal names, for this workspace's recovery tests,
+// which stage crashed releases by hand.
 use crate::identity::{Identity, Pin};
+pub use crate::quarantine::{entry_name, rename_noreplace, Quarantine};
 
 /// How long a release waits for the shared lock of `D/journal` while a
 /// recovery holds it exclusively (30 s).
@@ -41,7 +44,9 @@ pub const JOURNAL_LOCK_WAIT: Duration = Duration::from_secs(30);
 /// One target as the journal records it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JournalTarget {
-    /// The original exact path.
+    /// The original exact path: a JSON string, or `{"hex": "<bytes>"}` for
+    /// a path that is not UTF-8.
+    #[serde(with = "path_bytes")]
     pub file_path: PathBuf,
     /// Its name inside the quarantine directory.
     pub quarantine_name: String,
@@ -318,4 +323,69 @@ pub fn parse_journal(bytes: &[u8]) -> ReadJournal {
         }
     }
     ReadJournal::Valid { intent, verified }
+}
+
+/// A path in a journal line: its string when it is UTF-8, else its bytes in
+/// hex, so that a helper of any name can be journaled and put back.
+mod path_bytes {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Text(String),
+        Bytes { hex: String },
+    }
+
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        match p.to_str() {
+            Some(t) => Repr::Text(t.to_owned()),
+            None => Repr::Bytes { hex: hex::encode(p.as_os_str().as_bytes()) },
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        Ok(match Repr::deserialize(d)? {
+            Repr::Text(t) => PathBuf::from(t),
+            Repr::Bytes { hex } => {
+                PathBuf::from(OsStr::from_bytes(&hex::decode(hex).map_err(serde::de::Error::custom)?))
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::PathBuf;
+
+    use super::JournalTarget;
+    use crate::Pin;
+
+    #[test]
+    fn a_target_path_of_any_bytes_round_trips_and_utf8_stays_a_string() {
+        let pin = Pin {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            ctime_sec: 4,
+            ctime_nsec: 5,
+            sha256: [6; 32],
+            btime: None,
+            generation: None,
+        };
+        let t = |p: PathBuf| JournalTarget { file_path: p, quarantine_name: "0".into(), pin };
+        let text = serde_json::to_value(t(PathBuf::from("/w/a.sh"))).unwrap();
+        assert_eq!(text["file_path"], "/w/a.sh");
+        let odd = t(PathBuf::from(OsStr::from_bytes(b"/w/h\xff.sh")));
+        let v = serde_json::to_value(&odd).unwrap();
+        assert_eq!(v["file_path"], serde_json::json!({"hex": hex::encode(b"/w/h\xff.sh")}));
+        assert_eq!(serde_json::from_value::<JournalTarget>(v).unwrap(), odd);
+    }
 }

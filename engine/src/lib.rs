@@ -16,14 +16,14 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::fs::File;
 //! use std::sync::Mutex;
 //! use std::time::Duration;
 //!
 //! use winx_release_engine::executions::{
 //!     ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
 //! };
-//! use winx_release_engine::{recovery, release, Layout, Outcome, Pin, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+//! use winx_release_engine::read::{read_pinned, Keep};
+//! use winx_release_engine::{recovery, release, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let workspace = tmp.path().canonicalize()?.join("ws");
@@ -43,11 +43,13 @@
 //! let session = SessionKey::of_dir(layout.create_session_dir("thread-1")?)?;
 //! let barrier = Mutex::new(());
 //!
-//! // The agent wrote a helper and read it; the read pinned its identity and bytes.
+//! // The agent wrote a helper and read it: the read pinned the object it
+//! // read and the bytes it returned (no-follow, one link, identity stable).
 //! let helper = layout.session_dir("thread-1").join("helper.py");
 //! std::fs::write(&helper, "print('hi')\n")?;
-//! let pin = Pin::of_fd(File::open(&helper)?)?;
-//! let targets = [Target::new(&helper, pin)];
+//! let read = read_pinned(&layout.session_dir("thread-1"), &helper, Keep::Text(4096))?;
+//! assert_eq!(read.head.into_text(false).as_deref(), Some("print('hi')\n"));
+//! let targets = [Target::new(&helper, read.pin)];
 //! let request = ReleaseRequest { layout: &layout, thread_id: "thread-1", targets: &targets };
 //!
 //! // A command of the session, started under the barrier, leaves a process behind.
@@ -73,6 +75,8 @@
 //! };
 //! let report = release_now();
 //! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
+//! // A report reads as one line for the request, then one per target.
+//! assert!(report.to_string().starts_with("release denied (execution_active): 0 bytes reclaimed; "), "{report}");
 //! assert!(helper.exists());
 //!
 //! // Once nothing the command started runs, the pinned helper is released.
@@ -81,6 +85,8 @@
 //! assert_eq!(report.status, Status::Completed, "{report}");
 //! assert_eq!(report.files[0].outcome, Outcome::Released);
 //! assert!(!helper.exists());
+//! println!("{report}");
+//! assert!(report.to_string().contains(&format!("\n  released {}", helper.display())), "{report}");
 //! # Ok(())
 //! # }
 //! ```
@@ -104,46 +110,37 @@ pub mod identity;
 pub mod layout;
 pub mod liveness;
 pub mod owner;
+pub mod preflight;
+pub mod quota;
+pub mod read;
 pub mod recovery;
 pub mod release;
+pub mod resolve;
 pub mod retention;
+pub mod revision;
 pub mod scan;
+pub mod sys;
 
 mod error;
 mod generation;
+pub(crate) mod hash;
+pub(crate) mod no_space;
+pub(crate) mod quarantine;
 
-// Building blocks this workspace's frontend adapter, `winx-release` tools,
-// tests and benches call so that each rule has one copy (path shape,
-// no-follow resolution, hashing, durable writes). They are
-// public only for those crates: hidden from the docs, and not a supported
-// API of the engine.
-#[doc(hidden)]
-pub mod durable;
-#[doc(hidden)]
-pub mod hash;
+// Internals that this workspace's own tests, benches and fuzz targets
+// measure or drive directly (the io_uring rings, the rehash pipeline and
+// the journal's on-disk format). They are public only for those: hidden
+// from the docs, and not a supported API of the engine. Nothing else is
+// hidden; the frontend adapter uses none of them.
 #[doc(hidden)]
 pub mod journal;
 #[doc(hidden)]
-pub mod no_space;
-#[doc(hidden)]
-pub mod path_rules;
-#[doc(hidden)]
-pub mod quarantine;
-#[doc(hidden)]
-pub mod quota;
-#[doc(hidden)]
-pub mod random;
-#[doc(hidden)]
 pub mod rehash;
-#[doc(hidden)]
-pub mod resolve;
-#[doc(hidden)]
-pub mod sync;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod uring;
 
-pub use error::{Denial, Reason, TargetCode, TargetReason};
+pub use error::{Denial, Reason, Refusal, TargetCode, TargetReason};
 pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};

@@ -4,6 +4,7 @@
 //! - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html)
 //! - [`mkdirat(2)`](https://man7.org/linux/man-pages/man2/mkdirat.2.html)
 
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::layout::RESERVED_PREFIX;
-use crate::random::random_hex;
+use crate::sys::random_hex;
 
 /// Why the quarantine could not be set up.
 #[derive(Debug)]
@@ -40,8 +41,13 @@ pub struct Quarantine {
 ///
 /// There is deliberately no fallback to plain `rename`: `EINVAL`/`ENOSYS`
 /// come back as errors.
-pub fn rename_noreplace(from_dir: BorrowedFd<'_>, from: &str, to_dir: BorrowedFd<'_>, to: &str) -> io::Result<()> {
-    rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE).map_err(Into::into)
+pub fn rename_noreplace(
+    from_dir: BorrowedFd<'_>,
+    from: impl AsRef<OsStr>,
+    to_dir: BorrowedFd<'_>,
+    to: impl AsRef<OsStr>,
+) -> io::Result<()> {
+    rustix::fs::renameat_with(from_dir, from.as_ref(), to_dir, to.as_ref(), RenameFlags::NOREPLACE).map_err(Into::into)
 }
 
 /// Whether an error from [`rename_noreplace`] means the filesystem cannot

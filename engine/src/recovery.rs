@@ -18,7 +18,7 @@
 //! torn or corrupt journal preserves everything and is reported.
 //!
 //! One recovery at a time, and never beside a release in flight: recovery
-//! holds an exclusive `flock(2)` on `D/journal` (see [`JournalLock`]), and a
+//! holds an exclusive `flock(2)` on `D/journal` (the journal's lock, which every release takes shared), and a
 //! release holds it shared while its journal is live.
 //!
 //! With workspaces given, orphan `.winx-release-*` directories in their
@@ -167,7 +167,7 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
             ReadJournal::Torn => {
                 tracing::warn!(journal = %jpath.display(), "torn intent: the release never started moving");
                 fs::remove_file(&jpath)?;
-                crate::durable::fsync_dir(&jdir)?;
+                crate::sys::fsync_dir(&jdir)?;
                 report.torn_journals.push(jpath);
             }
             ReadJournal::Corrupt { detail } => {
@@ -183,7 +183,7 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
                 match recover_one(&intent, &verified, opts, &mut report) {
                     Ok(true) => {
                         fs::remove_file(&jpath)?;
-                        crate::durable::fsync_dir(&jdir)?;
+                        crate::sys::fsync_dir(&jdir)?;
                     }
                     Ok(false) => {}
                     Err(error) => {

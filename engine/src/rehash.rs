@@ -47,6 +47,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::hash::{Fingerprint, Head, Keep};
+// The synchronous reads beside the pipeline, for this workspace's tests and
+// benches, which compare the two.
+pub use crate::hash::{fingerprint_fd, read_and_hash, sha256_fd, sha256_fd_with, ReadBytes, HASH_CHUNK};
 use crate::identity::{Identity, Pin};
 use crate::uring::read::{FileJob, Reader};
 use crate::uring::ring::{Pipeline, RingConfig, Shared};
@@ -384,7 +387,7 @@ mod tests {
         let jobs = [HashJob::new(good.as_fd()), HashJob::new(dir.as_fd())];
         for backend in [RehashBackend::Uring, RehashBackend::Sync] {
             let r = hash_fds(&jobs, &RehashOptions { backend, threads: 1, fingerprint: false });
-            assert_eq!(r[0].as_ref().unwrap().sha256, crate::hash::sha256_bytes(b"hello"));
+            assert_eq!(r[0].as_ref().unwrap().sha256, crate::revision::sha256_bytes(b"hello"));
             assert_eq!(r[1].as_ref().unwrap_err().raw_os_error(), Some(libc::EISDIR));
         }
     }

@@ -10,8 +10,10 @@
 //! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 //! - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
 
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -78,7 +80,7 @@ impl From<WalkError> for io::Error {
 }
 
 /// Opens one directory component below `dir`, without following a link.
-fn open_component(dir: BorrowedFd<'_>, name: &str, index: usize) -> Result<OwnedFd, WalkError> {
+fn open_component(dir: BorrowedFd<'_>, name: &OsStr, index: usize) -> Result<OwnedFd, WalkError> {
     match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
         Ok(fd) => Ok(fd),
         Err(Errno::NOENT) => Err(WalkError::NotFound(index)),
@@ -96,14 +98,20 @@ fn open_component(dir: BorrowedFd<'_>, name: &str, index: usize) -> Result<Owned
 }
 
 /// Opens `components` one by one below `base`, never following links.
-pub fn open_dir_beneath<S: AsRef<str>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
+pub fn open_dir_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
     if components.is_empty() {
         return rustix::fs::openat(base, ".", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()));
     }
     if !OPENAT2_MISSING.load(Ordering::Relaxed) {
-        let joined = components.iter().map(AsRef::as_ref).collect::<Vec<_>>().join("/");
+        let mut joined = OsString::new();
+        for (i, c) in components.iter().enumerate() {
+            if i > 0 {
+                joined.push("/");
+            }
+            joined.push(c.as_ref());
+        }
         let how = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        match rustix::fs::openat2(base, joined.as_str(), DIR_FLAGS, Mode::empty(), how) {
+        match rustix::fs::openat2(base, joined.as_os_str(), DIR_FLAGS, Mode::empty(), how) {
             Ok(fd) => return Ok(fd),
             Err(Errno::NOSYS) | Err(Errno::PERM) => OPENAT2_MISSING.store(true, Ordering::Relaxed),
             Err(_) => {} // diagnose below, component by component
@@ -129,17 +137,17 @@ pub fn mkdir_beneath(dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<O
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
     }
-    Ok(open_dir_beneath(dir, &[name])?)
+    Ok(open_dir_beneath(dir, &[OsStr::new(name)])?)
 }
 
 /// Opens an absolute directory path from `/`, never following links.
 ///
-/// `path` must be absolute and exact (see [`crate::path_rules::check_exact`]).
+/// `path` must be absolute and exact (see [`crate::preflight::check_exact`]).
 pub fn open_dir_abs(path: &Path) -> Result<OwnedFd, WalkError> {
     let root =
         rustix::fs::openat(rustix::fs::CWD, "/", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()))?;
-    let s = path.to_str().ok_or_else(|| WalkError::Io(0, io::Error::from(io::ErrorKind::InvalidInput)))?;
-    let comps: Vec<&str> = s.split('/').filter(|c| !c.is_empty()).collect();
+    let comps: Vec<&OsStr> =
+        path.as_os_str().as_bytes().split(|&b| b == b'/').filter(|c| !c.is_empty()).map(OsStr::from_bytes).collect();
     open_dir_beneath(root.as_fd(), &comps)
 }
 
@@ -150,7 +158,7 @@ pub struct OpenedFile {
     /// The parent directory.
     pub parent: OwnedFd,
     /// The final component.
-    pub name: String,
+    pub name: OsString,
     /// The file, opened read-only, no-follow.
     pub file: OwnedFd,
     /// Identity read from the opened descriptor.
@@ -162,7 +170,7 @@ pub struct OpenedFile {
 /// Refuses with `not_found`, `symlink` (any component), `not_regular_file`,
 /// `hardlink` (`nlink > 1`), or `read_required` when the object changed
 /// between the no-follow `statx` and the open.
-pub fn open_regular_beneath<S: AsRef<str>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
+pub fn open_regular_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
     let (name, parents) = rel.split_last().ok_or(Reason::NotSessionHelper)?;
     let name = name.as_ref();
     let parent = open_dir_beneath(base, parents).map_err(|e| e.reason())?;

@@ -47,7 +47,7 @@ fn recreated_file_under_a_reused_inode_within_one_tick_requires_a_new_read() {
     assert!(stale.generation != now.generation || stale.btime != now.btime, "{stale:?} {now:?}");
 
     let before = snapshot(fx.ws());
-    let t = [Target { path: h.to_str().unwrap().to_owned(), pin: stale }];
+    let t = [Target::new(&h, stale)];
     let r = release(
         &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
         &IdleOwner,
@@ -60,7 +60,7 @@ fn recreated_file_under_a_reused_inode_within_one_tick_requires_a_new_read() {
     assert_eq!(fs::read(&h).unwrap(), b"print('same')\n");
 
     // A fresh read of the recreated file releases it.
-    let t = [Target { path: h.to_str().unwrap().to_owned(), pin: now }];
+    let t = [Target::new(&h, now)];
     let r = release(
         &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
         &IdleOwner,

@@ -23,7 +23,7 @@ use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use winx_release_engine::hash::Keep;
+use winx_release_engine::read::Keep;
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
     open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, DirCache, RootSpec, ScanBackend,
@@ -498,11 +498,13 @@ fn rehash_digests_agree_across_backends() {
     let contents: Vec<Vec<u8>> =
         (0..40usize).map(|i| (0..(i * i * 997 + i)).map(|k| (k % 251) as u8 ^ i as u8).collect()).collect();
     let files: Vec<fs::File> = contents.iter().map(|c| temp_file(c)).collect();
-    let want: Vec<([u8; 32], u64)> = files.iter().map(|f| winx_release_engine::hash::sha256_fd(f).unwrap()).collect();
+    let want: Vec<([u8; 32], u64)> = files.iter().map(|f| winx_release_engine::rehash::sha256_fd(f).unwrap()).collect();
     // The fingerprints (BLAKE3) as the release's recheck takes them.
     let mut buf = vec![0u8; 4096];
-    let prints: Vec<_> =
-        files.iter().map(|f| winx_release_engine::hash::fingerprint_fd(f, &mut buf, u64::MAX - 1).unwrap().0).collect();
+    let prints: Vec<_> = files
+        .iter()
+        .map(|f| winx_release_engine::rehash::fingerprint_fd(f, &mut buf, u64::MAX - 1).unwrap().0)
+        .collect();
     let jobs: Vec<HashJob<'_>> =
         files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(3) }).collect();
     for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
@@ -547,7 +549,7 @@ fn rehash_text_heads_agree_across_backends() {
         .iter()
         .map(|f| {
             let mut buf = vec![0u8; 4096];
-            let r = winx_release_engine::hash::read_and_hash(f, &mut buf, Keep::Text(limit)).unwrap();
+            let r = winx_release_engine::rehash::read_and_hash(f, &mut buf, Keep::Text(limit)).unwrap();
             r.head.into_text(r.len > limit as u64)
         })
         .collect();
@@ -590,7 +592,7 @@ fn open_and_hash_checks_the_pin_before_hashing() {
     let pin_of = |name: &str| {
         let f = fs::File::open(d.join(name)).unwrap();
         let id = winx_release_engine::Identity::of_fd(&f).unwrap();
-        Pin::new(&id, winx_release_engine::hash::sha256_fd(&f).unwrap().0)
+        Pin::new(&id, winx_release_engine::rehash::sha256_fd(&f).unwrap().0)
     };
     let good = pin_of("good");
     let linked = pin_of("linked");

@@ -4,9 +4,9 @@ use std::path::{Component, Path};
 
 use proptest::prelude::*;
 use winx_release_engine::layout::{session_name, Layout};
-use winx_release_engine::path_rules::{check_exact, place_helper};
-use winx_release_engine::release::validate_paths;
-use winx_release_engine::Reason;
+use winx_release_engine::preflight::place_all;
+use winx_release_engine::preflight::{check_exact, place_helper};
+use winx_release_engine::{Reason, Refusal};
 
 const WS: &str = "/work/ws";
 const THREAD: &str = "thread-1";
@@ -85,6 +85,7 @@ proptest! {
             prop_assert!(s.starts_with(&prefix));
             prop_assert!(!h.rel.is_empty());
             for c in &h.rel {
+                let c = c.to_str().expect("a UTF-8 request gives UTF-8 components");
                 prop_assert!(!c.is_empty() && c != "." && c != ".." && !c.contains('/'));
                 prop_assert!(!c.starts_with(".winx-release-"));
             }
@@ -114,9 +115,9 @@ proptest! {
     /// and a refusal names a reason for a listed target.
     #[test]
     fn validation_is_total(paths in prop::collection::vec(path_like(), 0..12)) {
-        match validate_paths(&layout(), THREAD, &paths) {
+        match place_all(&layout(), THREAD, &paths) {
             Ok(h) => prop_assert_eq!(h.len(), paths.len()),
-            Err((r, own)) => {
+            Err(Refusal { reason: r, own, .. }) => {
                 prop_assert_eq!(own.len(), paths.len());
                 if r != Reason::FileCount {
                     prop_assert!(own.contains(&Some(r)));
@@ -132,8 +133,8 @@ fn ten_thousand_entries_are_refused_quickly() {
     let session = layout.session_dir(THREAD);
     let paths: Vec<String> = (0..10_000).map(|i| format!("{}/h{i}.py", session.display())).collect();
     let t = std::time::Instant::now();
-    let r = validate_paths(&layout, THREAD, &paths);
-    assert!(matches!(r, Err((Reason::FileCount, _))));
+    let r = place_all(&layout, THREAD, &paths);
+    assert!(matches!(r, Err(Refusal { reason: Reason::FileCount, .. })));
     assert!(t.elapsed().as_millis() < 200);
 }
 

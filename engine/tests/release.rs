@@ -157,7 +157,7 @@ fn symlinks_are_refused_final_and_parent() {
     symlink(&outside, fx.session.join("sub")).unwrap();
     let through = fx.session.join("sub/victim.txt");
     assert_denied(&fx, &[unpinned(through.to_str().unwrap())], Reason::Symlink);
-    let pinned_victim = Target { path: through.to_str().unwrap().to_owned(), pin: pin(&outside.join("victim.txt")) };
+    let pinned_victim = Target::new(&through, pin(&outside.join("victim.txt")));
     assert_denied(&fx, &[pinned_victim], Reason::Symlink);
     assert!(outside.join("victim.txt").exists());
     assert!(real.exists());

@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use winx_release_engine::durable::{create_private_dir_all, fsync_dir, write_durable};
+use winx_release_engine::sys::{create_private_dir_all, fsync_dir, write_durable};
 
 use crate::token::frame;
 use crate::wire::{ReleaseArgs, ReleaseEntry};

@@ -100,7 +100,7 @@ impl TokenKey {
     /// A key with a fresh random secret from the OS.
     pub fn generate() -> io::Result<TokenKey> {
         let mut secret = [0u8; 32];
-        winx_release_engine::random::fill(&mut secret)?;
+        winx_release_engine::sys::fill_random(&mut secret)?;
         Ok(TokenKey { secret })
     }
 

@@ -25,7 +25,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use winx_release_engine::hash::parse_revision;
 use winx_release_engine::Reason;
 
 use crate::error::FrontendError;
@@ -330,7 +329,7 @@ pub fn parse_edit_files(v: &Value) -> Result<EditRequest, EditParseError> {
         let mut entries = Vec::with_capacity(args.files.len());
         for (i, f) in args.files.iter().enumerate() {
             let e: ReleaseEntry = from_value(&format!("files[{i}]"), f).map_err(|e| fail(e, true))?;
-            if parse_revision(&e.expected_revision).is_none() {
+            if winx_release_engine::revision::parse(&e.expected_revision).is_none() {
                 let msg = format!("files[{i}].expected_revision is not \"sha256:<64 lowercase hex>\"");
                 return Err(fail(FrontendError::invalid(msg), true));
             }

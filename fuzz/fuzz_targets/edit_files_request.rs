@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use winx_release_engine::layout::Layout;
-use winx_release_engine::release::validate_paths;
+use winx_release_engine::preflight::place_all;
 use winx_release_frontend_adapter::wire::{parse_edit_files, EditRequest};
 
 fuzz_target!(|data: &[u8]| {
@@ -13,10 +13,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(EditRequest::Release(r)) = parse_edit_files(&value) {
         let layout = Layout::new("/fuzz/ws", "/fuzz/data").unwrap();
         let paths = r.paths();
-        if let Ok(helpers) = validate_paths(&layout, "fuzz-thread", &paths) {
+        if let Ok(helpers) = place_all(&layout, "fuzz-thread", &paths) {
             let session = layout.session_dir("fuzz-thread");
             for h in helpers {
-                assert!(h.path.starts_with(&format!("{}/", session.display())));
+                assert!(h.path.to_str().unwrap().starts_with(&format!("{}/", session.display())));
                 assert!(h.rel.iter().all(|c| !c.is_empty() && c != "." && c != ".."));
             }
         }

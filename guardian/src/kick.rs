@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use winx_release_engine::sync::lock;
+use winx_release_engine::sys::lock;
 
 /// Wakes the retention worker.
 #[derive(Default)]

@@ -107,7 +107,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     // Retention's staging directory exists before the guardian serves, so
     // that the first background pass never changes the data directory's
     // shape under a client that has already started.
-    if let Err(e) = winx_release_engine::durable::create_private_dir_all(data_dir)
+    if let Err(e) = winx_release_engine::sys::create_private_dir_all(data_dir)
         .and_then(|()| winx_release_engine::retention::Staging::open(data_dir).map(drop))
     {
         tracing::warn!(error = %e, "retention staging directory unavailable; passes will retry");
@@ -417,7 +417,7 @@ fn release_op(
     targets: &[Target],
 ) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
-    let paths: Vec<String> = targets.iter().map(|t| t.path.clone()).collect();
+    let paths: Vec<String> = targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
     let Some(session) = g.session(&layout, thread) else {
         let report =
             ReleaseReport::denied(&paths, Reason::OwnerUnavailable, &[], "session is not owned by this guardian");

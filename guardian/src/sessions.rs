@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use winx_release_engine::executions::{Execution, Runtime, SessionKey};
 use winx_release_engine::layout::Layout;
 
-pub(crate) use winx_release_engine::sync::lock;
+pub(crate) use winx_release_engine::sys::lock;
 
 /// The guardian's state.
 pub struct Guardian {
@@ -70,7 +70,7 @@ impl Guardian {
     pub fn new(data_dir: &Path, runtime: Arc<Runtime>) -> Guardian {
         Guardian {
             data_dir: data_dir.to_path_buf(),
-            instance: winx_release_engine::random::random_hex(16),
+            instance: winx_release_engine::sys::random_hex(16),
             pid: std::process::id() as i32,
             runtime,
             sessions: Mutex::new(HashMap::new()),

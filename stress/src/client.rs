@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
-use winx_release_engine::sync::lock;
+use winx_release_engine::sys::lock;
 
 use serde_json::{json, Value};
 

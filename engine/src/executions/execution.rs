@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::record::{Leader, Record, RecordState, OUTPUT_FILE};
 use super::SessionKey;
-use crate::sync::lock;
+use crate::sys::lock;
 
 /// Most bytes of output returned inline ([`Execution::output_tail`]); a
 /// longer output is dropped whole into `W/.winx/scratch/<id>.out` when the

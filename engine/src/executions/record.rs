@@ -173,7 +173,7 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
 /// fsync, rename, fsync of the directory).
 pub fn write_record(dir: &Path, record: &Record) -> io::Result<()> {
     let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
-    crate::durable::write_durable(&dir.join(RECORD_FILE), &bytes)
+    crate::sys::write_durable(&dir.join(RECORD_FILE), &bytes)
 }
 
 /// Whether `id` has the shape of a command id (16 lowercase hex digits).

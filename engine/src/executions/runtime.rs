@@ -17,8 +17,8 @@ use super::procfs::{self, Probe, QUIET_PROBES};
 use super::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
-use crate::durable::create_private_dir_all;
-use crate::sync::lock;
+use crate::sys::create_private_dir_all;
+use crate::sys::lock;
 
 mod adopt;
 mod answer;
@@ -228,7 +228,7 @@ impl Runtime {
     /// `D/executions/<id>/` with the command text, and is
     /// [`ExecState::Queued`] until [`Runtime::run`] starts it.
     pub fn submit(&self, spawn: Spawn) -> io::Result<Arc<Execution>> {
-        let id = crate::random::random_hex(8);
+        let id = crate::sys::random_hex(8);
         let dir = self.data_dir.join("executions").join(&id);
         let cgroup = match &self.mode {
             Mode::Cgroup(s) => Some(s.execution_cgroup(&id)),

@@ -109,27 +109,6 @@ pub fn fingerprint_fd<Fd: AsFd>(fd: Fd, buf: &mut [u8], limit: u64) -> io::Resul
     Ok((*hasher.finalize().as_bytes(), len))
 }
 
-/// SHA-256 of a byte slice.
-pub fn sha256_bytes(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
-
-/// The contract's revision string: `sha256:<64 lowercase hex>`.
-pub fn revision(digest: &[u8; 32]) -> String {
-    format!("sha256:{}", hex::encode(digest))
-}
-
-/// Parses a revision string back into a digest; `None` if malformed.
-pub fn parse_revision(rev: &str) -> Option<[u8; 32]> {
-    let hex_part = rev.strip_prefix("sha256:")?;
-    if hex_part.len() != 64 || hex_part.bytes().any(|b| b.is_ascii_uppercase()) {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(hex_part, &mut out).ok()?;
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -143,7 +122,7 @@ mod tests {
         let r = super::read_and_hash(&f, &mut buf, super::Keep::Bytes(1000)).unwrap();
         assert_eq!(r.len, data.len() as u64);
         assert_eq!(r.head.into_bytes(), &data[..1000]);
-        assert_eq!(r.digest, super::sha256_bytes(&data));
+        assert_eq!(r.digest, crate::revision::sha256_bytes(&data));
     }
 
     #[test]

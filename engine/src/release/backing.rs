@@ -1,4 +1,4 @@
-//! Step 8 of a release: the backing-root scan, with every target as an
+//! Step `scan` of a release: the backing-root scan, with every target as an
 //! alias.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! Step 9 of a release, the synchronous section: a private quarantine and
+//! Step `capture` of a release, the synchronous section: a private quarantine and
 //! a journal, then per target `renameat2(RENAME_NOREPLACE)` into the
 //! quarantine, a recheck of the captured object, and `unlinkat` of the
 //! verified pinned object, or a restore without overwriting, or the object
@@ -34,7 +34,7 @@ pub(super) fn begin(
     opts: &ReleaseOptions<'_>,
     opened: &Opened,
 ) -> Result<Run, ReleaseReport> {
-    let paths: Vec<String> = req.targets.iter().map(|t| t.path.clone()).collect();
+    let paths: Vec<String> = req.targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
     let session = opened.session.as_fd();
     // The journal directory's shared lock, before the quarantine exists: no
     // recovery sweeps or retires anything of this run while it is live.
@@ -109,7 +109,7 @@ pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[C
     let mut touched = false;
     for (i, c) in targets.iter().enumerate() {
         let mut result = TargetResult {
-            file_path: c.helper.path.clone(),
+            file_path: c.helper.path.to_string_lossy().into_owned(),
             outcome: Outcome::NotAttempted,
             reason: Some(TargetReason::StoppedAfterFailure.into()),
             bytes_reclaimed: 0,
@@ -149,7 +149,7 @@ fn capture_one(
     let moved = fault(opts, FaultPoint::BeforeRename { index: i, path })
         .and_then(|()| rename_noreplace(c.parent.as_fd(), c.helper.name(), q.dir.as_fd(), &p.qname));
     if let Err(e) = moved {
-        tracing::warn!(path = %c.helper.path, error = %e, "rename into quarantine failed");
+        tracing::warn!(path = %c.helper.path.display(), error = %e, "rename into quarantine failed");
         result.outcome = Outcome::Failed;
         result.reason = Some(no_space::reason_of(&e).into());
         return Step { moved: false, go_on: false };
@@ -178,7 +178,7 @@ fn capture_one(
                     Step { moved: true, go_on: true }
                 }
                 Err(e) => {
-                    tracing::warn!(path = %c.helper.path, error = %e, "unlink failed");
+                    tracing::warn!(path = %c.helper.path.display(), error = %e, "unlink failed");
                     restore(opts, p, result, Some(no_space::reason_of(&e)));
                     stop
                 }
@@ -189,7 +189,7 @@ fn capture_one(
             Step { moved: true, go_on: true }
         }
         Err(e) => {
-            tracing::warn!(path = %c.helper.path, error = %e, "recheck failed");
+            tracing::warn!(path = %c.helper.path.display(), error = %e, "recheck failed");
             restore(opts, p, result, Some(no_space::reason_of(&e)));
             stop
         }

@@ -1,4 +1,4 @@
-//! Steps 6–7 of a release: the request's shape, the owner's execution
+//! Step `check` of a release: the request's shape, the owner's execution
 //! state, and every target opened through directory handles, re-identified
 //! and re-hashed against its pin. The same reads give each target's BLAKE3
 //! fingerprint, which the recheck of the captured object compares with.
@@ -17,17 +17,15 @@
 //! the speed matters.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{ReleaseReport, ReleaseRequest};
-use crate::error::Reason;
+use crate::error::{Reason, Refusal};
 use crate::hash::Fingerprint;
-use crate::identity::{Identity, Pin};
-use crate::layout::{self, Layout};
+use crate::identity::Pin;
 use crate::owner::RuntimeOwner;
-use crate::path_rules::{place_helper, HelperPath};
+use crate::preflight::{open_all, place_all, HelperPath};
 use crate::rehash::{self, HashJob, RehashOptions};
-use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 
 /// A target that passed its identity check.
 pub(super) struct Checked {
@@ -53,49 +51,18 @@ pub(super) struct Opened {
     pub(super) count: usize,
 }
 
-/// Validates the request's shape: count, exact paths, duplicates, placement.
-///
-/// Returns the placed helpers, or the request-level reason and each
-/// target's own reason.
-pub fn validate_paths(
-    layout: &Layout,
-    thread_id: &str,
-    paths: &[String],
-) -> Result<Vec<HelperPath>, (Reason, Vec<Option<Reason>>)> {
-    crate::path_rules::check_shape(paths)?;
-    let mut own = vec![None; paths.len()];
-    let mut helpers = Vec::with_capacity(paths.len());
-    for (i, p) in paths.iter().enumerate() {
-        match place_helper(layout, thread_id, p) {
-            Ok(h) => helpers.push(h),
-            Err(r) => own[i] = Some(r),
-        }
-    }
-    match own.iter().flatten().next().copied() {
-        Some(first) => Err((first, own)),
-        None => Ok(helpers),
-    }
-}
-
-/// Opens the session directory of `thread_id` through directory handles.
-pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Reason> {
-    let ws = open_dir_abs(layout.workspace()).map_err(|e| e.reason())?;
-    let session = layout::session_name(thread_id);
-    open_dir_beneath(ws.as_fd(), &[layout::WINX_DIR, layout::TMP_DIR, session.as_str()]).map_err(|e| e.reason())
-}
-
-/// Checks the request's shape and the owner's state, then opens every
-/// target through directory handles and matches its identity against its
-/// pin. Any refusal is the whole request's denial, nothing touched.
+/// Step `check`: the request's shape and placement ([`place_all`]), the
+/// owner's state, then every target opened through directory handles
+/// ([`open_all`], the same `preflight` the frontend runs) and its identity
+/// matched against its pin. Any refusal is the whole request's denial,
+/// nothing touched.
 pub(super) fn open_targets(
     req: &ReleaseRequest<'_>,
     owner: &dyn RuntimeOwner,
     paths: &[String],
 ) -> Result<Opened, ReleaseReport> {
-    let helpers = match validate_paths(req.layout, req.thread_id, paths) {
-        Ok(h) => h,
-        Err((r, own)) => return Err(ReleaseReport::denied(paths, r, &own, "a target path was refused")),
-    };
+    let exact: Vec<&Path> = req.targets.iter().map(|t| t.path.as_path()).collect();
+    let helpers = place_all(req.layout, req.thread_id, &exact).map_err(|r| r.into_report(paths))?;
     if !owner.supports_temporary_release() {
         return Err(ReleaseReport::denied(
             paths,
@@ -114,57 +81,29 @@ pub(super) fn open_targets(
         let detail = owner.running_detail(req.thread_id).unwrap_or_else(|| format!("{running} execution(s) running"));
         return Err(ReleaseReport::denied(paths, Reason::ExecutionActive, &[], detail));
     }
-    let session_path = req.layout.session_dir(req.thread_id);
-    let session = match open_session_dir(req.layout, req.thread_id) {
-        Ok(fd) => fd,
-        Err(r) => return Err(ReleaseReport::denied(paths, r, &[], "session directory cannot be opened")),
-    };
-    let session_dev = match Identity::of_fd(&session) {
-        Ok(id) => id.dev,
-        Err(e) => return Err(ReleaseReport::denied(paths, Reason::NotFound, &[], format!("session directory: {e}"))),
-    };
+    let pre = open_all(req.layout, req.thread_id, helpers).map_err(|r| r.into_report(paths))?;
     let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
-    let mut targets = Vec::with_capacity(helpers.len());
-    // Two request paths that name one physical file (a bind mount inside
-    // the session, say) are refused up front as `hardlink`: one helper with
-    // more than one name, as a hardlink would be (the closest contract
-    // reason; see docs/DESIGN.md).
-    let mut seen: std::collections::HashMap<crate::PhysicalId, usize> = std::collections::HashMap::new();
-    for (index, (helper, target)) in helpers.into_iter().zip(req.targets).enumerate() {
-        let opened = match open_regular_beneath(session.as_fd(), &helper.rel) {
-            Ok(o) => o,
-            Err(r) => {
-                own[index] = Some(r);
-                continue;
-            }
-        };
-        if let Some(&first) = seen.get(&opened.identity.physical()) {
-            own[first] = Some(Reason::Hardlink);
-            own[index] = Some(Reason::Hardlink);
-            continue;
-        }
-        seen.insert(opened.identity.physical(), index);
-        if opened.identity.dev != session_dev {
-            own[index] = Some(Reason::RenameUnsupported);
-            continue;
-        }
-        if !target.pin.matches_identity(&opened.identity) {
-            own[index] = Some(Reason::ReadRequired);
+    let mut targets = Vec::with_capacity(pre.targets.len());
+    for t in pre.targets {
+        let target = &req.targets[t.index];
+        if !target.pin.matches_identity(&t.identity) {
+            own[t.index] = Some(Reason::ReadRequired);
             continue;
         }
         targets.push(Checked {
-            index,
-            helper,
+            index: t.index,
+            helper: t.helper,
             pin: target.pin,
-            parent: opened.parent,
-            file: opened.file,
+            parent: t.parent,
+            file: t.file,
             fingerprint: None,
         });
     }
-    if let Some(first) = own.iter().flatten().next().copied() {
-        return Err(ReleaseReport::denied(paths, first, &own, "a target failed its check"));
+    let why = |_| Some("its identity (inode, size or change time) changed since it was read".to_owned());
+    if let Some(refusal) = Refusal::of_targets(paths, own, why) {
+        return Err(refusal.into_report(paths));
     }
-    Ok(Opened { session, session_path, targets, count: paths.len() })
+    Ok(Opened { session: pre.session, session_path: pre.session_path, targets, count: paths.len() })
 }
 
 /// Re-hashes every opened target in one batch (io_uring reads and every

@@ -1,4 +1,4 @@
-//! Step 10 of a release: durability, then the report.
+//! Step `finish` of a release: durability, then the report.
 //!
 //! # Fsyncs of one release
 //! Happy path (every target released), three here and two in the

@@ -11,15 +11,16 @@
 //!
 //! [`release`] runs the steps of the architecture's data flow, one file
 //! each:
-//! - `check.rs` (steps 6–7): request shape, the owner's execution state,
-//!   every target opened through directory handles and re-identified, then
-//!   re-hashed in one batch;
-//! - `backing.rs` (step 8): the backing-root scan. It needs only the
-//!   targets' identities, so it runs on its own thread while step 7 hashes;
-//!   both finish before anything moves;
-//! - `capture.rs` (step 9): quarantine and journal, then per target
+//! - `check.rs` (steps `owner` and `check`): request shape and placement,
+//!   the owner's execution state, every target opened through directory
+//!   handles ([`crate::preflight`]) and re-identified, then re-hashed in one
+//!   batch;
+//! - `backing.rs` (step `scan`): the backing-root scan. It needs only the
+//!   targets' identities, so it runs on its own thread while `check`
+//!   hashes; both finish before anything moves; then `in_use`;
+//! - `capture.rs` (step `capture`): quarantine and journal, then per target
 //!   rename, recheck, unlink or restore;
-//! - `finish.rs` (step 10): durability and the report.
+//! - `finish.rs` (step `finish`): durability and the report.
 //!
 //! # References
 //! - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html)
@@ -31,7 +32,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use crate::error::{Reason, TargetCode, TargetReason};
+use crate::error::{Reason, Refusal, TargetCode, TargetReason};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Pin;
 use crate::layout::Layout;
@@ -45,29 +46,26 @@ mod check;
 mod display;
 mod finish;
 
+pub use crate::preflight::MAX_TARGETS;
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
-pub use check::{open_session_dir, validate_paths};
-
-pub use crate::path_rules::MAX_TARGETS;
 
 /// One target of a release: its exact path and what its read pinned.
+///
+/// On the wire (JSON) the path is a string; a path that is not UTF-8 can be
+/// released by an embedder that calls [`release()`] directly, but does not
+/// serialise (`serde` refuses it rather than changing a byte).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Target {
     /// The exact path.
-    pub path: String,
+    pub path: PathBuf,
     /// The pinned identity and digest.
     pub pin: Pin,
 }
 
 impl Target {
-    /// A target at `path` with its pin.
-    ///
-    /// A path that is not UTF-8 cannot be released (the protocol carries
-    /// paths as strings): it is kept with its invalid bytes replaced, which
-    /// names no existing file, so the release of it fails closed
-    /// (`not_found`).
+    /// A target at `path` (any bytes: it need not be UTF-8) with its pin.
     pub fn new(path: impl AsRef<std::path::Path>, pin: Pin) -> Target {
-        Target { path: path.as_ref().to_string_lossy().into_owned(), pin }
+        Target { path: path.as_ref().to_path_buf(), pin }
     }
 }
 
@@ -220,17 +218,68 @@ impl ReleaseReport {
     }
 }
 
-/// Runs one release under the caller's admission barrier.
+/// Releases (removes) the pinned helpers of one request, under the caller's
+/// admission barrier: all targets and the backing roots are checked before
+/// anything moves, then each target is captured into a private quarantine,
+/// rechecked, and only the verified pinned object is unlinked.
 ///
-/// Never panics on bad input; every refusal is a [`ReleaseReport`] with
-/// status `denied` or `invalid_input` and nothing touched.
+/// The steps, one file each: `check` (shape and placement, the owner's
+/// answers, [`crate::preflight::open_all`], each identity against its pin,
+/// the bytes re-hashed), `scan` (the backing roots, beside the re-hash),
+/// `in_use`, `capture` and `finish`.
+///
+/// The caller holds the session's admission barrier for the whole call and
+/// answers for its executions through `owner`; the engine never signals or
+/// kills a process. Blocking: a release reads every target and walks the
+/// backing roots (run it on a blocking thread in an async guardian). Never
+/// panics on bad input.
+///
+/// # Errors
+/// Returns a [`ReleaseReport`], never an `Err`. Nothing is touched when its
+/// status is [`Status::Denied`] or [`Status::InvalidInput`] (with
+/// `error_code`) or [`Status::Failed`] with `touched == false`:
+/// - shape and placement: [`Reason::FileCount`], [`Reason::DuplicatePath`],
+///   [`Reason::PathNotExact`], [`Reason::GlobNotAllowed`] (these four are
+///   `invalid_input`), [`Reason::ReservedNamespace`],
+///   [`Reason::OtherSession`], [`Reason::NotSessionHelper`];
+/// - the owner: [`Reason::OwnerUnsupported`], [`Reason::PendingActions`],
+///   [`Reason::ExecutionActive`];
+/// - each target: [`Reason::Symlink`], [`Reason::NotFound`],
+///   [`Reason::NotRegularFile`], [`Reason::Hardlink`],
+///   [`Reason::RenameUnsupported`], [`Reason::ReadRequired`] (identity or
+///   bytes not the pinned ones);
+/// - the backing roots: [`Reason::BackingAlias`], [`Reason::BackingSymlink`],
+///   [`Reason::BackingUnsupportedEntry`], [`Reason::BackingInaccessible`],
+///   [`Reason::BackingScanLimit`];
+/// - [`Reason::InUse`]; [`Reason::UnsupportedPlatform`] off Linux;
+/// - `failed`, untouched, [`TargetReason::NoSpace`] or
+///   [`TargetReason::IoError`]: the journal, its lock or the quarantine
+///   could not be written ([`ReleaseReport::request_code`]).
+///
+/// A run that touched the filesystem is [`Status::Completed`] or
+/// [`Status::Partial`]; each target then is `released`, `restored`
+/// ([`TargetReason::ReplacedDuringRelease`]), `preserved`
+/// ([`TargetReason::RestoreBlocked`], with its quarantine path), `failed`
+/// ([`TargetReason::NoSpace`], [`TargetReason::IoError`]) or
+/// `not_attempted` ([`TargetReason::StoppedAfterFailure`]). A denial's
+/// `detail` names the first refused target and why, for instance
+/// `/w/.winx/tmp/session-…/x.sh: read_required (its content changed since
+/// it was read)`.
+///
+/// # References
+/// - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html) (`RENAME_NOREPLACE`)
+/// - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
+/// - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
+/// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
-    let paths: Vec<String> = req.targets.iter().map(|t| t.path.clone()).collect();
+    // The paths as reports name them (a non-UTF-8 byte shown as U+FFFD).
+    let paths: Vec<String> = req.targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
     if !cfg!(target_os = "linux") {
         return ReleaseReport::denied(&paths, Reason::UnsupportedPlatform, &[], "release is supported on Linux only");
     }
     let mut steps = StepTimes::start();
-    // Steps 6–7 (identities), then 7 (bytes) and 8 (scan) side by side.
+    // Steps `owner` and `check` (identities), then `check` (bytes) and
+    // `scan` side by side.
     let mut opened = match check::open_targets(req, owner, &paths) {
         Ok(o) => o,
         Err(report) => return report,
@@ -249,8 +298,9 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         (own, scan.join())
     });
     steps.mark("check+scan");
-    if let Some(first) = own.iter().flatten().next().copied() {
-        return ReleaseReport::denied(&paths, first, &own, "a target failed its check");
+    let why = |_| Some("its content changed since it was read".to_owned());
+    if let Some(refusal) = Refusal::of_targets(&paths, own, why) {
+        return refusal.into_report(&paths);
     }
     let scan = match scan {
         Ok(Ok(scan)) => scan,
@@ -273,7 +323,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
     drop(files);
-    // Step 9, then 10.
+    // Steps `capture`, then `finish`.
     let mut run = match capture::begin(req, opts, &opened) {
         Ok(run) => run,
         Err(report) => return report,

@@ -8,9 +8,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use winx_release_engine::hash::sha256_fd;
 use winx_release_engine::identity::{Identity, Pin};
 use winx_release_engine::layout::Layout;
+use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::release::Target;
 
 /// A workspace, data dir and one session.
@@ -72,13 +72,13 @@ pub fn pin(path: &Path) -> Pin {
 }
 
 pub fn target(path: &Path) -> Target {
-    Target { path: path.to_str().unwrap().to_owned(), pin: pin(path) }
+    Target::new(path, pin(path))
 }
 
 /// A target with an arbitrary pin, for paths that cannot be pinned.
 pub fn unpinned(path: &str) -> Target {
     Target {
-        path: path.to_owned(),
+        path: path.into(),
         pin: Pin {
             dev: 0,
             ino: 0,

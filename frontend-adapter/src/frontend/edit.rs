@@ -1,93 +1,143 @@
 //! `EditFiles` releases.
 //!
-//! Order of a release:
+//! The steps of a release, named as in the README and `docs/DESIGN.md`:
 //!
-//! 1. the request's shape is parsed ([`parse_edit_files`]); then the receipt
-//!    of exactly this request is looked up by its fingerprint and replayed,
-//!    touching nothing, before anything else (so a replay works after a
-//!    frontend restart, also for a thread this process does not know);
-//!    identical requests in flight in this process are serialised so that
-//!    the second one replays the first one's receipt;
-//! 2. path rules: `file_count`, `duplicate_path`, `path_not_exact`,
-//!    `glob_not_allowed`;
-//! 3. the thread (`thread_mismatch`) and the exact workspace string
-//!    (`workspace_mismatch`);
-//! 4. policy (`policy_denied`);
-//! 5. placement (`reserved_namespace`, `other_session`, `not_session_helper`),
-//!    then every target opened through no-follow handles (`symlink`,
-//!    `hardlink`, `not_regular_file`, `not_found`), the identity from the
-//!    opened descriptor, the token over that identity and the claimed digest
-//!    (`read_required`), the revision (`revision_mismatch`); the bytes are
-//!    read only to name a refusal, since the guardian re-hashes them;
-//! 6. the owner: `embedded_runtime`, `unsupported_platform`,
-//!    `owner_unavailable` (no guardian), `owner_unsupported` (no
-//!    `temporary_release` in its hello: the release is never sent),
-//!    `owner_unavailable` (not the guardian instance the session was
-//!    initialised with; checked after the capability so that an older
-//!    guardian is always `owner_unsupported`); then the guardian runs the
-//!    release with the pins (`unknown_op` is `owner_unsupported`);
-//! 7. when the guardian reports that the run touched the filesystem, the
-//!    receipt is written durably, then the result is returned. When the
-//!    receipt cannot be written, the result's `status` is `failed` with
-//!    `errorCode: "receipt_unavailable"` and a `receipt_error` message; the
-//!    per-target outcomes (what was released, restored or preserved) are
-//!    still returned.
+//! - `replay`: the request's shape is parsed ([`parse_edit_files`]); then
+//!   the receipt of exactly this request is looked up by its fingerprint and
+//!   replayed, touching nothing, before anything else (so a replay works
+//!   after a frontend restart, also for a thread this process does not
+//!   know); identical requests in flight in this process are serialised so
+//!   that the second one replays the first one's receipt;
+//! - `shape`: `file_count`, `duplicate_path`, `path_not_exact`,
+//!   `glob_not_allowed` (the engine's [`shape`]);
+//! - `scope`: the thread (`thread_mismatch`), the exact workspace string
+//!   (`workspace_mismatch`), policy (`policy_denied`);
+//! - `preflight`: the engine's [`preflight`] (`reserved_namespace`,
+//!   `other_session`, `not_session_helper`, then every target opened through
+//!   no-follow handles: `symlink`, `hardlink`, `not_regular_file`,
+//!   `not_found`, `rename_unsupported`), then the token over the identity
+//!   found and the claimed digest (`read_required`), the revision
+//!   (`revision_mismatch`); the bytes are read ([`read_pinned`]) only to
+//!   name a refusal, since the guardian re-hashes them;
+//! - `owner`: `embedded_runtime`, `unsupported_platform`,
+//!   `owner_unavailable` (no guardian), `owner_unsupported` (no
+//!   `temporary_release` in its hello: the release is never sent),
+//!   `owner_unavailable` (not the guardian instance the session was
+//!   initialised with; checked after the capability so that an older
+//!   guardian is always `owner_unsupported`); then the guardian runs the
+//!   release with the pins (`unknown_op` is `owner_unsupported`);
+//! - when the guardian reports that the run touched the filesystem, the
+//!   receipt is written durably, then the result is returned. When the
+//!   receipt cannot be written, the result's `status` is `failed` with
+//!   `errorCode: "receipt_unavailable"` ([`ReleaseCode::ReceiptUnavailable`])
+//!   and a `receipt_error` message; the per-target outcomes (what was
+//!   released, restored or preserved) are still returned.
 //!
 //! A transport failure after the release was sent is a `failed` result with
 //! `errorCode: "owner_unavailable"`, `outcome_unknown: true` and every file
 //! `failed`; the release is never re-sent automatically.
 
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
-use winx_release_engine::hash::{parse_revision, Keep};
-use winx_release_engine::path_rules::place_helper;
-use winx_release_engine::release::open_session_dir;
-use winx_release_engine::resolve::open_regular_beneath;
-use winx_release_engine::Pin;
+use winx_release_engine::preflight::{preflight, shape};
+use winx_release_engine::read::{read_pinned, Keep};
+use winx_release_engine::sys::lock;
+use winx_release_engine::{revision, Pin, Refusal};
 use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, Target, TargetCode, TargetReason, TargetResult};
 
-use super::read::read_helper;
 use super::{Frontend, Session};
 use crate::error::{Code, FrontendError};
 use crate::receipt::Fingerprint;
 use crate::token::TokenSubject;
 use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs, RELEASE_MODE};
-use winx_release_engine::path_rules::check_shape;
-use winx_release_engine::sync::lock;
 use winx_release_protocol::client::ClientError;
 
-/// `errorCode` of a touching release whose receipt could not be written.
-pub(crate) const RECEIPT_UNAVAILABLE: &str = "receipt_unavailable";
+/// The request-level `errorCode` of a release result: a contract code, or
+/// the frontend's own `receipt_unavailable` (a run that touched the
+/// filesystem but whose receipt could not be written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseCode {
+    /// A contract reason code (request- or target-level).
+    Code(TargetCode),
+    /// The receipt of a touching run could not be persisted.
+    ReceiptUnavailable,
+}
+
+impl ReleaseCode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseCode::Code(c) => c.code(),
+            ReleaseCode::ReceiptUnavailable => "receipt_unavailable",
+        }
+    }
+}
+
+impl Serialize for ReleaseCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 /// The contract's `EditFiles` result of a release, built from the engine's
 /// own types (outcomes, statuses and reason codes are never spelled here).
 #[derive(Debug, Serialize)]
-struct ReleaseResult<'a> {
-    status: Status,
-    operation: &'static str,
+pub struct ReleaseResult {
+    /// Overall status.
+    pub status: Status,
+    /// Always `release_temporary`.
+    pub operation: &'static str,
+    /// The request-level code, when there is one.
     #[serde(rename = "errorCode", skip_serializing_if = "Option::is_none")]
-    error_code: Option<TargetCode>,
+    pub error_code: Option<ReleaseCode>,
+    /// The receipt's id, whenever the filesystem was touched.
     #[serde(skip_serializing_if = "Option::is_none")]
-    receipt_id: Option<&'a str>,
+    pub receipt_id: Option<String>,
     /// Whether the filesystem was touched (unknown after a lost reply).
     #[serde(skip_serializing_if = "Option::is_none")]
-    touched: Option<bool>,
-    replayed: bool,
-    bytes_reclaimed: u64,
+    pub touched: Option<bool>,
+    /// Whether this is a replay of a recorded receipt.
+    pub replayed: bool,
+    /// Bytes reclaimed in all.
+    pub bytes_reclaimed: u64,
+    /// The release was sent but its reply was lost.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    outcome_unknown: bool,
-    files: Vec<TargetResult>,
+    pub outcome_unknown: bool,
+    /// Per-target outcomes, in request order.
+    pub files: Vec<TargetResult>,
+    /// A human-readable detail.
     #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<String>,
+    pub message: Option<String>,
+    /// Why the receipt could not be written (with `receipt_unavailable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_error: Option<String>,
 }
 
-impl ReleaseResult<'_> {
-    fn to_value(&self) -> Value {
+impl ReleaseResult {
+    /// The result as the JSON object a tool returns.
+    pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|e| json!({"status": Status::Failed, "message": e.to_string()}))
+    }
+
+    /// The same refusal, as a failure of the frontend itself (`failed`
+    /// rather than `denied`): nothing was touched, but not because the
+    /// request was refused.
+    fn failed(mut self) -> Self {
+        self.status = Status::Failed;
+        self
+    }
+
+    /// A touching run whose receipt could not be persisted: it must not read
+    /// as a replayable success, so it fails with `receipt_unavailable`,
+    /// keeping every per-target outcome.
+    fn receipt_unavailable(mut self, e: &std::io::Error) -> Self {
+        self.status = Status::Failed;
+        self.error_code = Some(ReleaseCode::ReceiptUnavailable);
+        self.receipt_error = Some(format!("the receipt could not be persisted, a replay is impossible: {e}"));
+        self
     }
 }
 
@@ -109,7 +159,7 @@ fn result_of(file_path: &str, outcome: Outcome, reason: TargetCode) -> TargetRes
 
 /// A release refused before anything was touched: every file `denied`, with
 /// its own reason where it has one, else the request's code.
-pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> Value {
+pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> ReleaseResult {
     let files = paths
         .iter()
         .enumerate()
@@ -119,7 +169,7 @@ pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<
     ReleaseResult {
         status: if invalid { Status::InvalidInput } else { Status::Denied },
         operation: RELEASE_MODE,
-        error_code: Some(target_code(e.code)),
+        error_code: Some(ReleaseCode::Code(target_code(e.code))),
         receipt_id: None,
         touched: Some(false),
         replayed: false,
@@ -127,16 +177,16 @@ pub(crate) fn release_denial(paths: &[String], e: &FrontendError, own: &[Option<
         outcome_unknown: false,
         files,
         message: Some(e.message.clone()),
+        receipt_error: None,
     }
-    .to_value()
 }
 
 /// The contract's release result for a guardian report.
-pub(crate) fn release_result(report: &ReleaseReport, receipt_id: Option<&str>) -> Value {
+pub(crate) fn release_result(report: &ReleaseReport, receipt_id: Option<String>) -> ReleaseResult {
     ReleaseResult {
         status: report.status,
         operation: RELEASE_MODE,
-        error_code: report.request_code(),
+        error_code: report.request_code().map(ReleaseCode::Code),
         receipt_id,
         touched: Some(report.touched),
         replayed: false,
@@ -144,15 +194,15 @@ pub(crate) fn release_result(report: &ReleaseReport, receipt_id: Option<&str>) -
         outcome_unknown: false,
         files: report.files.clone(),
         message: report.detail.clone(),
+        receipt_error: None,
     }
-    .to_value()
 }
 
-fn lost_reply(paths: &[String], e: &ClientError) -> Value {
+fn lost_reply(paths: &[String], e: &ClientError) -> ReleaseResult {
     ReleaseResult {
         status: Status::Failed,
         operation: RELEASE_MODE,
-        error_code: Some(Reason::OwnerUnavailable.into()),
+        error_code: Some(ReleaseCode::Code(Reason::OwnerUnavailable.into())),
         receipt_id: None,
         touched: None,
         replayed: false,
@@ -163,14 +213,21 @@ fn lost_reply(paths: &[String], e: &ClientError) -> Value {
             "{e}. The release was sent but its reply was lost; it is not re-sent automatically. Inspect the exact \
              targets (ReadFiles): missing or changed generations fail closed on a later explicit retry."
         )),
+        receipt_error: None,
     }
-    .to_value()
+}
+
+/// A refusal of the engine's preflight as the frontend's error and each
+/// target's own code.
+fn refused(f: Refusal) -> (FrontendError, Vec<Option<Code>>) {
+    let own = f.own.iter().map(|o| o.map(Code::from)).collect();
+    (FrontendError::new(f.reason, f.detail), own)
 }
 
 impl Frontend {
     pub(super) fn edit(&self, args: &Value) -> Value {
         match parse_edit_files(args) {
-            Err(e) if e.release => release_denial(&e.paths, &e.error, &[]),
+            Err(e) if e.release => release_denial(&e.paths, &e.error, &[]).to_value(),
             Err(e) => super::write::write_denial(&e.paths, &e.error, &[]),
             Ok(EditRequest::Release(r)) => self.release(&r),
             Ok(EditRequest::Write(w)) => self.write(&w),
@@ -189,7 +246,7 @@ impl Frontend {
         }
     }
 
-    /// Runs a parsed release request (steps 1–7 of the module docs).
+    /// Runs a parsed release request (the steps of the module docs).
     pub(crate) fn release(&self, r: &ReleaseArgs) -> Value {
         let fp = Fingerprint::of(r);
         let slot = self.inflight(&fp);
@@ -203,87 +260,85 @@ impl Frontend {
 
     fn release_serialised(&self, r: &ReleaseArgs, fp: &Fingerprint) -> Value {
         let paths = r.paths();
-        // 1. Replay.
+        // replay
         match self.receipts.lookup(r) {
             Ok(Some(v)) => return v,
             Ok(None) => {}
             Err(e) => {
-                let mut v = release_denial(&paths, &FrontendError::new(Code::IoError, format!("receipt: {e}")), &[]);
-                v["status"] = json!("failed");
-                return v;
+                let e = FrontendError::new(Code::IoError, format!("receipt: {e}"));
+                return release_denial(&paths, &e, &[]).failed().to_value();
             }
         }
-        // 2. Path rules.
-        if let Err((code, own)) = check_shape(&paths) {
-            let own: Vec<Option<Code>> = own.into_iter().map(|o| o.map(Code::from)).collect();
-            return release_denial(&paths, &FrontendError::new(code, "a path was refused"), &own);
+        // shape
+        if let Err(f) = shape(&paths) {
+            let (e, own) = refused(f);
+            return release_denial(&paths, &e, &own).to_value();
         }
-        // 3–5.
+        // scope, preflight
         let (session, targets) = match self.check_release(r) {
             Ok(t) => t,
-            Err((e, own)) => return release_denial(&paths, &e, &own),
+            Err((e, own)) => return release_denial(&paths, &e, &own).to_value(),
         };
-        // 6. Owner.
-        if self.config.embedded {
-            let e =
-                FrontendError::new(Reason::EmbeddedRuntime, "the frontend runs embedded: no guardian owns the session");
-            return release_denial(&paths, &e, &[]);
-        }
-        if !cfg!(target_os = "linux") {
-            return release_denial(&paths, &FrontendError::new(Reason::UnsupportedPlatform, "Linux only"), &[]);
-        }
-        let (mut client, hello) = match self.guardian(false) {
-            Ok(c) => c,
-            Err(e) => {
-                let reason = e.reason().unwrap_or(Reason::OwnerUnavailable);
-                return release_denial(&paths, &FrontendError::new(reason, e.to_string()), &[]);
-            }
-        };
-        if !hello.supports_temporary_release() {
-            let e = FrontendError::new(Reason::OwnerUnsupported, "the guardian does not advertise temporary_release");
-            return release_denial(&paths, &e, &[]);
-        }
-        if hello.instance.is_none() || hello.instance != session.guardian_instance {
-            let e = FrontendError::new(
-                Reason::OwnerUnavailable,
-                "the guardian that owned this session at Initialize is gone; Initialize the thread again to re-attach",
-            );
-            return release_denial(&paths, &e, &[]);
-        }
-        let report = match client.release(&session.workspace, &session.thread_id, &targets) {
+        // owner
+        let report = match self.send_release(&session, &targets) {
             Ok(report) => report,
-            Err(e) if e.outcome_unknown() => return lost_reply(&paths, &e),
-            Err(e) => {
-                let msg = e.to_string();
-                return match e.reason() {
-                    Some(reason) => release_denial(&paths, &FrontendError::new(reason, msg), &[]),
-                    None => {
-                        let mut v = release_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]);
-                        v["status"] = json!("failed");
-                        v
-                    }
-                };
-            }
+            Err(result) => return result.to_value(),
         };
-        // 7. Receipt, then the answer.
+        // The receipt, then the answer.
         if !report.touched {
-            return release_result(&report, None);
+            return release_result(&report, None).to_value();
         }
-        let id = fp.to_hex();
-        let mut result = release_result(&report, Some(&id));
-        if let Err(e) = self.receipts.record(r, &result) {
-            // The run touched the filesystem but its receipt is not durable:
-            // the answer must not read as a replayable success. It fails
-            // with `receipt_unavailable`, keeping every per-target outcome.
-            result["status"] = json!(Status::Failed);
-            result["errorCode"] = json!(RECEIPT_UNAVAILABLE);
-            result["receipt_error"] = json!(format!("the receipt could not be persisted, a replay is impossible: {e}"));
+        let result = release_result(&report, Some(fp.to_hex()));
+        match self.receipts.record(r, &result.to_value()) {
+            Ok(_) => result.to_value(),
+            Err(e) => result.receipt_unavailable(&e).to_value(),
         }
-        result
     }
 
-    /// Steps 3–5: thread, workspace, policy, placement, targets. Returns
-    /// the session and the pinned targets.
+    /// Step `owner`: embedded, platform, guardian reachable, capability,
+    /// the same instance as at `Initialize`; then the release is sent, once.
+    fn send_release(&self, session: &Session, targets: &[Target]) -> Result<ReleaseReport, ReleaseResult> {
+        let paths: Vec<String> = targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
+        let deny = |reason: Reason, msg: String| release_denial(&paths, &FrontendError::new(reason, msg), &[]);
+        if self.config.embedded {
+            return Err(deny(
+                Reason::EmbeddedRuntime,
+                "the frontend runs embedded: no guardian owns the session".into(),
+            ));
+        }
+        if !cfg!(target_os = "linux") {
+            return Err(deny(Reason::UnsupportedPlatform, "Linux only".into()));
+        }
+        let (mut client, hello) = self.guardian(false).map_err(|e| {
+            let reason = e.reason().unwrap_or(Reason::OwnerUnavailable);
+            deny(reason, e.to_string())
+        })?;
+        if !hello.supports_temporary_release() {
+            return Err(deny(Reason::OwnerUnsupported, "the guardian does not advertise temporary_release".into()));
+        }
+        if hello.instance.is_none() || hello.instance != session.guardian_instance {
+            return Err(deny(
+                Reason::OwnerUnavailable,
+                "the guardian that owned this session at Initialize is gone; Initialize the thread again to re-attach"
+                    .into(),
+            ));
+        }
+        client.release(&session.workspace, &session.thread_id, targets).map_err(|e| {
+            if e.outcome_unknown() {
+                return lost_reply(&paths, &e);
+            }
+            let msg = e.to_string();
+            match e.reason() {
+                Some(reason) => deny(reason, msg),
+                None => release_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]).failed(),
+            }
+        })
+    }
+
+    /// Steps `scope` (thread, workspace, policy) and `preflight` (the
+    /// engine's: placement, every target opened through no-follow handles),
+    /// then each target's token over the identity found and the claimed
+    /// digest. Returns the session and the pinned targets.
     #[allow(clippy::type_complexity)]
     fn check_release(&self, r: &ReleaseArgs) -> Result<(Session, Vec<Target>), (FrontendError, Vec<Option<Code>>)> {
         let n = r.entries.len();
@@ -305,43 +360,21 @@ impl Frontend {
             let msg = format!("mode {} does not allow releasing these paths", session.mode().as_str());
             return Err((FrontendError::new(Reason::PolicyDenied, msg), own));
         }
-        let mut own: Vec<Option<Code>> = vec![None; n];
-        let mut helpers = Vec::with_capacity(n);
-        for (i, e) in r.entries.iter().enumerate() {
-            match place_helper(&session.layout, &session.thread_id, &e.file_path) {
-                Ok(h) => helpers.push(Some(h)),
-                Err(reason) => {
-                    own[i] = Some(reason.into());
-                    helpers.push(None);
-                }
-            }
-        }
-        if let Some(first) = own.iter().flatten().next().copied() {
-            return Err((FrontendError::new(first, "a path is not a helper of this thread's session"), own));
-        }
-        let dir = open_session_dir(&session.layout, &session.thread_id)
-            .map_err(|reason| whole(FrontendError::new(reason, "the session directory cannot be opened")))?;
+        let paths = r.paths();
+        let pre = preflight(&session.layout, &session.thread_id, &paths).map_err(refused)?;
+        let session_dir = session.layout.session_dir(&session.thread_id);
+        let mut own: Vec<Option<Reason>> = vec![None; n];
+        let mut why: Vec<Option<String>> = vec![None; n];
         let mut targets = Vec::with_capacity(n);
-        for (i, (e, h)) in r.entries.iter().zip(helpers.iter().flatten()).enumerate() {
+        for t in pre.targets {
+            let (i, e) = (t.index, &r.entries[t.index]);
             // Fast path, no read: the token must verify over the file's
             // current identity and the digest the request claims. The
             // guardian then re-hashes the bytes under its barrier and
             // compares them with that same digest, so the bytes are proven
             // equal to what was read without a third hash pass.
-            let claimed = parse_revision(&e.expected_revision);
-            let opened = match open_regular_beneath(dir.as_fd(), &h.rel) {
-                Ok(o) => o,
-                Err(reason) => {
-                    own[i] = Some(reason.into());
-                    continue;
-                }
-            };
-            if opened.identity.nlink > 1 {
-                own[i] = Some(Reason::Hardlink.into());
-                continue;
-            }
-            if let Some(digest) = claimed {
-                let pin = Pin::new(&opened.identity, digest);
+            if let Some(digest) = revision::parse(&e.expected_revision) {
+                let pin = Pin::new(&t.identity, digest);
                 let subject = TokenSubject {
                     thread_id: &session.thread_id,
                     workspace_root: &session.workspace,
@@ -349,16 +382,16 @@ impl Frontend {
                     pin,
                 };
                 if self.key.verify(e.artifact_generation.as_deref(), &subject).is_ok() {
-                    targets.push(Target { path: e.file_path.clone(), pin });
+                    targets.push(Target::new(&e.file_path, pin));
                     continue;
                 }
             }
-            drop(opened);
-            // Slow path, only to name the refusal: hash what is there now.
-            let read = match read_helper(&dir, h, Keep::Nothing) {
+            drop(t);
+            // Slow path, only to name the refusal: read what is there now.
+            let read = match read_pinned(&session_dir, Path::new(&e.file_path), Keep::Nothing) {
                 Ok(read) => read,
                 Err(reason) => {
-                    own[i] = Some(reason.into());
+                    own[i] = Some(reason);
                     continue;
                 }
             };
@@ -369,17 +402,19 @@ impl Frontend {
                 pin: read.pin,
             };
             if let Err(reason) = self.key.verify(e.artifact_generation.as_deref(), &subject) {
-                own[i] = Some(reason.into());
+                own[i] = Some(reason);
+                why[i] = Some("its generation token does not match the file as it is now: read it again".into());
                 continue;
             }
             // The token matches the bytes now there, but not the claimed
             // revision.
-            own[i] = Some(Reason::RevisionMismatch.into());
+            own[i] = Some(Reason::RevisionMismatch);
+            why[i] = Some(format!("its content is {}, not expected_revision", read.revision()));
         }
-        if let Some(first) = own.iter().flatten().next().copied() {
-            return Err((FrontendError::new(first, "a target failed its check"), own));
+        match Refusal::of_targets(&paths, own, |i| why[i].clone()) {
+            Some(f) => Err(refused(f)),
+            None => Ok((session, targets)),
         }
-        Ok((session, targets))
     }
 }
 
@@ -403,7 +438,7 @@ mod tests {
                     result_of("/w/b", Outcome::NotAttempted, TargetReason::StoppedAfterFailure.into()),
                 ],
             };
-            let v = release_result(&report, None);
+            let v = release_result(&report, None).to_value();
             assert_eq!(
                 (&v["status"], &v["errorCode"], &v["touched"]),
                 (&json!("failed"), &json!(code.code()), &json!(false))
@@ -419,6 +454,6 @@ mod tests {
             bytes_reclaimed: 0,
             files: vec![],
         };
-        assert!(release_result(&done, Some("k")).get("errorCode").is_none());
+        assert!(release_result(&done, Some("k".into())).to_value().get("errorCode").is_none());
     }
 }

@@ -15,7 +15,8 @@ mod edit;
 mod read;
 mod write;
 
-pub use read::{read_files_result, read_status, ReadEntry};
+pub use edit::{ReleaseCode, ReleaseResult};
+pub use read::{read_files_result, read_status, FailedFile, ReadEntry, ReadFile, TemporaryArtifact};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,8 +28,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use winx_release_engine::audit::{audit, DELETION_DEFERRED};
 use winx_release_engine::layout::{default_data_dir, Layout};
+use winx_release_engine::preflight::open_session_dir;
 use winx_release_engine::quota;
-use winx_release_engine::release::open_session_dir;
 use winx_release_engine::Reason;
 
 use crate::embedded::ExecTable;
@@ -37,8 +38,8 @@ use crate::policy::Policy;
 use crate::receipt::ReceiptStore;
 use crate::token::TokenKey;
 use crate::wire::{InitializeArgs, ModeName};
-use winx_release_engine::random::random_hex;
-use winx_release_engine::sync::lock;
+use winx_release_engine::sys::lock;
+use winx_release_engine::sys::random_hex;
 use winx_release_protocol::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
 
 /// Starts a guardian listening at the given socket; used only by

@@ -30,85 +30,113 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::FrontendError;
-use serde_json::{json, Value};
-use winx_release_engine::hash::revision;
-use winx_release_engine::hash::{read_and_hash, Head, Keep, ReadBytes, HASH_CHUNK};
-use winx_release_engine::path_rules::{place_helper, HelperPath};
-use winx_release_engine::rehash::{self, HashJob, RehashOptions};
-use winx_release_engine::release::open_session_dir;
-use winx_release_engine::resolve::{open_regular_beneath, OpenedFile};
-use winx_release_engine::{Identity, Pin, Reason};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use winx_release_engine::preflight::place_helper;
+use winx_release_engine::read::{read_fd, read_pinned_all, Head, Keep, PinnedRead};
+use winx_release_engine::sys::lock;
+use winx_release_engine::{Identity, Reason};
 
-use super::{refusal, Frontend, Session};
+use super::{Frontend, Session};
 use crate::error::Code;
 use crate::token::TokenSubject;
 use crate::wire::ReadFilesArgs;
-use winx_release_engine::sync::lock;
 
 /// Most content bytes returned per file.
 pub const CONTENT_LIMIT: usize = 256 * 1024;
-const READ_TRIES: usize = 3;
 
-/// A consistent read: the identity before and after matched and every byte
-/// of the file was read.
-pub(crate) struct HelperRead {
-    pub(crate) bytes: ReadBytes,
-    pub(crate) pin: Pin,
+/// One `files` entry of a `ReadFiles` result (contract section 3).
+#[derive(Debug, Serialize)]
+pub struct ReadFile {
+    /// The path as requested.
+    pub file_path: String,
+    /// `sha256:<hex>` of the bytes read.
+    pub revision: String,
+    /// Bytes read.
+    pub size: u64,
+    /// The text, up to [`CONTENT_LIMIT`] bytes; `None` for a binary file.
+    pub content: Option<String>,
+    /// Whether the bytes are not UTF-8 text or hold a NUL.
+    pub binary: bool,
+    /// Whether the file is longer than [`CONTENT_LIMIT`].
+    pub truncated: bool,
+    /// Only for a helper of this thread's session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_artifact: Option<TemporaryArtifact>,
 }
 
-/// Reads an opened file consistently, or `None` when it kept changing.
-fn consistent_read(fd: &OwnedFd, first: Identity, keep: Keep) -> io::Result<Option<(ReadBytes, Identity)>> {
-    let mut before = first;
-    let mut buf = vec![0u8; HASH_CHUNK];
-    for _ in 0..READ_TRIES {
-        let bytes = read_and_hash(fd.as_fd(), &mut buf, keep)?;
-        let after = Identity::of_fd(fd)?;
-        let same = Pin::new(&before, [0; 32]).matches_identity(&after);
-        if same && bytes.len == after.size {
-            return Ok(Some((bytes, after)));
+/// A helper's `temporary_artifact`: its generation token, and `in_use` and
+/// `releasable` left unknown (the owner decides at release time).
+#[derive(Debug, Serialize)]
+pub struct TemporaryArtifact {
+    /// The generation token.
+    pub artifact_generation: String,
+    /// Always unknown at read time.
+    pub in_use: Option<bool>,
+    /// Always unknown at read time.
+    pub releasable: Option<bool>,
+}
+
+/// One `failed_files` entry.
+#[derive(Debug, Serialize)]
+pub struct FailedFile {
+    /// The path as requested.
+    pub file_path: String,
+    /// Why it could not be read.
+    #[serde(rename = "errorCode")]
+    pub error_code: &'static str,
+}
+
+impl ReadFile {
+    /// The entry of `path`, read as `read` (first bytes kept with
+    /// [`Keep::Text`]).
+    fn new(file_path: &str, read: PinnedRead) -> ReadFile {
+        let (size, revision) = (read.pin.size, read.revision());
+        let (content, binary, truncated) = content_of(read.head, size);
+        ReadFile {
+            file_path: file_path.to_owned(),
+            revision,
+            size,
+            content,
+            binary,
+            truncated,
+            temporary_artifact: None,
         }
-        before = after;
     }
-    Ok(None)
-}
 
-/// Opens helper `h` below the session directory `session` and reads it.
-pub(crate) fn read_helper(session: &OwnedFd, h: &HelperPath, keep: Keep) -> Result<HelperRead, Reason> {
-    let opened = open_regular_beneath(session.as_fd(), &h.rel)?;
-    match consistent_read(&opened.file, opened.identity, keep) {
-        Ok(Some((bytes, id))) => {
-            if id.nlink > 1 {
-                return Err(Reason::Hardlink);
-            }
-            let pin = Pin::new(&id, bytes.digest);
-            Ok(HelperRead { bytes, pin })
+    /// The entry as JSON. The content moves into the JSON string without a
+    /// copy (a derived `serde_json::to_value` would copy it); a test checks
+    /// that both give the same JSON.
+    pub fn into_value(self) -> Value {
+        let mut m = Map::new();
+        m.insert("file_path".into(), Value::String(self.file_path));
+        m.insert("revision".into(), Value::String(self.revision));
+        m.insert("size".into(), Value::from(self.size));
+        m.insert("content".into(), self.content.map_or(Value::Null, Value::String));
+        m.insert("binary".into(), Value::Bool(self.binary));
+        m.insert("truncated".into(), Value::Bool(self.truncated));
+        if let Some(t) = self.temporary_artifact {
+            m.insert("temporary_artifact".into(), serde_json::to_value(t).unwrap_or(Value::Null));
         }
-        Ok(None) => Err(Reason::ReadRequired),
-        Err(_) => Err(Reason::NotFound),
+        Value::Object(m)
     }
 }
 
-/// Sets `content`, `binary` and `truncated` from the first bytes of a file
-/// of `size` bytes, kept with [`Keep::Text`]. The bytes become the JSON
-/// string without a copy.
-fn content_fields(v: &mut Value, head: Head, size: u64) {
+impl FailedFile {
+    fn value(path: &str, code: impl Into<Code>) -> Value {
+        let f = FailedFile { file_path: path.to_owned(), error_code: code.into().as_str() };
+        serde_json::to_value(f).unwrap_or(Value::Null)
+    }
+}
+
+/// `content`, `binary` and `truncated` from the first bytes of a file of
+/// `size` bytes, kept with [`Keep::Text`].
+fn content_of(head: Head, size: u64) -> (Option<String>, bool, bool) {
     let truncated = size > CONTENT_LIMIT as u64;
     // The head checked every byte once as it was read (UTF-8, no NUL).
-    match head.into_text(truncated) {
-        Some(t) => {
-            v["content"] = Value::String(t);
-            v["binary"] = Value::Bool(false);
-        }
-        None => {
-            v["content"] = Value::Null;
-            v["binary"] = Value::Bool(true);
-        }
-    }
-    v["truncated"] = Value::Bool(truncated);
-}
-
-fn failure(path: &str, code: impl Into<Code>) -> Value {
-    json!({"file_path": path, "errorCode": code.into().as_str()})
+    let text = head.into_text(truncated);
+    let binary = text.is_none();
+    (text, binary, truncated)
 }
 
 fn read_plain(path: &str) -> Result<Value, Code> {
@@ -126,11 +154,8 @@ fn read_plain(path: &str) -> Result<Value, Code> {
     if !id.is_regular() {
         return Err(Reason::NotRegularFile.into());
     }
-    let (bytes, _) =
-        consistent_read(&fd, id, Keep::Text(CONTENT_LIMIT)).map_err(|_| Code::IoError)?.ok_or(Code::IoError)?;
-    let mut v = json!({"file_path": path, "revision": revision(&bytes.digest), "size": bytes.len});
-    content_fields(&mut v, bytes.head, bytes.len);
-    Ok(v)
+    let read = read_fd(fd.as_fd(), Keep::Text(CONTENT_LIMIT)).map_err(|_| Code::IoError)?;
+    Ok(ReadFile::new(path, read).into_value())
 }
 
 /// One path's entry of a `ReadFiles` result: its `files` object, or its
@@ -147,12 +172,38 @@ pub fn read_files_result(entries: impl IntoIterator<Item = ReadEntry>) -> Value 
             Err(v) => failed.push(v),
         }
     }
-    // `Value::Array`, not `json!`: the macro would serialise a deep copy of
-    // every file's content.
-    let mut out = json!({"status": read_status(files.len(), failed.len())});
-    out["files"] = Value::Array(files);
-    out["failed_files"] = Value::Array(failed);
-    out
+    ReadFilesResult { status: read_status(files.len(), failed.len()), files, failed_files: failed }.into_value()
+}
+
+/// A `ReadFiles` result: `status`, `files` and `failed_files`.
+#[derive(Debug, Serialize)]
+struct ReadFilesResult {
+    status: &'static str,
+    files: Vec<Value>,
+    failed_files: Vec<Value>,
+}
+
+impl ReadFilesResult {
+    /// As JSON, the entries moved in (`serde_json::to_value` would make a
+    /// deep copy of every file's content).
+    fn into_value(self) -> Value {
+        let mut m = Map::new();
+        m.insert("status".into(), Value::from(self.status));
+        m.insert("files".into(), Value::Array(self.files));
+        m.insert("failed_files".into(), Value::Array(self.failed_files));
+        Value::Object(m)
+    }
+}
+
+/// A `ReadFiles` request refused as a whole: no entries.
+#[derive(Debug, Serialize)]
+struct WholeRefusal<'a> {
+    status: &'static str,
+    #[serde(rename = "errorCode")]
+    error_code: &'static str,
+    message: &'a str,
+    files: [(); 0],
+    failed_files: [(); 0],
 }
 
 /// The `status` of a `ReadFiles` result with `read` files and `failed`
@@ -176,25 +227,23 @@ impl Frontend {
         let a = ReadFilesArgs::parse(args).map_err(|e| whole_refusal(&e))?;
         let session = self.session(&a.thread_id).map_err(|e| whole_refusal(&e))?;
         // Other paths one by one, then the helpers as one batch.
-        let mut helpers = Vec::new();
+        let mut helpers: Vec<usize> = Vec::new();
         for (i, p) in a.file_paths.iter().enumerate() {
             match place_helper(&session.layout, &session.thread_id, p) {
-                Ok(h) => helpers.push((i, h)),
-                Err(_) => each(i, read_plain(p).map_err(|code| failure(p, code))),
+                Ok(_) => helpers.push(i),
+                Err(_) => each(i, read_plain(p).map_err(|code| FailedFile::value(p, code))),
             }
         }
         if !helpers.is_empty() {
-            match open_session_dir(&session.layout, &session.thread_id) {
-                Ok(fd) => self.read_helpers(&session, &fd, &helpers, &|k, r| {
-                    let i = helpers[k].0;
-                    each(i, r.map_err(|reason| failure(&a.file_paths[i], reason)));
-                }),
-                Err(r) => {
-                    for (i, _) in &helpers {
-                        each(*i, Err(failure(&a.file_paths[*i], r)));
-                    }
-                }
-            }
+            // One batch: opened through no-follow handles, hashed together,
+            // each entry handed over as soon as it is known.
+            let paths: Vec<&str> = helpers.iter().map(|&i| a.file_paths[i].as_str()).collect();
+            let dir = session.layout.session_dir(&session.thread_id);
+            read_pinned_all(&dir, &paths, Keep::Text(CONTENT_LIMIT), &|k, r| {
+                let (i, path) = (helpers[k], paths[k]);
+                let entry = r.map(|read| self.helper_value(&session, path, read));
+                each(i, entry.map_err(|reason| FailedFile::value(path, reason)));
+            });
         }
         Ok(a.file_paths.len())
     }
@@ -219,79 +268,60 @@ impl Frontend {
         }
     }
 
-    /// Reads the helpers `helpers` of the session opened as `session_fd`:
-    /// opens each, hashes all in one rehash batch keeping their first
-    /// [`CONTENT_LIMIT`] bytes, and re-reads on its own any whose identity
-    /// changed meanwhile. Hands each result to `done` with the helper's
-    /// index in `helpers` as soon as it is known (from the hashing threads).
-    fn read_helpers(
-        &self,
-        session: &Session,
-        session_fd: &OwnedFd,
-        helpers: &[(usize, HelperPath)],
-        done: &(dyn Fn(usize, Result<Value, Reason>) + Sync),
-    ) {
-        let opened: Vec<Result<OpenedFile, Reason>> =
-            helpers.iter().map(|(_, h)| open_regular_beneath(session_fd.as_fd(), &h.rel)).collect();
-        // The batch's jobs, and which helper each one is.
-        let mut of_job = Vec::with_capacity(opened.len());
-        let mut jobs: Vec<HashJob<'_>> = Vec::with_capacity(opened.len());
-        for (k, o) in opened.iter().enumerate() {
-            match o {
-                Ok(o) => {
-                    of_job.push(k);
-                    jobs.push(HashJob { fd: o.file.as_fd(), limit: None, keep: Keep::Text(CONTENT_LIMIT) });
-                }
-                Err(r) => done(k, Err(*r)),
-            }
-        }
-        rehash::hash_fds_each(&jobs, &RehashOptions::default(), &|j, batch| {
-            let k = of_job[j];
-            let (o, h) = (opened[k].as_ref().expect("a job's file was opened"), &helpers[k].1);
-            let read = match (batch, Identity::of_fd(&o.file)) {
-                (Ok(r), Ok(after))
-                    if Pin::new(&o.identity, [0; 32]).matches_identity(&after) && r.len == after.size =>
-                {
-                    if after.nlink > 1 {
-                        return done(k, Err(Reason::Hardlink));
-                    }
-                    Ok(HelperRead {
-                        pin: Pin::new(&after, r.sha256),
-                        bytes: ReadBytes { digest: r.sha256, len: r.len, head: r.head },
-                    })
-                }
-                // Changed while the batch read it, or an error: the
-                // one-file read with its retries decides.
-                _ => read_helper(session_fd, h, Keep::Text(CONTENT_LIMIT)),
-            };
-            done(k, read.map(|read| self.helper_value(session, h, read)));
-        });
-    }
-
     /// The `files` entry of a helper read consistently: its revision, size,
     /// content and a generation token over its pin.
-    fn helper_value(&self, session: &Session, h: &HelperPath, r: HelperRead) -> Value {
+    fn helper_value(&self, session: &Session, path: &str, read: PinnedRead) -> Value {
         let token = self.key.mint(&TokenSubject {
             thread_id: &session.thread_id,
             workspace_root: &session.workspace,
-            path: &h.path,
-            pin: r.pin,
+            path,
+            pin: read.pin,
         });
-        let mut v = json!({
-            "file_path": h.path,
-            "revision": revision(&r.bytes.digest),
-            "size": r.bytes.len,
-        });
-        content_fields(&mut v, r.bytes.head, r.bytes.len);
-        v["temporary_artifact"] = json!({"artifact_generation": token, "in_use": null, "releasable": null});
-        v
+        let mut f = ReadFile::new(path, read);
+        f.temporary_artifact = Some(TemporaryArtifact { artifact_generation: token, in_use: None, releasable: None });
+        f.into_value()
     }
 }
 
 /// The result refusing a whole `ReadFiles` request.
 fn whole_refusal(e: &FrontendError) -> Value {
-    let mut v = refusal(e);
-    v["files"] = json!([]);
-    v["failed_files"] = json!([]);
-    v
+    let r = WholeRefusal {
+        status: e.status(),
+        error_code: e.code.as_str(),
+        message: &e.message,
+        files: [],
+        failed_files: [],
+    };
+    serde_json::to_value(r).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entry built without a copy is the entry serde derives.
+    #[test]
+    fn a_file_entry_moves_into_the_json_serde_would_give() {
+        let f = || ReadFile {
+            file_path: "/w/a".into(),
+            revision: "sha256:00".into(),
+            size: 3,
+            content: Some("hi\n".into()),
+            binary: false,
+            truncated: false,
+            temporary_artifact: Some(TemporaryArtifact {
+                artifact_generation: "t".into(),
+                in_use: None,
+                releasable: None,
+            }),
+        };
+        assert_eq!(f().into_value(), serde_json::to_value(f()).unwrap());
+        let bin = ReadFile { content: None, binary: true, temporary_artifact: None, ..f() };
+        let v = serde_json::to_value(&bin).unwrap();
+        assert_eq!(bin.into_value(), v);
+        assert_eq!(v["content"], Value::Null);
+        assert!(v.get("temporary_artifact").is_none());
+        let whole = ReadFilesResult { status: "completed", files: vec![v.clone()], failed_files: vec![] };
+        assert_eq!(serde_json::to_value(&whole).unwrap(), whole.into_value());
+    }
 }

@@ -40,19 +40,16 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use serde_json::{json, Value};
 use winx_release_engine::audit::audit;
-use winx_release_engine::hash::{revision, sha256_bytes};
 use winx_release_engine::layout::{self, is_session_name};
-use winx_release_engine::path_rules::in_reserved_namespace;
+use winx_release_engine::preflight::{check_shape, in_reserved_namespace};
 use winx_release_engine::quota::{write_allowed, QuotaLock, Usage};
-use winx_release_engine::resolve::open_dir_abs;
+use winx_release_engine::resolve::{mkdir_beneath, open_dir_abs};
 use winx_release_engine::Reason;
 
 use super::Frontend;
 use crate::error::{Code, FrontendError};
 use crate::wire::{WriteArgs, DEFAULT_WAIT_SECONDS, EDIT_OPERATION};
-use winx_release_engine::path_rules::check_shape;
-use winx_release_engine::random::random_hex;
-use winx_release_engine::resolve::mkdir_beneath;
+use winx_release_engine::sys::random_hex;
 
 /// A write refused before anything was written.
 pub(crate) fn write_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> Value {
@@ -324,7 +321,7 @@ impl Frontend {
             }
             match write_atomic(plan, e.content.as_bytes()) {
                 Ok(()) => files.push(json!({"file_path": e.file_path, "outcome": "written",
-                    "revision": revision(&sha256_bytes(e.content.as_bytes()))})),
+                    "revision": winx_release_engine::revision::of_bytes(e.content.as_bytes())})),
                 Err(err) => {
                     stopped = true;
                     files.push(json!({"file_path": e.file_path, "outcome": "failed", "reason": "io_error",

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::Runtime;
 use crate::executions::execution::{ExecState, Execution};
 use crate::executions::record::{self, is_command_id, ReadRecord, RecordState};
-use crate::sync::lock;
+use crate::sys::lock;
 
 impl Runtime {
     /// Adopts every execution of `D/executions` that this runtime does not

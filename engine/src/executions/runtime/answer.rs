@@ -10,7 +10,7 @@ use crate::executions::cgroup::{self, Subtree};
 use crate::executions::execution::{ExecState, Execution};
 use crate::executions::procfs::{Probe, QUIET_PROBES};
 use crate::executions::{Liveness, SessionKey};
-use crate::sync::lock;
+use crate::sys::lock;
 
 impl Runtime {
     /// Who of session `key` still runs, for a release. Call it under the

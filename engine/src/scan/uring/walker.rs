@@ -18,7 +18,7 @@ use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::scan::lean::{from_dirent, Lean};
 use crate::scan::tally::{classify_statx, physical, Class, Seen};
-use crate::sync::lock;
+use crate::sys::lock;
 use crate::uring::owned::{Done, Name, Ops};
 use crate::uring::ring::Shared;
 

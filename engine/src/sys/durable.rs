@@ -115,7 +115,7 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
 pub fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent"))?;
     let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), crate::random::random_hex(6)));
+    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), crate::sys::random_hex(6)));
     let result = (|| {
         let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         f.write_all(bytes)?;

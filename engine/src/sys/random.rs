@@ -12,7 +12,7 @@ use std::io;
 ///
 /// # References
 /// - [`getrandom(2)`](https://man7.org/linux/man-pages/man2/getrandom.2.html)
-pub fn fill(buf: &mut [u8]) -> io::Result<()> {
+pub fn fill_random(buf: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < buf.len() {
         match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
@@ -34,16 +34,16 @@ pub fn random_hex(bytes: usize) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut buf = vec![0u8; bytes];
-    if fill(&mut buf).is_ok() {
+    if fill_random(&mut buf).is_ok() {
         return hex::encode(buf);
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let seed = format!("{:?}/{}/{}", now, std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
     let mut out = String::new();
-    let mut block = crate::hash::sha256_bytes(seed.as_bytes());
+    let mut block = crate::revision::sha256_bytes(seed.as_bytes());
     while out.len() < 2 * bytes {
         out.push_str(&hex::encode(block));
-        block = crate::hash::sha256_bytes(&block);
+        block = crate::revision::sha256_bytes(&block);
     }
     out.truncate(2 * bytes);
     out

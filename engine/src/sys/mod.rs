@@ -1,0 +1,20 @@
+//! Small system services the engine's parts share, and an embedder may use:
+//! locks that survive a panicked holder, randomness from the kernel, and
+//! durable writes of small files with group-committed directory `fsync`s.
+//!
+//! They are public because a guardian built on the engine needs the same
+//! three things with the same guarantees (a guardian's session table, its
+//! instance id, its data directory), and each has exactly one copy here.
+//!
+//! # References
+//! - [`getrandom(2)`](https://man7.org/linux/man-pages/man2/getrandom.2.html)
+//! - [`fsync(2)`](https://man7.org/linux/man-pages/man2/fsync.2.html)
+//! - [`rename(2)`](https://man7.org/linux/man-pages/man2/rename.2.html)
+
+mod durable;
+mod lock;
+mod random;
+
+pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
+pub use lock::lock;
+pub use random::{fill_random, random_hex};
