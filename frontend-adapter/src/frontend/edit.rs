@@ -456,4 +456,38 @@ mod tests {
         };
         assert!(release_result(&done, Some("k".into())).to_value().get("errorCode").is_none());
     }
+
+    /// A refusal before the owner is asked names the refused target and the
+    /// cause, in its `message`; the codes are the contract's.
+    #[test]
+    fn a_refusal_message_names_the_path_and_the_cause() {
+        use crate::frontend::FrontendConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let fe = Frontend::new(FrontendConfig::new(root.join("g.sock"), root.join("data"), true)).unwrap();
+        let v = fe.initialize(json!({"any_workspace_path": ws, "thread_id": "t"}));
+        let session = std::path::PathBuf::from(v["temporary_artifact_dir"].as_str().unwrap());
+        let h = session.join("x.sh");
+        std::fs::write(&h, "echo 1\n").unwrap();
+        let read = fe.read_files(json!({"thread_id": "t", "file_paths": [h]}));
+        let f = &read["files"][0];
+        let entry = json!({"file_path": h, "mode": "release_temporary", "expected_revision": f["revision"],
+            "artifact_generation": f["temporary_artifact"]["artifact_generation"]});
+        let req = |entries: Vec<Value>| {
+            json!({"thread_id": "t", "workspace_root": ws, "operation": "release_temporary", "files": entries})
+        };
+        std::fs::write(&h, "echo 2\n").unwrap();
+        let v = fe.edit_files(req(vec![entry.clone()]));
+        assert_eq!(v["errorCode"], "read_required", "{v}");
+        let msg = v["message"].as_str().unwrap();
+        assert!(msg.starts_with(&format!("{}: read_required (its generation token", h.display())), "{msg}");
+        std::fs::remove_file(&h).unwrap();
+        let v = fe.edit_files(req(vec![entry.clone()]));
+        assert_eq!(v["message"], format!("{}: not_found (the file does not exist)", h.display()), "{v}");
+        let twice = fe.edit_files(req(vec![entry.clone(), entry]));
+        assert_eq!(twice["errorCode"], "duplicate_path");
+        assert_eq!(twice["message"], format!("{}: duplicate_path (the same path is named twice)", h.display()));
+    }
 }
