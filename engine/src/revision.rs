@@ -22,7 +22,7 @@ pub fn format(digest: &[u8; 32]) -> String {
     format!("sha256:{}", hex::encode(digest))
 }
 
-/// The revision string of `bytes`: [`format`] of their SHA-256.
+/// The revision string of `bytes`: [`format()`] of their SHA-256.
 pub fn of_bytes(bytes: &[u8]) -> String {
     format(&sha256_bytes(bytes))
 }

@@ -157,7 +157,7 @@ fn the_strategy_reaches_accepted_helpers() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strat = path_like();
     let accepted = (0..4000)
-        .filter(|_| place_helper(&layout(), THREAD, &strat.new_tree(&mut runner).unwrap().current()).is_ok())
+        .filter(|_| place_helper(&layout(), THREAD, strat.new_tree(&mut runner).unwrap().current()).is_ok())
         .count();
     assert!(accepted > 60, "only {accepted} accepted helpers: the properties would be vacuous");
 }

@@ -49,7 +49,7 @@ fn crashed_after_rename_with(fx: &Fixture, h: &Path, identity: bool) -> (PathBuf
     let journal = Journal::begin(JournalLock::shared(&jdir).unwrap(), &jdir, &intent).unwrap();
     let jpath = journal.path().to_path_buf();
     let name = h.file_name().unwrap().to_str().unwrap();
-    rename_noreplace(session.as_fd(), name, q.dir.as_fd(), &entry_name(0)).unwrap();
+    rename_noreplace(session.as_fd(), name, q.dir.as_fd(), entry_name(0)).unwrap();
     drop(journal); // the process died: its lock is gone, its journal stays
     (jpath, q.path.join(entry_name(0)))
 }

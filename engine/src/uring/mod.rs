@@ -13,7 +13,7 @@
 //! - [`probe()`], [`probe_with`], [`gather`]: availability and the reason
 //!   it is missing;
 //! - [`RingConfig`]: ring set-up knobs;
-//! - [`lease::open_elsewhere`]: the two `fcntl` calls rustix does not wrap
+//! - `lease::open_elsewhere`: the two `fcntl` calls rustix does not wrap
 //!   (`F_SETSIG`, `F_SETLEASE`), which the `in_use` check uses to learn at
 //!   once whether a target is open or mapped anywhere. They live here
 //!   because this is the engine's one module allowed `unsafe`.

@@ -297,9 +297,10 @@ impl Frontend {
 
     /// Step `owner`: embedded, platform, guardian reachable, capability,
     /// the same instance as at `Initialize`; then the release is sent, once.
-    fn send_release(&self, session: &Session, targets: &[Target]) -> Result<ReleaseReport, ReleaseResult> {
+    fn send_release(&self, session: &Session, targets: &[Target]) -> Result<ReleaseReport, Box<ReleaseResult>> {
         let paths: Vec<String> = targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
-        let deny = |reason: Reason, msg: String| release_denial(&paths, &FrontendError::new(reason, msg), &[]);
+        let deny =
+            |reason: Reason, msg: String| Box::new(release_denial(&paths, &FrontendError::new(reason, msg), &[]));
         if self.config.embedded {
             return Err(deny(
                 Reason::EmbeddedRuntime,
@@ -325,12 +326,12 @@ impl Frontend {
         }
         client.release(&session.workspace, &session.thread_id, targets).map_err(|e| {
             if e.outcome_unknown() {
-                return lost_reply(&paths, &e);
+                return Box::new(lost_reply(&paths, &e));
             }
             let msg = e.to_string();
             match e.reason() {
                 Some(reason) => deny(reason, msg),
-                None => release_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]).failed(),
+                None => Box::new(release_denial(&paths, &FrontendError::new(Code::IoError, msg), &[]).failed()),
             }
         })
     }
@@ -475,9 +476,7 @@ mod tests {
         let f = &read["files"][0];
         let entry = json!({"file_path": h, "mode": "release_temporary", "expected_revision": f["revision"],
             "artifact_generation": f["temporary_artifact"]["artifact_generation"]});
-        let req = |entries: Vec<Value>| {
-            json!({"thread_id": "t", "workspace_root": ws, "operation": "release_temporary", "files": entries})
-        };
+        let req = |entries: Vec<Value>| json!({"thread_id": "t", "workspace_root": ws, "operation": "release_temporary", "files": entries});
         std::fs::write(&h, "echo 2\n").unwrap();
         let v = fe.edit_files(req(vec![entry.clone()]));
         assert_eq!(v["errorCode"], "read_required", "{v}");

@@ -54,11 +54,11 @@ pub struct ReadFile {
     pub revision: String,
     /// Bytes read.
     pub size: u64,
-    /// The text, up to [`CONTENT_LIMIT`] bytes; `None` for a binary file.
+    /// The text, up to 256 KiB; `None` for a binary file.
     pub content: Option<String>,
     /// Whether the bytes are not UTF-8 text or hold a NUL.
     pub binary: bool,
-    /// Whether the file is longer than [`CONTENT_LIMIT`].
+    /// Whether the file is longer than 256 KiB.
     pub truncated: bool,
     /// Only for a helper of this thread's session.
     #[serde(skip_serializing_if = "Option::is_none")]
