@@ -17,7 +17,10 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
+use winx_release_protocol::messages::ExecStatus;
+
+use crate::frontend::CommandResult;
 use winx_release_engine::executions::{
     ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn,
 };
@@ -125,19 +128,21 @@ fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
         _ => None,
     };
     let (output, truncated) = e.output_tail();
-    let mut v = json!({
-        "status": if code.is_some() { "completed" } else { "running" },
-        "command_id": e.id,
-        "exit_code": code,
-        "output": output,
-        "output_truncated": truncated,
-    });
     // The runtime dropped a long output whole into scratch when it resolved.
     let dropped = layout.scratch_root().join(format!("{}.out", e.id));
-    if truncated && code.is_some() && dropped.is_file() {
-        v["output_path"] = json!(dropped);
+    CommandResult {
+        status: if code.is_some() { ExecStatus::Completed } else { ExecStatus::Running },
+        command_id: e.id.clone(),
+        exit_code: code,
+        output,
+        output_truncated: truncated,
+        queued: false,
+        leader_exited: false,
+        leader_exit_code: None,
+        adopted: false,
+        output_path: (truncated && code.is_some() && dropped.is_file()).then_some(dropped),
     }
-    v
+    .to_value()
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ mod edit;
 mod read;
 mod write;
 
+pub use bash::CommandResult;
+
 pub use edit::{ReleaseCode, ReleaseResult};
 pub use read::{read_files_result, read_status, FailedFile, ReadEntry, ReadFile, TemporaryArtifact};
 
@@ -25,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::{json, Value};
 use winx_release_engine::audit::{audit, DELETION_DEFERRED};
 use winx_release_engine::layout::{default_data_dir, Layout};
@@ -41,6 +44,68 @@ use crate::wire::{InitializeArgs, ModeName};
 use winx_release_engine::sys::lock;
 use winx_release_engine::sys::random_hex;
 use winx_release_protocol::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
+
+/// The contract's `Initialize` result (section 3).
+#[derive(Debug, Serialize)]
+pub struct InitializeResult {
+    /// `completed`.
+    pub status: &'static str,
+    /// The thread.
+    pub thread_id: String,
+    /// The canonical workspace.
+    pub workspace_root: String,
+    /// `wcgw`, `architect` or `code_writer`.
+    pub mode_name: &'static str,
+    /// The session directory.
+    pub temporary_artifact_dir: PathBuf,
+    /// Whether releases can be made, and why not.
+    pub temporary_release: TemporaryRelease,
+    /// Files per session (128).
+    pub temporary_artifact_max_files: u64,
+    /// Bytes per session.
+    pub temporary_artifact_max_session_bytes: u64,
+    /// Bytes per file.
+    pub temporary_artifact_max_file_bytes: u64,
+    /// Bytes per workspace.
+    pub temporary_artifact_max_bytes: u64,
+    /// Always 0: the stale prune deletes nothing.
+    pub temporary_artifact_stale_pruned_files: u64,
+    /// `runtime_protection_unknown`.
+    pub deletion_deferred: &'static str,
+    /// The audit of the workspace's sessions (deletes nothing).
+    pub stale_audit: Value,
+    /// Whether the thread was already known to this frontend.
+    pub reattached: bool,
+    /// The guardian's socket, name, instance and capabilities, or `null`.
+    pub guardian: Value,
+    /// `cgroup`, `proc`, or `null` without a guardian.
+    pub liveness: Value,
+    /// The request's `type`, echoed.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub init_type: Option<String>,
+    /// Notes (a guardian that could not be used, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `temporary_release` of an `Initialize` result.
+#[derive(Debug, Serialize)]
+pub struct TemporaryRelease {
+    /// Whether a release can be made.
+    pub available: bool,
+    /// Why not.
+    pub reason: Option<&'static str>,
+    /// When no guardian is reachable: the socket tried, why, what to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl InitializeResult {
+    /// The result as the JSON object a tool returns.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_else(|e| json!({"status": "failed", "message": e.to_string()}))
+    }
+}
 
 /// Starts a guardian listening at the given socket; used only by
 /// `Initialize` when no guardian answers, never during a release.
@@ -305,37 +370,31 @@ impl Frontend {
             guardian_instance: instance,
         };
         let reattached = lock(&self.threads).insert(thread_id.clone(), session).is_some();
-        let mut v = json!({
-            "status": "completed",
-            "thread_id": thread_id,
-            "workspace_root": workspace,
-            "mode_name": mode.as_str(),
-            "temporary_artifact_dir": session_dir,
-            "temporary_release": {
-                "available": availability.available,
-                "reason": availability.reason.map(Reason::code),
+        Ok(InitializeResult {
+            status: "completed",
+            thread_id,
+            workspace_root: workspace,
+            mode_name: mode.as_str(),
+            temporary_artifact_dir: session_dir,
+            temporary_release: TemporaryRelease {
+                available: availability.available,
+                reason: availability.reason.map(Reason::code),
+                detail,
             },
-            "temporary_artifact_max_files": quota::MAX_SESSION_FILES,
-            "temporary_artifact_max_session_bytes": quota::MAX_SESSION_BYTES,
-            "temporary_artifact_max_file_bytes": quota::MAX_FILE_BYTES,
-            "temporary_artifact_max_bytes": quota::MAX_WORKSPACE_BYTES,
-            "temporary_artifact_stale_pruned_files": 0,
-            "deletion_deferred": DELETION_DEFERRED,
-            "stale_audit": stale_audit,
-            "reattached": reattached,
-            "guardian": guardian_info,
-            "liveness": liveness,
-        });
-        if let Some(d) = detail {
-            v["temporary_release"]["detail"] = json!(d);
+            temporary_artifact_max_files: quota::MAX_SESSION_FILES,
+            temporary_artifact_max_session_bytes: quota::MAX_SESSION_BYTES,
+            temporary_artifact_max_file_bytes: quota::MAX_FILE_BYTES,
+            temporary_artifact_max_bytes: quota::MAX_WORKSPACE_BYTES,
+            temporary_artifact_stale_pruned_files: 0,
+            deletion_deferred: DELETION_DEFERRED,
+            stale_audit,
+            reattached,
+            guardian: guardian_info,
+            liveness,
+            init_type: a.init_type,
+            message: (!notes.is_empty()).then(|| notes.join("; ")),
         }
-        if let Some(t) = a.init_type {
-            v["type"] = json!(t);
-        }
-        if !notes.is_empty() {
-            v["message"] = json!(notes.join("; "));
-        }
-        Ok(v)
+        .to_value())
     }
 
     /// `EditFiles`: a release (`operation: "release_temporary"` or release
