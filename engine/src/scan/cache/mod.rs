@@ -159,7 +159,7 @@ impl DirCache {
         evaluate(&refs, limits, aliases, start)
     }
 
-    /// Opens every root with [`open_root`] and scans them with
+    /// Opens every root with [`open_root`](crate::scan::open_root) and scans them with
     /// [`DirCache::scan`]; a root that cannot be opened fails the scan
     /// closed with nothing scanned, as
     /// [`scan_paths_with`](super::scan_paths_with) does.
