@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Denial, Reason};
-use crate::preflight;
+use crate::preflight::exact::check_exact;
 use crate::resolve::{mkdir_beneath, open_dir_abs};
 
 /// Name of the workspace's private state directory.
@@ -75,7 +75,7 @@ impl Layout {
         let workspace = workspace.into();
         let s =
             workspace.to_str().ok_or_else(|| Denial::at(Reason::PathNotExact, &workspace, "workspace is not UTF-8"))?;
-        preflight::check_exact(s).map_err(|r| Denial::at(r, &workspace, "workspace is not an exact path"))?;
+        check_exact(s).map_err(|r| Denial::at(r, &workspace, "workspace is not an exact path"))?;
         let data_dir = data_dir.into();
         if !data_dir.is_absolute() {
             return Err(Denial::at(Reason::PathNotExact, data_dir, "data dir must be absolute"));

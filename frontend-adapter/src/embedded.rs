@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 use winx_release_protocol::messages::ExecStatus;
 
-use crate::frontend::CommandResult;
+use crate::command_result::CommandResult;
 use winx_release_engine::executions::{
     ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn,
 };

@@ -28,6 +28,7 @@ pub mod schema;
 pub mod token;
 pub mod wire;
 
+mod command_result;
 mod embedded;
 mod output_schema;
 

@@ -31,6 +31,7 @@ use crate::identity::{Identity, PhysicalId};
 use crate::layout::{self, Layout};
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 
+pub(crate) mod exact;
 mod rules;
 
 pub use rules::{

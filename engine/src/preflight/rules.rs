@@ -11,38 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Reason;
 use crate::layout::{self, Layout};
 
-/// Longest accepted path, in bytes (`PATH_MAX` less the NUL).
-pub const MAX_PATH_BYTES: usize = 4095;
-/// Longest accepted component, in bytes (`NAME_MAX`).
-pub const MAX_NAME_BYTES: usize = 255;
-
-/// Checks that `path` is exact: absolute, no `.`, `..` or empty component,
-/// no trailing `/`, no NUL, no glob character, within length limits.
-///
-/// The rules are on bytes: a path need not be UTF-8.
-///
-/// # Errors
-/// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
-pub fn check_exact(path: impl AsRef<OsStr>) -> Result<(), Reason> {
-    let path = path.as_ref().as_bytes();
-    if path.first() != Some(&b'/') || path.contains(&0) || path.len() > MAX_PATH_BYTES {
-        return Err(Reason::PathNotExact);
-    }
-    if path.len() > 1 && path.ends_with(b"/") {
-        return Err(Reason::PathNotExact);
-    }
-    if path.len() > 1 {
-        for comp in path[1..].split(|&b| b == b'/') {
-            if comp.is_empty() || comp == b"." || comp == b".." || comp.len() > MAX_NAME_BYTES {
-                return Err(Reason::PathNotExact);
-            }
-        }
-    }
-    if path.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
-        return Err(Reason::GlobNotAllowed);
-    }
-    Ok(())
-}
+pub use super::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
 
 /// Most targets of one release request.
 pub const MAX_TARGETS: usize = 100;

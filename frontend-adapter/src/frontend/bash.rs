@@ -12,54 +12,16 @@
 //! `code_writer` runs only `allowed_commands`. Status checks are always
 //! allowed.
 
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use winx_release_engine::Reason;
 
 use super::{unreachable_detail, Frontend, Session};
+use crate::command_result::CommandResult;
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
 use crate::wire::{BashAction, BashCommandArgs};
 use winx_release_protocol::client::{ClientError, ExecRequest};
 use winx_release_protocol::messages::{ExecReply, ExecStatus};
-
-/// The contract's `BashCommand` result (section 3), from the guardian's
-/// reply or the embedded runtime.
-#[derive(Debug, Serialize)]
-pub struct CommandResult {
-    /// `completed` or `running` (a queued command is `running`, `queued`).
-    pub status: ExecStatus,
-    /// The command's id.
-    pub command_id: String,
-    /// Its exit code; `None` while it runs.
-    pub exit_code: Option<i64>,
-    /// The inline output (its tail when long).
-    pub output: String,
-    /// Whether `output` is only the tail.
-    pub output_truncated: bool,
-    /// It waits behind the thread's running foreground command.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub queued: bool,
-    /// Its own process ended while something it started still runs.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub leader_exited: bool,
-    /// The leader's exit code, with `leader_exited` (`null` when unknown).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leader_exit_code: Option<Option<i64>>,
-    /// A guardian adopted it after a restart.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub adopted: bool,
-    /// Where the whole output was dropped, when it was too long to inline.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_path: Option<std::path::PathBuf>,
-}
-
-impl CommandResult {
-    /// The result as the JSON object a tool returns.
-    pub fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or_else(|e| json!({"status": "failed", "message": e.to_string()}))
-    }
-}
 
 fn pass_through(r: ExecReply) -> Value {
     let queued = r.status == ExecStatus::Queued;

@@ -15,7 +15,7 @@ mod edit;
 mod read;
 mod write;
 
-pub use bash::CommandResult;
+pub use crate::command_result::CommandResult;
 
 pub use edit::{ReleaseCode, ReleaseResult};
 pub use read::{read_files_result, read_status, FailedFile, ReadEntry, ReadFile, TemporaryArtifact};
