@@ -62,13 +62,16 @@ fn sources(w: &World) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) -> anyhow::Result<bool> {
+/// Writes `files` in tool calls of at most 100; the first answer that is
+/// not `Yes`, if any.
+fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) -> anyhow::Result<Option<Written>> {
     for chunk in files.chunks(100) {
-        if ops::write_files(w, sess, sess.home, chunk)? != Written::Yes {
-            return Ok(false);
+        let r = ops::write_files(w, sess, sess.home, chunk)?;
+        if r != Written::Yes {
+            return Ok(Some(r));
         }
     }
-    Ok(true)
+    Ok(None)
 }
 
 /// Fills `sess` up to `target` bytes and 128 files, then probes the
@@ -80,8 +83,8 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
             (sess.fresh_path("seed"), sess.rng.text(n))
         })
         .collect();
-    let ok = write_chunks(w, sess, seed)?;
-    w.check(&format!("s{}: 40 helpers written by the tool", sess.idx), ok, "");
+    let refused = write_chunks(w, sess, seed)?;
+    w.check(&format!("s{}: 40 helpers written by the tool", sess.idx), refused.is_none(), format!("{refused:?}"));
     if !fill {
         return Ok(());
     }
@@ -96,12 +99,12 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
     }
     let tiny_files: Vec<(PathBuf, String)> =
         (0..tiny).map(|_| (sess.fresh_path("tiny"), sess.rng.text(TINY as usize))).collect();
-    let ok = write_chunks(w, sess, tiny_files)?;
+    let refused = write_chunks(w, sess, tiny_files)?;
     let (files, bytes) = sess.ledger.usage();
     w.check(
         &format!("s{}: filled to the file quota by tool writes", sess.idx),
-        ok && files == MAX_SESSION_FILES,
-        format!("{files} files, {bytes} bytes"),
+        refused.is_none() && files == MAX_SESSION_FILES,
+        format!("{files} files, {bytes} bytes; refused: {refused:?}"),
     );
     // The 129th file.
     let p = sess.fresh_path("over");
