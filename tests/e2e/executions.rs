@@ -10,16 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::{release_req, snapshot, Env, Mcp};
-use serde_json::{json, Value};
-
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-
-async fn call(mcp: &Mcp, tool: &str, args: Value) -> Value {
-    tokio::time::timeout(CALL_TIMEOUT, mcp.call(tool, args.clone()))
-        .await
-        .unwrap_or_else(|_| panic!("{tool} {args} did not answer within {CALL_TIMEOUT:?}"))
-}
+use crate::support::blocked::{call, completes_after, denied, denied_at, helper};
+use crate::support::{Env, Mcp};
+use serde_json::json;
 
 /// A world whose guardian runs in `mode` (`"cgroup"`: the default, which
 /// must then be in force; `"proc"`: the fallback, forced). `None` when
@@ -42,51 +35,6 @@ fn start(env: &mut Env, mode: &str) {
         env.start_guardian_with(&["env", "WINX_LIVENESS=proc"]);
     } else {
         env.start_guardian();
-    }
-}
-
-async fn helper(env: &Env, mcp: &Mcp, thread: &str, name: &str) -> (PathBuf, String, String) {
-    let path = env.session_dir(thread).join(name);
-    std::fs::write(&path, format!("helper {name}\n")).unwrap();
-    let (rev, generation) = mcp.read_helper(thread, &path).await;
-    (path, rev, generation)
-}
-
-/// The release of one helper must be denied with `code`, nothing changed.
-async fn denied(env: &Env, mcp: &Mcp, thread: &str, h: &(PathBuf, String, String), code: &str) -> Value {
-    denied_at(env, mcp, &env.ws, thread, h, code).await
-}
-
-async fn denied_at(env: &Env, mcp: &Mcp, ws: &Path, thread: &str, h: &(PathBuf, String, String), code: &str) -> Value {
-    let before = snapshot(&[&env.ws]);
-    let v = call(mcp, "EditFiles", release_req(thread, ws, &[(&h.0, &h.1, &h.2)])).await;
-    assert_eq!(v["status"], "denied", "{v}");
-    assert_eq!(v["errorCode"], code, "{v}");
-    assert!(h.0.exists());
-    assert_eq!(before, snapshot(&[&env.ws]), "a denied release changed the workspace");
-    v
-}
-
-/// Retries the release until it completes (refused with `code` meanwhile).
-async fn completes_after(
-    env: &Env,
-    mcp: &Mcp,
-    thread: &str,
-    h: &(PathBuf, String, String),
-    code: &str,
-    within: Duration,
-) {
-    let deadline = Instant::now() + within;
-    loop {
-        let v = call(mcp, "EditFiles", release_req(thread, &env.ws, &[(&h.0, &h.1, &h.2)])).await;
-        if v["status"] == "completed" {
-            assert_eq!(v["files"][0]["outcome"], "released", "{v}");
-            assert!(!h.0.exists());
-            return;
-        }
-        assert_eq!(v["errorCode"], code, "{v}");
-        assert!(Instant::now() < deadline, "still refused after {within:?}: {v}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -7,68 +7,15 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::{release_req, snapshot, Env, Mcp};
+use crate::support::blocked::{call, completes_after, denied, helper};
+use crate::support::{Env, Mcp};
 use serde_json::{json, Value};
-
-/// Every MCP call of these tests must answer within this time (a deadlocked
-/// guardian fails the test instead of hanging it).
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 async fn world() -> (Env, Mcp) {
     let mut env = Env::new();
     env.start_guardian();
     let mcp = env.mcp(&[]).await;
     (env, mcp)
-}
-
-async fn call(mcp: &Mcp, tool: &str, args: Value) -> Value {
-    tokio::time::timeout(CALL_TIMEOUT, mcp.call(tool, args.clone()))
-        .await
-        .unwrap_or_else(|_| panic!("{tool} {args} did not answer within {CALL_TIMEOUT:?}"))
-}
-
-/// Writes a helper of `thread` and reads it: (path, revision, generation).
-async fn helper(env: &Env, mcp: &Mcp, thread: &str, name: &str) -> (PathBuf, String, String) {
-    let path = env.session_dir(thread).join(name);
-    std::fs::write(&path, format!("helper {name}\n")).unwrap();
-    let (rev, generation) = mcp.read_helper(thread, &path).await;
-    (path, rev, generation)
-}
-
-/// Sends the release of one helper; expects a denial with `code`, nothing
-/// changed on disk. Returns the result.
-async fn denied(env: &Env, mcp: &Mcp, thread: &str, h: &(PathBuf, String, String), code: &str) -> Value {
-    let before = snapshot(&[&env.ws]);
-    let v = call(mcp, "EditFiles", release_req(thread, &env.ws, &[(&h.0, &h.1, &h.2)])).await;
-    assert_eq!(v["status"], "denied", "{v}");
-    assert_eq!(v["errorCode"], code, "{v}");
-    assert!(h.0.exists());
-    assert_eq!(before, snapshot(&[&env.ws]), "a denied release changed the workspace");
-    v
-}
-
-/// Retries the release of one helper until it completes (refused with
-/// `code` meanwhile), within `within`.
-async fn completes_after(
-    env: &Env,
-    mcp: &Mcp,
-    thread: &str,
-    h: &(PathBuf, String, String),
-    code: &str,
-    within: Duration,
-) {
-    let deadline = Instant::now() + within;
-    loop {
-        let v = call(mcp, "EditFiles", release_req(thread, &env.ws, &[(&h.0, &h.1, &h.2)])).await;
-        if v["status"] == "completed" {
-            assert_eq!(v["files"][0]["outcome"], "released", "{v}");
-            assert!(!h.0.exists());
-            return;
-        }
-        assert_eq!(v["errorCode"], code, "{v}");
-        assert!(Instant::now() < deadline, "still refused after {within:?}: {v}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The state letter and parent of `pid` (`/proc/<pid>/stat`), if it exists.

@@ -48,11 +48,9 @@ pub enum OpenElsewhere {
 /// `fd`'s own open file description, by taking a write lease on `fd` and
 /// dropping it at once.
 ///
-/// `fd` must be open read-only (a descriptor opened for writing counts
-/// itself as a writer only once, but a lease on it would also be granted
-/// while the caller's other descriptors hold the file: give the one
-/// descriptor the caller holds). Other descriptors the caller holds on the
-/// same file make the answer [`OpenElsewhere::Yes`].
+/// Give the caller's one descriptor of the file, opened read-only: any
+/// other open file description of it, the caller's own included, makes the
+/// answer [`OpenElsewhere::Yes`].
 ///
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)

@@ -3,6 +3,8 @@
 //! filesystem snapshots, and a guard that ends every process a test started.
 #![allow(dead_code)]
 
+pub mod blocked;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
