@@ -113,6 +113,11 @@ impl McpClient {
         Ok(client)
     }
 
+    /// The frontend's process id.
+    pub fn pid(&self) -> u32 {
+        lock(&self.child).id()
+    }
+
     /// The client's name (for messages).
     pub fn name(&self) -> &str {
         &self.name

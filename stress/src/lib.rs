@@ -31,6 +31,7 @@
 mod backing;
 mod client;
 mod config;
+mod cpu;
 mod edge_checks;
 mod ledger;
 mod liveness;
@@ -60,7 +61,7 @@ pub use soak::{soak, SoakLine};
 
 use backing::Backing;
 use procs::{GuardianProc, Private};
-use world::{Session, Workspace, World};
+use world::{Session, Stats, Workspace, World};
 
 fn bar(enabled: bool) -> ProgressBar {
     if !enabled {
@@ -192,6 +193,7 @@ fn run_in(
     let rb = run_bar(cfg.progress, cfg.timed_phase());
     let target = cfg.backing_entries.min(opening::SCAN_BOUND - 100);
     w.stats.in_run.store(true, Ordering::SeqCst);
+    let cpu_start = cpu::Sample::take(guardian.pid(), &w.frontend_pids());
     let start = Instant::now();
     let deadline = start + cfg.timed_phase();
     let done = AtomicBool::new(false);
@@ -207,6 +209,7 @@ fn run_in(
         out
     });
     let run_s = start.elapsed().as_secs_f64();
+    let cpu_end = cpu::Sample::take(guardian.pid(), &w.frontend_pids());
     w.stats.in_run.store(false, Ordering::SeqCst);
     rb.finish_and_clear();
     w.phase("timed");
@@ -237,7 +240,8 @@ fn run_in(
     }
     vb.finish_and_clear();
     w.phase("final verification");
-    let report = Report::build(w, cfg, setup_s, run_s, backing.removed);
+    let mut report = Report::build(w, cfg, setup_s, run_s, backing.removed);
+    report.cpu = cpu::report(&cpu_start, &cpu_end, run_s, Stats::get(&w.stats.run_releases));
     if !cfg.keep {
         backing.remove_all();
     }

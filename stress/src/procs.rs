@@ -185,6 +185,11 @@ impl GuardianProc {
             .unwrap_or_default()
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, as a crash would, and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -78,6 +78,8 @@ pub struct Report {
     pub timed_releases: u64,
     /// Throughput of the timed phase.
     pub throughput: Throughput,
+    /// Where the CPU of the timed phase went ([`crate::cpu`]).
+    pub cpu: crate::cpu::CpuReport,
     /// Release answers by status.
     pub statuses: Statuses,
     /// Denials by `errorCode`.
@@ -183,6 +185,7 @@ impl Report {
                 released_files_per_sec: per_sec(Stats::get(&s.run_released_files), run_s),
                 steps_per_sec: per_sec(Stats::get(&s.steps), run_s),
             },
+            cpu: Default::default(),
             statuses: Statuses {
                 completed: Stats::get(&s.completed),
                 partial: Stats::get(&s.partial),
@@ -285,6 +288,23 @@ impl Report {
             format!(
                 "{:.1} releases/s   {:.1} files/s   {:.1} steps/s",
                 t.releases_per_sec, t.released_files_per_sec, t.steps_per_sec
+            ),
+        );
+        let c = &self.cpu;
+        row(
+            &mut o,
+            "cpu (timed)",
+            format!(
+                "guardian {:.1} s, frontends {:.1} s, this tool {:.1} s, other {:.1} s; {:.0} % of {} cores busy; \
+                 {:.1} ms per release (engine), {:.1} ms (machine)",
+                c.guardian_s,
+                c.frontends_s,
+                c.driver_s,
+                c.other_s,
+                c.busy_share * 100.0,
+                c.cores,
+                c.engine_ms_per_release,
+                c.machine_ms_per_release
             ),
         );
         row(

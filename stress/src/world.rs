@@ -280,6 +280,11 @@ impl World {
         }
     }
 
+    /// The process ids of the frontends.
+    pub fn frontend_pids(&self) -> Vec<u32> {
+        self.frontends.iter().map(McpClient::pid).collect()
+    }
+
     /// Records a setup check.
     pub fn check(&self, name: &str, ok: bool, detail: impl Into<String>) {
         let detail = detail.into();

@@ -1,0 +1,176 @@
+//! Where the machine's CPU went during the timed phase: the guardian, the
+//! frontends, this tool (the workload driver and its checks), and the rest
+//! of the machine (the commands the workload runs, `winx-release audit`
+//! runs, and anything else on the machine).
+//!
+//! A run on a machine whose cores are all busy is bound by CPU, not by
+//! waiting: its releases per second are then the cores divided by the CPU
+//! one release costs *everything* (its share of the writes, reads and
+//! commands around it included). This split says how much of that the
+//! release engine (guardian and frontends) is, so a throughput figure can
+//! be read against it.
+//!
+//! Each process is sampled at the start and at the end of the timed phase
+//! (`utime + stime` of `/proc/<pid>/stat`, its own threads, not its reaped
+//! children); a frontend restarted in between is counted from its new
+//! start only (its predecessor's time falls into `other_s`). The machine's
+//! busy time is `/proc/stat`'s first line less `idle` and `iowait`.
+//!
+//! # References
+//! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
+//! - [`proc_stat(5)`](https://man7.org/linux/man-pages/man5/proc_stat.5.html)
+
+use serde::Serialize;
+
+/// CPU ticks of one process (`utime + stime`), or `None` when it is gone.
+fn ticks_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_pid_stat(&stat)
+}
+
+/// `utime + stime` from a `/proc/<pid>/stat` line (fields 14 and 15; the
+/// command name in parentheses may hold spaces and parentheses).
+fn parse_pid_stat(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    // After ")": state is field 3, so utime (14) is the 12th from here.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Busy ticks of the whole machine: `/proc/stat`'s `cpu` line less `idle`
+/// and `iowait` (guest time is already inside `user`).
+fn machine_busy() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_machine_busy(stat.lines().next()?)
+}
+
+fn parse_machine_busy(line: &str) -> Option<u64> {
+    let mut f = line.split_ascii_whitespace();
+    if f.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let [user, nice, system, _idle, _iowait, irq, softirq, steal] = v.try_into().ok()?;
+    Some(user + nice + system + irq + softirq + steal)
+}
+
+/// One sample of the run's processes.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    guardian: Option<(u32, u64)>,
+    frontends: Vec<(u32, u64)>,
+    driver: Option<u64>,
+    machine: Option<u64>,
+}
+
+impl Sample {
+    /// Samples the guardian `guardian`, the frontends `frontends` and this
+    /// process now.
+    pub fn take(guardian: u32, frontends: &[u32]) -> Sample {
+        Sample {
+            guardian: ticks_of(guardian).map(|t| (guardian, t)),
+            frontends: frontends.iter().filter_map(|&p| ticks_of(p).map(|t| (p, t))).collect(),
+            driver: ticks_of(std::process::id()),
+            machine: machine_busy(),
+        }
+    }
+}
+
+/// CPU seconds of the timed phase, by process.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CpuReport {
+    /// The guardian (release engine, executions, retention).
+    pub guardian_s: f64,
+    /// The MCP frontends together.
+    pub frontends_s: f64,
+    /// This tool: the workload driver, its ledger and its checks.
+    pub driver_s: f64,
+    /// Busy time of the whole machine.
+    pub machine_s: f64,
+    /// The machine less the three above: the workload's commands, audits,
+    /// and whatever else ran on the machine.
+    pub other_s: f64,
+    /// Cores available to this process.
+    pub cores: usize,
+    /// `machine_s` over `cores` × the phase's seconds: near 1, the run was
+    /// bound by CPU.
+    pub busy_share: f64,
+    /// Guardian plus frontends per release request of the phase, in ms.
+    pub engine_ms_per_release: f64,
+    /// The whole machine per release request of the phase, in ms.
+    pub machine_ms_per_release: f64,
+}
+
+fn secs(ticks: u64) -> f64 {
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    (ticks as f64 / hz as f64 * 100.0).round() / 100.0
+}
+
+/// The split between `start` and `end`, over `run_s` seconds in which
+/// `releases` release requests were made.
+pub fn report(start: &Sample, end: &Sample, run_s: f64, releases: u64) -> CpuReport {
+    let delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    };
+    let guardian = match (start.guardian, end.guardian) {
+        (Some((p, a)), Some((q, b))) if p == q => b.saturating_sub(a),
+        (_, Some((_, b))) => b,
+        _ => 0,
+    };
+    let frontends: u64 = end
+        .frontends
+        .iter()
+        .map(|&(p, b)| start.frontends.iter().find(|s| s.0 == p).map_or(b, |s| b.saturating_sub(s.1)))
+        .sum();
+    let driver = delta(start.driver, end.driver);
+    let machine = delta(start.machine, end.machine);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let per = |t: u64| if releases == 0 { 0.0 } else { (secs(t) * 1000.0 / releases as f64 * 100.0).round() / 100.0 };
+    CpuReport {
+        guardian_s: secs(guardian),
+        frontends_s: secs(frontends),
+        driver_s: secs(driver),
+        machine_s: secs(machine),
+        other_s: secs(machine.saturating_sub(guardian + frontends + driver)),
+        cores,
+        busy_share: if run_s > 0.0 { (secs(machine) / (cores as f64 * run_s) * 100.0).round() / 100.0 } else { 0.0 },
+        engine_ms_per_release: per(guardian + frontends),
+        machine_ms_per_release: per(machine),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_stat_line_with_spaces_and_parentheses_in_the_name_parses() {
+        let line = "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 137 42 5 6 20 0 1 0 99 0 0";
+        assert_eq!(parse_pid_stat(line), Some(137 + 42));
+        assert_eq!(parse_pid_stat("garbage"), None);
+    }
+
+    #[test]
+    fn machine_busy_leaves_out_idle_and_iowait() {
+        let line = "cpu  100 2 30 5000 70 4 5 6 0 0";
+        assert_eq!(parse_machine_busy(line), Some(100 + 2 + 30 + 4 + 5 + 6));
+        assert_eq!(parse_machine_busy("cpu0 1 2 3 4 5 6 7 8"), None);
+    }
+
+    #[test]
+    fn this_process_is_sampled_and_its_time_grows() {
+        let a = Sample::take(std::process::id(), &[]);
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(150) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let b = Sample::take(std::process::id(), &[]);
+        let r = report(&a, &b, 0.15, 1);
+        assert!(r.driver_s > 0.0 && r.guardian_s > 0.0, "{r:?}");
+        assert!(r.machine_s >= r.driver_s * 0.5, "{r:?}");
+    }
+}
