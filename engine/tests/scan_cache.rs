@@ -384,6 +384,49 @@ fn warm_scan_reads_only_what_changed() {
     assert_eq!(cache.stats().hits, s.hits);
 }
 
+/// A directory read again because an entry was added takes its unchanged
+/// subdirectories' identities from its old record (no `statx`), and a
+/// subdirectory replaced under the same name is `statx`ed afresh: the
+/// verdict equals a fresh scan's, and a descent into the new directory
+/// finds the identity its parent's entry names.
+#[test]
+fn a_reread_directory_keeps_its_unchanged_subdirectories() {
+    let w = World::new();
+    let r0 = &w.roots[0];
+    for i in 0..6 {
+        fs::create_dir_all(r0.join(format!("s{i}"))).unwrap();
+        fs::write(r0.join(format!("s{i}/f")), b"x").unwrap();
+    }
+    let cache = DirCache::new();
+    let none = HashSet::new();
+    let lim = ScanLimits::default();
+    let _ = cache.scan_paths(&w.roots, lim, &none);
+    std::thread::sleep(Duration::from_millis(30));
+    let _ = cache.scan_paths(&w.roots, lim, &none);
+    // The root changes: it is read again, its six subdirectories are not
+    // statxed.
+    fs::write(r0.join("new"), b"y").unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let before = cache.stats();
+    let got = normal(cache.scan_paths(&w.roots, lim, &none));
+    let after = cache.stats();
+    assert_eq!(got, normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean)));
+    assert_eq!(after.reused - before.reused, 6, "{after:?}");
+    // One subdirectory replaced by another under the same name (moved in
+    // from outside, so its inode differs): not reused, and the scan agrees
+    // with a fresh one.
+    let outside = w.out.join("outside-dir");
+    fs::create_dir_all(outside.join("g")).unwrap();
+    fs::remove_dir_all(r0.join("s3")).unwrap();
+    fs::rename(&outside, r0.join("s3")).unwrap();
+    let before = cache.stats();
+    let got = normal(cache.scan_paths(&w.roots, lim, &none));
+    let after = cache.stats();
+    assert_eq!(got, normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean)));
+    assert!(!got.failed_closed(), "{got:?}");
+    assert_eq!(after.reused - before.reused, 5, "{after:?}");
+}
+
 /// A directory replaced within one timestamp tick by a new one that
 /// reuses its inode number (ext4 hands a freed inode out again at once)
 /// must be a miss. With multigrain timestamps (6.13+) its change time

@@ -67,6 +67,9 @@ pub struct CacheStats {
     pub hits: u64,
     /// Directories read afresh.
     pub reads: u64,
+    /// Subdirectories of directories read afresh whose identity was taken
+    /// from the old record instead of a `statx` (see the walk's rule).
+    pub reused: u64,
     /// Times every record was dropped (mount table changed, clock stepped
     /// back, cache switched off).
     pub drops: u64,
@@ -199,6 +202,7 @@ impl DirCache {
                 limits,
                 lean: Lean::new(mounts.clone()),
                 valid: &valid,
+                prev: &records,
                 dirents: std::mem::take(&mut dirents),
                 counts: WalkCounts::default(),
             };
@@ -207,6 +211,7 @@ impl DirCache {
             let counts = walk.counts;
             g.stats.hits += counts.hits;
             g.stats.reads += counts.reads;
+            g.stats.reused += counts.reused;
             if enabled {
                 // A complete walk saw every directory: records of the
                 // others are gone. A walk that stopped early keeps them for

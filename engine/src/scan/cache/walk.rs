@@ -31,7 +31,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, Mode, RawDir, ResolveFlags, StatxFlags};
+use rustix::fs::{AtFlags, FileType, Mode, RawDir, ResolveFlags, StatxFlags};
 use rustix::io::Errno;
 
 use super::super::lean::{from_dirent, Lean};
@@ -74,6 +74,7 @@ pub(crate) struct RootSnapshot {
 pub(crate) struct WalkCounts {
     pub(crate) hits: u64,
     pub(crate) reads: u64,
+    pub(crate) reused: u64,
     pub(crate) complete: bool,
 }
 
@@ -100,6 +101,11 @@ pub(crate) struct Walk<'a> {
     pub(crate) lean: Lean,
     /// The records that are still valid.
     pub(crate) valid: &'a RootRecords,
+    /// Every record the root had before this walk, valid or not: a
+    /// directory read afresh takes the identities of its subdirectories
+    /// from its old record where nothing can have changed them
+    /// ([`Walk::read`]).
+    pub(crate) prev: &'a RootRecords,
     pub(crate) dirents: Vec<MaybeUninit<u8>>,
     pub(crate) counts: WalkCounts,
 }
@@ -184,10 +190,23 @@ impl Walk<'_> {
         if p.expect.is_some_and(|id| id != stat.id) {
             return Err(Reason::BackingInaccessible);
         }
-        Ok(Some(Arc::new(self.read(dir, rel, p.depth, stat, read_start))))
+        let prev = self.prev.get(&p.rel).filter(|r| r.stat.id == stat.id && r.stat.btime == stat.btime).cloned();
+        Ok(Some(Arc::new(self.read(dir, rel, p.depth, stat, read_start, prev.as_deref()))))
     }
 
     /// Reads the entries of `dir` afresh.
+    ///
+    /// A subdirectory is `statx`ed, as in the lean scan, unless `prev`, the
+    /// old record of this same directory (device, inode and birth time),
+    /// holds an entry of the same name that was a directory with the
+    /// inode `d_ino` names now, on this directory's device, and the
+    /// directory is trusted now (no mount point in it by the current mount
+    /// table, a filesystem whose `d_ino` is the inode). Its `statx` would
+    /// then return that same identity: a subdirectory's device differs
+    /// from its parent's only at a mount point or a btrfs subvolume root;
+    /// the first is excluded by the mount table, the second by the old
+    /// identity on the parent's device (a subvolume root is always on a
+    /// device of its own, and a directory cannot turn into one in place).
     fn read(
         &mut self,
         dir: BorrowedFd<'_>,
@@ -195,8 +214,20 @@ impl Walk<'_> {
         depth: u32,
         stat: DirStat,
         read_start: (i64, u32),
+        prev: Option<&DirRecord>,
     ) -> DirRecord {
         let trusted = self.lean.trusts(dir, stat.id);
+        let old_dirs: HashMap<&[u8], PhysicalId> = match prev {
+            Some(prev) if trusted && prev.summary.dirs > 0 => prev
+                .entries
+                .iter()
+                .filter_map(|e| match e.kind {
+                    Kind::Dir(id) if id.dev == stat.id.dev => Some((&*e.name, id)),
+                    _ => None,
+                })
+                .collect(),
+            _ => HashMap::new(),
+        };
         let none = HashSet::new();
         let mut entries = Vec::new();
         let mut failed = None;
@@ -217,29 +248,39 @@ impl Walk<'_> {
                 continue;
             }
             let lean = if trusted { from_dirent(entry.file_type(), entry.ino(), stat.id.dev, &none) } else { None };
-            let kind = match lean {
-                Some(Class::File(_)) => Kind::File(PhysicalId { dev: stat.id.dev, ino: entry.ino() }),
-                Some(Class::Fail(r)) => Kind::Fail(r),
-                _ => {
-                    let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
-                    let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
-                        complete: st.stx_mask & ENTRY_MASK.bits() == ENTRY_MASK.bits(),
-                        mode: st.stx_mode,
-                        id: physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino),
-                        size: st.stx_size,
-                    });
-                    let id = seen.as_ref().map(|s| s.id).ok();
-                    match (classify_statx(seen, false, &none), id) {
-                        (Class::Vanished, _) => {
-                            vanished = true;
-                            continue;
-                        }
-                        (Class::File(_), Some(id)) => Kind::File(id),
-                        (Class::Dir(id), _) => Kind::Dir(id),
-                        (Class::Fail(r), _) => Kind::Fail(r),
-                        _ => Kind::Fail(Reason::BackingInaccessible),
-                    }
+            let known = match old_dirs.get(bytes) {
+                Some(&id) if entry.file_type() == FileType::Directory && id.ino == entry.ino() => Some(id),
+                _ => None,
+            };
+            let kind = match (lean, known) {
+                (_, Some(id)) => {
+                    self.counts.reused += 1;
+                    Kind::Dir(id)
                 }
+                (lean, None) => match lean {
+                    Some(Class::File(_)) => Kind::File(PhysicalId { dev: stat.id.dev, ino: entry.ino() }),
+                    Some(Class::Fail(r)) => Kind::Fail(r),
+                    _ => {
+                        let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
+                        let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
+                            complete: st.stx_mask & ENTRY_MASK.bits() == ENTRY_MASK.bits(),
+                            mode: st.stx_mode,
+                            id: physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino),
+                            size: st.stx_size,
+                        });
+                        let id = seen.as_ref().map(|s| s.id).ok();
+                        match (classify_statx(seen, false, &none), id) {
+                            (Class::Vanished, _) => {
+                                vanished = true;
+                                continue;
+                            }
+                            (Class::File(_), Some(id)) => Kind::File(id),
+                            (Class::Dir(id), _) => Kind::Dir(id),
+                            (Class::Fail(r), _) => Kind::Fail(r),
+                            _ => Kind::Fail(Reason::BackingInaccessible),
+                        }
+                    }
+                },
             };
             entries.push(Entry { name: bytes.into(), kind });
         }
