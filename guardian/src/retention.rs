@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use winx_release_engine::layout::Layout;
-use winx_release_engine::retention::{backing_usage, data_usage, BackingUsage, Retention, RetentionPolicy};
+use winx_release_engine::retention::{backing_usage_in, data_usage_in, BackingUsage, Retention, RetentionPolicy};
 
 use crate::sessions::Guardian;
 
@@ -73,13 +73,15 @@ fn pass(g: &Guardian, retention: &mut Retention) {
 /// directory's alone) and warns past the threshold. Returns whether a
 /// warning stands, so it is logged once per crossing.
 fn check_usage(g: &Guardian, warned: bool) -> bool {
+    // The releases' directory cache: a count reads only what changed.
+    let cache = Some(g.scanner.cache());
     let workspaces: Vec<PathBuf> = g.retention.workspaces();
     let mut usages: Vec<(Option<PathBuf>, BackingUsage)> = workspaces
         .into_iter()
-        .filter_map(|ws| Layout::new(ws.clone(), &g.data_dir).ok().map(|l| (Some(ws), backing_usage(&l))))
+        .filter_map(|ws| Layout::new(ws.clone(), &g.data_dir).ok().map(|l| (Some(ws), backing_usage_in(&l, cache))))
         .collect();
     if usages.is_empty() {
-        usages.push((None, data_usage(&g.data_dir)));
+        usages.push((None, data_usage_in(&g.data_dir, cache)));
     }
     let mut over = false;
     for (ws, u) in usages {

@@ -37,7 +37,7 @@ mod usage;
 
 pub use executions::{prune_executions, read_status, ExecStatus, ExecutionPrune, STATUS_FILE};
 pub use receipts::{is_receipt_name, prune_receipts, ReceiptPrune};
-pub use usage::{backing_usage, data_usage, BackingUsage, WARN_PERCENT};
+pub use usage::{backing_usage, backing_usage_in, data_usage, data_usage_in, BackingUsage, WARN_PERCENT};
 
 /// Default number of resolved executions kept.
 pub const DEFAULT_KEEP_EXECUTIONS: usize = 2_000;

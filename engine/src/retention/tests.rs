@@ -131,6 +131,34 @@ fn usage_counts_and_warns_past_eighty_percent() {
     assert_eq!(u.backing_scan_reason, Some(crate::Reason::BackingSymlink));
 }
 
+/// A count through a directory cache (as the guardian's periodic check
+/// makes it) equals a fresh count: cold, warm, after a change, and when a
+/// link makes counting stop early.
+#[test]
+fn a_cached_count_equals_a_fresh_one() {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..5u64 {
+        exec(d.path(), &format!("r{i}"), "resolved", i);
+    }
+    let cache = crate::scan::DirCache::new();
+    let same = |cache: &crate::scan::DirCache| {
+        let fresh = data_usage(d.path());
+        let cached = usage::data_usage_in(d.path(), Some(cache));
+        assert_eq!(cached, fresh);
+        fresh
+    };
+    assert_eq!(same(&cache).backing_entries, 5 * 3);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    same(&cache);
+    let hits = cache.stats().hits;
+    assert_eq!(same(&cache).backing_entries, 15);
+    assert!(cache.stats().hits > hits, "the warm count read from the cache: {:?}", cache.stats());
+    exec(d.path(), "r9", "resolved", 9);
+    assert_eq!(same(&cache).backing_entries, 18);
+    std::os::unix::fs::symlink("/", d.path().join("executions/r2/l")).unwrap();
+    assert_eq!(same(&cache).backing_scan_reason, Some(crate::Reason::BackingSymlink));
+}
+
 /// A symlinked data directory (`~/.local/share/winx` pointing at a data
 /// disk, say) owned by the user: passes run there.
 #[test]

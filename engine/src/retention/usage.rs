@@ -12,7 +12,9 @@ use serde::Serialize;
 use crate::error::Reason;
 use crate::layout::Layout;
 use crate::release::open_backing_roots;
-use crate::scan::{open_root, ScanBackend, ScanLimits, ScanReport, SyncBackend, MAX_DEPTH, MAX_ENTRIES};
+use crate::scan::{
+    open_root, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend, MAX_DEPTH, MAX_ENTRIES,
+};
 
 /// Share of the bound past which a warning is given, in percent.
 pub const WARN_PERCENT: u64 = 80;
@@ -98,12 +100,28 @@ pub fn warning(entries: u64) -> Option<String> {
 
 const COUNT_LIMITS: ScanLimits = ScanLimits { max_entries: u64::MAX, max_depth: MAX_DEPTH };
 
+/// Counts `roots` without a bound: a lean scan (entries, and where and why
+/// counting stopped, are a full scan's; sizes are not needed), through
+/// `cache` when given.
+fn count(roots: &[ScanRoot], cache: Option<&DirCache>) -> ScanReport {
+    let none = HashSet::new();
+    match cache {
+        Some(cache) => cache.scan(roots, COUNT_LIMITS, &none),
+        None => SyncBackend.scan_with(roots, COUNT_LIMITS, &none, ScanMode::Lean),
+    }
+}
+
 /// Counts the three backing roots of `layout` as a release would see them.
 pub fn backing_usage(layout: &Layout) -> BackingUsage {
+    backing_usage_in(layout, None)
+}
+
+/// [`backing_usage`] through `cache` when given (a guardian's
+/// [`DirCache`], so that a periodic count reads only the directories that
+/// changed since the last scan).
+pub fn backing_usage_in(layout: &Layout, cache: Option<&DirCache>) -> BackingUsage {
     match open_backing_roots(layout) {
-        Ok(roots) => {
-            BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new()), layout.data_dir())
-        }
+        Ok(roots) => BackingUsage::from_report(&count(&roots, cache), layout.data_dir()),
         Err((reason, path)) => BackingUsage::failed(reason, path, layout.data_dir()),
     }
 }
@@ -111,6 +129,11 @@ pub fn backing_usage(layout: &Layout) -> BackingUsage {
 /// Counts the data directory's two backing roots (`D/executions`,
 /// `D/receipts`), shared by every workspace.
 pub fn data_usage(data_dir: &Path) -> BackingUsage {
+    data_usage_in(data_dir, None)
+}
+
+/// [`data_usage`] through `cache` when given.
+pub fn data_usage_in(data_dir: &Path, cache: Option<&DirCache>) -> BackingUsage {
     let mut roots = Vec::new();
     for name in ["executions", "receipts"] {
         match open_root(&data_dir.join(name)) {
@@ -118,5 +141,5 @@ pub fn data_usage(data_dir: &Path) -> BackingUsage {
             Err(f) => return BackingUsage::failed(f.reason, f.path, data_dir),
         }
     }
-    BackingUsage::from_report(&SyncBackend.scan(&roots, COUNT_LIMITS, &HashSet::new()), data_dir)
+    BackingUsage::from_report(&count(&roots, cache), data_dir)
 }
