@@ -33,6 +33,7 @@ mod client;
 mod config;
 mod cpu;
 mod edge_checks;
+mod fill_plan;
 mod ledger;
 mod liveness;
 pub mod longrun;

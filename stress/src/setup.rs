@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use crate::backing::Backing;
 use crate::client::{CallError, McpClient};
 use crate::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
+use crate::fill_plan::{self, FillPlan, TINY};
 use crate::ledger::Ledger;
 use crate::opening::{check_denied, open_session, SCAN_BOUND};
 use crate::ops::{self, Written};
@@ -88,17 +89,14 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
     if !fill {
         return Ok(());
     }
-    const TINY: u64 = 16;
     let (files, bytes) = sess.ledger.usage();
-    let tiny = MAX_SESSION_FILES - files - 2;
-    let bulk = target.saturating_sub(bytes + tiny * TINY);
-    let a = bulk.min(MAX_FILE_BYTES);
-    for (name, size) in [("bulk-a", a), ("bulk-b", bulk - a)] {
+    let plan = FillPlan::new(files, bytes, target);
+    for (name, size) in [("bulk-a", plan.bulk[0]), ("bulk-b", plan.bulk[1])] {
         let p = sess.dir.join(format!("{name}.bin"));
         ops::bash_create(w, sess, &p, size, true)?;
     }
     let tiny_files: Vec<(PathBuf, String)> =
-        (0..tiny).map(|_| (sess.fresh_path("tiny"), sess.rng.text(TINY as usize))).collect();
+        (0..plan.tiny).map(|_| (sess.fresh_path("tiny"), sess.rng.text(TINY as usize))).collect();
     let refused = write_chunks(w, sess, tiny_files)?;
     let (files, bytes) = sess.ledger.usage();
     w.check(
@@ -114,8 +112,7 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
         r == Written::QuotaRefused,
         format!("{r:?}"),
     );
-    let small = scenarios::pick(sess, 1, TINY);
-    if let Some(p) = small.first() {
+    if let Some(p) = fill_plan::same_size_probe(&sess.ledger, &mut sess.rng) {
         if bytes == MAX_SESSION_BYTES {
             let r = ops::write_files(w, sess, sess.home, &[(p.clone(), "x".repeat(TINY as usize + 1))])?;
             w.check(
@@ -125,10 +122,13 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
             );
         }
         let r = ops::write_files(w, sess, sess.home, &[(p.clone(), "y".repeat(TINY as usize))])?;
+        // Same size: the session's usage is what the fill planned, so the
+        // later sessions of the workspace fill against the planned total.
+        let after = sess.ledger.usage();
         w.check(
             &format!("s{}: same-size rewrite at the limit accepted", sess.idx),
-            r == Written::Yes,
-            format!("{r:?}"),
+            r == Written::Yes && after == (files, bytes),
+            format!("{r:?}; {} files, {} bytes after", after.0, after.1),
         );
     }
     Ok(())
