@@ -101,8 +101,8 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
     let (files, bytes) = sess.ledger.usage();
     w.check(
         &format!("s{}: filled to the file quota by tool writes", sess.idx),
-        refused.is_none() && files == MAX_SESSION_FILES,
-        format!("{files} files, {bytes} bytes; refused: {refused:?}"),
+        refused.is_none() && files == MAX_SESSION_FILES && bytes == target,
+        format!("{files} files, {bytes} bytes (planned {target}); refused: {refused:?}"),
     );
     // The 129th file.
     let p = sess.fresh_path("over");
@@ -268,9 +268,7 @@ pub fn run(
     pb: &ProgressBar,
 ) -> anyhow::Result<()> {
     sources(w)?;
-    let per_ws = |ws: usize| sessions.iter().filter(|s| s.ws == ws).count().max(1) as u64;
-    let targets: Vec<u64> =
-        sessions.iter().map(|s| MAX_SESSION_BYTES.min(MAX_WORKSPACE_BYTES / per_ws(s.ws))).collect();
+    let targets = fill_plan::session_targets(&sessions.iter().map(|s| s.ws).collect::<Vec<_>>());
     let n = sessions.len();
     for (s, target) in sessions.iter_mut().zip(targets) {
         interrupted(w)?;
