@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use crate::ledger::{in_quarantine, record};
 use crate::ops::{self, Expect, Pinned, Written};
+use crate::quota;
 use crate::world::{Session, Stats, World};
 
 /// Helpers of `sess` to work on: up to `k` present ones, files of at most
@@ -61,13 +62,44 @@ pub fn plain_release(w: &World, sess: &mut Session, expect: Expect) -> anyhow::R
     ops::release(w, sess, sess.home, &t, expect, &HashSet::new()).map(Some)
 }
 
+/// How many bytes a new helper of `sess` could take without a refusal if
+/// every other session of its workspace held the least it may hold now
+/// (`None` when the session is at its file quota: any new file is
+/// refused).
+pub fn write_room(w: &World, sess: &Session) -> Option<u64> {
+    let (files, bytes) = sess.ledger.usage();
+    if files >= quota::MAX_SESSION_FILES {
+        return None;
+    }
+    let (low, _) = w.workspaces[sess.ws].book.range(sess.slot, bytes);
+    Some(quota::MAX_SESSION_BYTES.saturating_sub(bytes).min(quota::MAX_WORKSPACE_BYTES.saturating_sub(low)))
+}
+
+/// Whether an agent would not write now: its session is at the file
+/// quota, or less than 64 KiB would fit.
+pub fn quota_full(w: &World, sess: &Session) -> bool {
+    write_room(w, sess).is_none_or(|room| room < 64 << 10)
+}
+
 /// Tool writes of 1–4 new helpers (or a replacement of one with other
 /// content), checked against the quotas.
+///
+/// A helper that would not fit even at the low end of the workspace's
+/// usage ([`write_room`]) is, nine times in ten, made to fit: an agent
+/// told `quota_exceeded` writes less. The tenth is sent as planned, so
+/// that refusals at the quota edges stay probed (the setup probes each
+/// edge exactly, too).
 pub fn create_tool(w: &World, sess: &mut Session) -> anyhow::Result<Written> {
     let n = sess.rng.range(1, 4) as usize;
     let mut files = Vec::with_capacity(n);
+    let mut room = write_room(w, sess).unwrap_or(0);
     for _ in 0..n {
-        let size = if sess.rng.chance(50) { sess.rng.range(256 << 10, 2 << 20) } else { sess.rng.range(0, 32 << 10) };
+        let mut size =
+            if sess.rng.chance(50) { sess.rng.range(256 << 10, 2 << 20) } else { sess.rng.range(0, 32 << 10) };
+        if size > room && !sess.rng.chance(100) {
+            size = sess.rng.range(0, room.min(32 << 10));
+        }
+        room = room.saturating_sub(size);
         let replace = sess.rng.chance(150);
         let path = match pick(sess, 1, 64 << 10).pop() {
             Some(p) if replace && !files.iter().any(|(q, _)| *q == p) => p,

@@ -78,6 +78,15 @@ fn step(w: &World, sess: &mut Session) -> anyhow::Result<()> {
         Step::Release => {
             let _ = scenarios::plain_release(w, sess, Expect::Any)?;
         }
+        // An agent told `quota_exceeded` releases before it writes again
+        // (nine times in ten; the tenth write still probes the edge). With
+        // nothing of its own to release it waits a moment: the workspace is
+        // full of other sessions' helpers, which their workers release.
+        Step::CreateTool if scenarios::quota_full(w, sess) && !sess.rng.chance(100) => {
+            if scenarios::plain_release(w, sess, Expect::Any)?.is_none() {
+                ops::nap(5);
+            }
+        }
         Step::CreateTool => {
             let _ = scenarios::create_tool(w, sess)?;
         }
