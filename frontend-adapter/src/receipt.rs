@@ -1,8 +1,15 @@
 //! Durable receipts of releases that touched the filesystem.
 //!
-//! A receipt lives at `D/receipts/<fingerprint>.json` (the directory is
-//! created 0700, the file 0600, written with a temporary file, fsync, rename
-//! and a directory fsync). The fingerprint is the SHA-256 of a length-framed
+//! A receipt lives at `D/receipts/<hh>/<fingerprint>.json`, `<hh>` being
+//! the fingerprint's first two hex digits (the directories are created
+//! 0700, the file 0600, written with a temporary file, fsync, rename and a
+//! directory fsync). `D/receipts` is a backing root that every release
+//! scans, and a release's directory cache reads a changed directory whole:
+//! with the receipts spread over up to 256 shard directories, a new receipt
+//! makes the next release read one shard (about 1/256 of the receipts
+//! kept) instead of all of them. Receipts an earlier version wrote flat, at
+//! `D/receipts/<fingerprint>.json`, are still found (and still pruned by
+//! retention). The fingerprint is the SHA-256 of a length-framed
 //! ([`frame`]) canonical encoding of the whole release request: the domain tag
 //! `winx-release/release-request/v1`, the thread id, the workspace root, the
 //! number of entries, then per entry in order its path, mode, expected
@@ -104,8 +111,15 @@ impl ReceiptStore {
         &self.dir
     }
 
-    /// Where the receipt of `fp` lives.
+    /// Where the receipt of `fp` is written: in its shard directory.
     pub fn path_of(&self, fp: &Fingerprint) -> PathBuf {
+        let hex = fp.to_hex();
+        self.dir.join(&hex[..2]).join(format!("{hex}.json"))
+    }
+
+    /// Where an earlier version wrote the receipt of `fp`: flat in
+    /// `D/receipts`.
+    pub fn flat_path_of(&self, fp: &Fingerprint) -> PathBuf {
         self.dir.join(format!("{}.json", fp.to_hex()))
     }
 
@@ -116,12 +130,19 @@ impl ReceiptStore {
     /// fails closed); one recorded for other parameters is ignored.
     pub fn lookup(&self, req: &ReleaseArgs) -> io::Result<Option<Value>> {
         let fp = Fingerprint::of(req);
-        let path = self.path_of(&fp);
         let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32;
-        let file = match OpenOptions::new().read(true).custom_flags(flags).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io::Error::new(e.kind(), format!("receipt {}: {e}", path.display()))),
+        let open = |path: &Path| match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io::Error::new(e.kind(), format!("receipt {}: {e}", path.display()))),
+        };
+        let (path, flat) = (self.path_of(&fp), self.flat_path_of(&fp));
+        let (file, path) = match open(&path)? {
+            Some(f) => (f, path),
+            None => match open(&flat)? {
+                Some(f) => (f, flat),
+                None => return Ok(None),
+            },
         };
         let receipt = read_receipt(file).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         let same = receipt.version == RECEIPT_VERSION
@@ -162,7 +183,21 @@ impl ReceiptStore {
             result: result.clone(),
         };
         let bytes = serde_json::to_vec_pretty(&receipt).map_err(io::Error::other)?;
-        write_durable(&self.path_of(&fp), &bytes)?;
+        let path = self.path_of(&fp);
+        let shard = path.parent().unwrap_or(&self.dir);
+        match std::fs::symlink_metadata(shard) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                let msg = format!("receipt shard {} is not a directory", shard.display());
+                return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                create_private_dir_all(shard)?;
+                fsync_dir(&self.dir)?;
+            }
+            Err(e) => return Err(e),
+        }
+        write_durable(&path, &bytes)?;
         Ok(fp)
     }
 }
@@ -217,9 +252,30 @@ mod tests {
         let got = store.lookup(&r).unwrap().unwrap();
         assert_eq!(got["replayed"], json!(true));
         assert_eq!(got["files"], result()["files"]);
-        // Nothing but the receipt in the directory (no temporary left over).
+        // Nothing but the receipt's shard in the directory, and nothing but
+        // the receipt in the shard (no temporary left over).
         let names: Vec<_> = std::fs::read_dir(store.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names.len(), 1);
+        assert_eq!(names, [std::ffi::OsString::from(&fp.to_hex()[..2])]);
+        let shard = store.path_of(&fp).parent().unwrap().to_path_buf();
+        assert_eq!(std::fs::metadata(&shard).unwrap().permissions().mode() & 0o777, 0o700);
+        let names: Vec<_> = std::fs::read_dir(&shard).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, [std::ffi::OsString::from(format!("{}.json", fp.to_hex()))]);
+    }
+
+    /// A receipt an earlier version wrote flat in `D/receipts` is still
+    /// replayed; a receipt is written into its shard.
+    #[test]
+    fn a_flat_receipt_of_an_earlier_version_is_still_replayed() {
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        let fp = store.record(&r, &result()).unwrap();
+        let (sharded, flat) = (store.path_of(&fp), store.flat_path_of(&fp));
+        assert!(sharded.starts_with(store.dir().join(&fp.to_hex()[..2])), "{}", sharded.display());
+        std::fs::rename(&sharded, &flat).unwrap();
+        assert_eq!(store.lookup(&r).unwrap().unwrap()["replayed"], json!(true));
+        std::fs::remove_file(&flat).unwrap();
+        assert_eq!(store.lookup(&r).unwrap(), None);
     }
 
     #[test]
@@ -238,7 +294,7 @@ mod tests {
         // A receipt file planted under B's fingerprint holding A's request is
         // not B's: the stored thread is compared too.
         let b = req("t2", "/ws");
-        std::fs::copy(store.path_of(&Fingerprint::of(&r)), store.path_of(&Fingerprint::of(&b))).unwrap();
+        std::fs::copy(store.path_of(&Fingerprint::of(&r)), store.flat_path_of(&Fingerprint::of(&b))).unwrap();
         assert_eq!(store.lookup(&b).unwrap(), None);
     }
 
@@ -263,7 +319,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let store = ReceiptStore::new(d.path());
         let r = req("t1", "/ws");
-        std::fs::create_dir_all(store.dir()).unwrap();
+        std::fs::create_dir_all(store.path_of(&Fingerprint::of(&r)).parent().unwrap()).unwrap();
         std::fs::write(store.path_of(&Fingerprint::of(&r)), b"{not json").unwrap();
         assert!(store.lookup(&r).is_err());
         // A symlink is not followed.

@@ -1,5 +1,7 @@
-//! Pruning mutation receipts (`D/receipts/<fingerprint>.json`) older than
-//! the retention window.
+//! Pruning mutation receipts (`D/receipts/<hh>/<fingerprint>.json`, and
+//! flat `D/receipts/<fingerprint>.json` of earlier versions) older than
+//! the retention window. `<hh>` is a shard directory named by the
+//! fingerprint's first two hex digits; empty shards are left (at most 256).
 //!
 //! Age is the file's modification time (the frontend writes a receipt once,
 //! with a temporary file and a rename). Only regular files whose names the
@@ -22,7 +24,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustix::fs::{AtFlags, FileType, StatxFlags};
+use rustix::fs::{AtFlags, FileType, Mode, StatxFlags};
 use rustix::io::Errno;
 
 use super::remove::list;
@@ -45,6 +47,12 @@ pub fn is_receipt_name(name: &str) -> bool {
     let receipt =
         |s: &str| s.strip_suffix(".json").is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
     receipt(name) || name.strip_prefix('.').and_then(|s| s.split_once(".tmp-")).is_some_and(|(r, _)| receipt(r))
+}
+
+/// Whether `name` is a receipt shard directory's: two lowercase hex
+/// digits.
+pub fn is_shard_name(name: &str) -> bool {
+    name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Modification time (seconds since the epoch) of the regular file `name`
@@ -70,7 +78,29 @@ pub fn prune_receipts(
     let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let cutoff = i64::try_from(now.saturating_sub(max_age.as_secs())).unwrap_or(i64::MAX);
     let mut report = ReceiptPrune::default();
-    for name in list(root)? {
+    // One listing per directory: a second `getdents64` through the same
+    // descriptor would go on from where the first ended.
+    let names = list(root)?;
+    for name in names.iter().filter(|n| is_shard_name(n)) {
+        match rustix::fs::openat(root, name.as_str(), super::DIR_FLAGS, Mode::empty()) {
+            Ok(shard) => {
+                let inner = list(&shard)?;
+                prune_dir(shard.as_fd(), inner, staging, cutoff, &mut report);
+            }
+            // Gone, a link or not a directory: not a shard of ours.
+            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    prune_dir(root, names, staging, cutoff, &mut report);
+    Ok(report)
+}
+
+/// Removes the receipts among `names` of `dir` (`D/receipts` or one of its
+/// shards) last modified before `cutoff`, counting into `report`.
+fn prune_dir(dir: BorrowedFd<'_>, names: Vec<String>, staging: &Staging, cutoff: i64, report: &mut ReceiptPrune) {
+    let root = dir;
+    for name in names {
         if !is_receipt_name(&name) {
             continue;
         }
@@ -86,7 +116,6 @@ pub fn prune_receipts(
             }
         }
     }
-    Ok(report)
 }
 
 /// Removes the receipt `name` of `root` if it was last modified before

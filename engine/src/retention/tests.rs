@@ -94,6 +94,38 @@ fn receipts_older_than_the_window_go() {
     assert_eq!(names(&root), [format!("{b}.json"), format!("{}.json", "c".repeat(64)), "notes.txt".to_owned()]);
 }
 
+/// Receipts in shard directories (`D/receipts/<hh>/`) age out as flat
+/// ones do; what is not a receipt, or not in a shard, stays; a link named
+/// like a shard is not followed.
+#[test]
+fn sharded_receipts_older_than_the_window_go() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("receipts");
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let mk = |path: PathBuf, t: SystemTime| {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let f = fs::File::create(path).unwrap();
+        f.set_modified(t).unwrap();
+    };
+    let (a, b, e) = ("a".repeat(64), "b".repeat(64), "e".repeat(64));
+    mk(root.join("aa").join(format!("{a}.json")), old);
+    mk(root.join("bb").join(format!("{b}.json")), SystemTime::now());
+    mk(root.join("aa").join(format!(".{a}.json.tmp-0123")), old);
+    mk(root.join("aa").join("notes.txt"), old); // not a receipt name
+    mk(root.join("not-a-shard").join(format!("{e}.json")), old); // not a shard
+    let elsewhere = d.path().join("elsewhere");
+    mk(elsewhere.join(format!("{e}.json")), old);
+    std::os::unix::fs::symlink(&elsewhere, root.join("ee")).unwrap();
+    let mut r = Retention::new(d.path(), policy(10));
+    let rep = r.pass(SystemTime::now(), &mut |_| true).unwrap();
+    assert_eq!((rep.receipts.removed, rep.receipts.seen), (2, 3), "{rep:?}");
+    assert_eq!(names(&root.join("aa")), ["notes.txt"]);
+    assert_eq!(names(&root.join("bb")), [format!("{b}.json")]);
+    assert_eq!(names(&root.join("not-a-shard")), [format!("{e}.json")]);
+    assert_eq!(names(&elsewhere), [format!("{e}.json")]);
+    assert!(super::receipts::is_shard_name("0f") && !super::receipts::is_shard_name("0F"));
+}
+
 #[test]
 fn staging_leftovers_are_cleared_and_missing_stores_are_empty() {
     let d = tempfile::tempdir().unwrap();
