@@ -12,6 +12,7 @@ mod activation;
 mod error;
 mod exec;
 mod kick;
+mod pool;
 mod recover;
 mod retention;
 mod server;

@@ -22,6 +22,7 @@ use winx_release_protocol::trust;
 use crate::activation;
 use crate::error::context;
 use crate::exec;
+use crate::pool::Pool;
 use crate::sessions::{lock, Guardian};
 use crate::{CAPABILITIES, PROTOCOL};
 
@@ -29,6 +30,8 @@ struct Shared {
     guardian: Arc<Guardian>,
     shutdown: Arc<AtomicBool>,
     in_flight: AtomicUsize,
+    /// The threads connections are served on.
+    pool: Pool,
 }
 
 /// How a guardian runs.
@@ -103,7 +106,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
             })),
         );
     }
-    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0) });
+    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0), pool: Pool::default() });
     // Retention's staging directory exists before the guardian serves, so
     // that the first background pass never changes the data directory's
     // shape under a client that has already started.
@@ -139,7 +142,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     }
     let _ = worker.join();
     runtime.leave();
-    tracing::info!("guardian stopped");
+    tracing::info!(connection_threads = shared.pool.started(), "guardian stopped");
     Ok(())
 }
 
@@ -188,8 +191,8 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                     continue;
                 }
                 let peer = rustix::net::sockopt::socket_peercred(&stream).ok().map(|c| c.pid.as_raw_nonzero().get());
-                let shared = shared.clone();
-                std::thread::spawn(move || connection(shared, stream, peer));
+                let served = shared.clone();
+                shared.pool.run(move || connection(served, stream, peer));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 let mut fds = [rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN)];
