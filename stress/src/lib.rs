@@ -57,6 +57,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub use config::{Config, CALL_TIMEOUT};
+pub use cpu::CpuReport;
 pub use report::Report;
 pub use soak::{soak, SoakLine};
 

@@ -78,7 +78,7 @@ pub struct Report {
     pub timed_releases: u64,
     /// Throughput of the timed phase.
     pub throughput: Throughput,
-    /// Where the CPU of the timed phase went ([`crate::cpu`]).
+    /// Where the CPU of the timed phase went ([`CpuReport`](crate::CpuReport)).
     pub cpu: crate::cpu::CpuReport,
     /// Release answers by status.
     pub statuses: Statuses,
