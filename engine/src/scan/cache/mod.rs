@@ -53,7 +53,7 @@ mod walk;
 
 pub(crate) use eval::evaluate;
 pub(crate) use walk::RootSnapshot;
-use walk::{validate, RootRecords, Step, Walk, WalkCounts};
+use walk::{validate, RootRecords, Step, ValidRecords, Walk, WalkCounts};
 
 /// Size of the getdents64 buffer.
 const DIRENT_BUF: usize = 64 * 1024;
@@ -197,7 +197,7 @@ impl DirCache {
                 continue;
             };
             let records = g.roots.remove(&root.path).unwrap_or_default();
-            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { RootRecords::new() };
+            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { ValidRecords::new() };
             let mut walk = Walk {
                 limits,
                 lean: Lean::new(mounts.clone()),
@@ -212,7 +212,11 @@ impl DirCache {
             g.stats.hits += counts.hits;
             g.stats.reads += counts.reads;
             g.stats.reused += counts.reused;
-            if enabled {
+            if enabled && counts.complete && counts.reads == 0 && snap.steps.len() == records.len() {
+                // Every directory came from its record, and every record
+                // was used: the records stand as they are.
+                g.roots.insert(root.path.clone(), records);
+            } else if enabled {
                 // A complete walk saw every directory: records of the
                 // others are gone. A walk that stopped early keeps them for
                 // later (each is validated again before use).

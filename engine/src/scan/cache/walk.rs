@@ -81,17 +81,18 @@ pub(crate) struct WalkCounts {
 /// The records of one root, by path below the root.
 pub(crate) type RootRecords = HashMap<Vec<u8>, Arc<DirRecord>>;
 
+/// The records of one root that are still valid, by path below the root,
+/// borrowed from the root's records.
+pub(crate) type ValidRecords<'a> = HashMap<&'a [u8], &'a Arc<DirRecord>>;
+
 /// The cached records that are still valid for the root opened as `root`:
 /// every record's directory is `statx`ed (the root through its descriptor,
 /// the others by their path below it).
-pub(crate) fn validate(root: BorrowedFd<'_>, records: &RootRecords, tick_ns: i128) -> RootRecords {
+pub(crate) fn validate<'a>(root: BorrowedFd<'_>, records: &'a RootRecords, tick_ns: i128) -> ValidRecords<'a> {
     records
         .iter()
-        .filter(|(rel, rec)| {
-            let Ok(path) = CString::new(rel.as_slice()) else { return false };
-            stat_dir(root, &path).is_ok_and(|now| rec.still_valid(&now, tick_ns))
-        })
-        .map(|(rel, rec)| (rel.clone(), Arc::clone(rec)))
+        .filter(|(_, rec)| stat_dir(root, &rec.rel).is_ok_and(|now| rec.still_valid(&now, tick_ns)))
+        .map(|(rel, rec)| (rel.as_slice(), rec))
         .collect()
 }
 
@@ -100,7 +101,7 @@ pub(crate) struct Walk<'a> {
     pub(crate) limits: ScanLimits,
     pub(crate) lean: Lean,
     /// The records that are still valid.
-    pub(crate) valid: &'a RootRecords,
+    pub(crate) valid: &'a ValidRecords<'a>,
     /// Every record the root had before this walk, valid or not: a
     /// directory read afresh takes the identities of its subdirectories
     /// from its old record where nothing can have changed them
@@ -161,7 +162,7 @@ impl Walk<'_> {
     /// The record of `p`: the cached one when still valid and the directory
     /// its parent names, else a fresh read. `Ok(None)`: removed since.
     fn record(&mut self, root: BorrowedFd<'_>, p: &Pending) -> Result<Option<Arc<DirRecord>>, Reason> {
-        if let Some(rec) = self.valid.get(&p.rel) {
+        if let Some(rec) = self.valid.get(p.rel.as_slice()) {
             if p.expect.is_none_or(|id| id == rec.stat.id) {
                 self.counts.hits += 1;
                 return Ok(Some(Arc::clone(rec)));
