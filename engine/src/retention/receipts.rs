@@ -82,24 +82,29 @@ pub fn prune_receipts(
     // descriptor would go on from where the first ended.
     let names = list(root)?;
     for name in names.iter().filter(|n| is_shard_name(n)) {
-        match rustix::fs::openat(root, name.as_str(), super::DIR_FLAGS, Mode::empty()) {
-            Ok(shard) => {
-                let inner = list(&shard)?;
-                prune_dir(shard.as_fd(), inner, staging, cutoff, &mut report);
-            }
+        let shard = match rustix::fs::openat(root, name.as_str(), super::DIR_FLAGS, Mode::empty()) {
+            Ok(shard) => list(&shard).map(|inner| (inner, shard)),
             // Gone, a link or not a directory: not a shard of ours.
-            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {}
-            Err(e) => return Err(e.into()),
+            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => continue,
+            Err(e) => Err(e.into()),
+        };
+        match shard {
+            Ok((inner, shard)) => prune_dir(shard.as_fd(), inner, staging, cutoff, &mut report),
+            // Best effort per shard too: one that cannot be read is
+            // counted, logged and left; the pass goes on.
+            Err(e) => {
+                report.failed += 1;
+                tracing::warn!(shard = name, error = %e, "retention could not read a receipt shard");
+            }
         }
     }
     prune_dir(root, names, staging, cutoff, &mut report);
     Ok(report)
 }
 
-/// Removes the receipts among `names` of `dir` (`D/receipts` or one of its
-/// shards) last modified before `cutoff`, counting into `report`.
-fn prune_dir(dir: BorrowedFd<'_>, names: Vec<String>, staging: &Staging, cutoff: i64, report: &mut ReceiptPrune) {
-    let root = dir;
+/// Removes the receipts among `names` of `root` (`D/receipts` or one of
+/// its shards) last modified before `cutoff`, counting into `report`.
+fn prune_dir(root: BorrowedFd<'_>, names: Vec<String>, staging: &Staging, cutoff: i64, report: &mut ReceiptPrune) {
     for name in names {
         if !is_receipt_name(&name) {
             continue;
