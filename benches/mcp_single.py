@@ -16,15 +16,27 @@ and the load before and after.
 With WINX_BENCH_GUARDIAN_LOG=FILE the guardian's stderr goes to FILE with
 RUST_LOG set to log each release's step times (benches/PROFILE.md).
 
-Usage: benches/mcp_single.py BIN [ROUNDS] [--deep]
+Usage: benches/mcp_single.py BIN [ROUNDS] [--deep] [--receipts N [--sharded]]
   --deep: the 48,000 entries as 61 chains of 16 nested directories (976
           directories, the shape of benches/common) instead of 48
           directories of 999 files (the shape of mcp_vs_openssl.py)
+  --receipts N: N of the 48,000 entries are kept receipts in D/receipts
+          (a store that has served many releases), the rest in scratch;
+          flat (`<key>.json`, the layout before a41c256) or, with
+          --sharded, in shard directories (`<hh>/<key>.json`, the layout
+          since): give each binary the layout it writes
 """
-import json, os, shutil, statistics, subprocess, sys, tempfile, time
+import hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
-DEEP = "--deep" in sys.argv
+argv = sys.argv[1:]
+RECEIPTS = 0
+if "--receipts" in argv:
+    i = argv.index("--receipts")
+    RECEIPTS = int(argv[i + 1])
+    del argv[i:i + 2]
+SHARDED = "--sharded" in argv
+args = [a for a in argv if not a.startswith("--")]
+DEEP = "--deep" in argv
 BIN = os.path.abspath(args[0])
 ROUNDS = int(args[1]) if len(args) > 1 else 25
 ENTRIES = 48_000
@@ -34,7 +46,28 @@ def load():
     return open("/proc/loadavg").read().split()[0]
 
 
-def fill(scratch):
+def fill_receipts(receipts):
+    os.makedirs(receipts, mode=0o700)
+    made = set()
+    for k in range(RECEIPTS):
+        key = hashlib.sha256(b"bench-receipt-%d" % k).hexdigest()
+        d = os.path.join(receipts, key[:2]) if SHARDED else receipts
+        if d not in made:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            made.add(d)
+        open(os.path.join(d, key + ".json"), "wb").close()
+    # Shard directories count as entries of the backing roots too.
+    return len(made - {receipts})
+
+
+def fill(scratch, entries):
+    if not DEEP and RECEIPTS:
+        for f in range(entries):
+            if f % 999 == 0:
+                dd = os.path.join(scratch, f"d{f // 999:03}")
+                os.makedirs(dd)
+            open(os.path.join(dd, f"f{f % 999}"), "wb").close()
+        return
     if not DEEP:
         for d in range(ENTRIES // 1000):
             dd = os.path.join(scratch, f"d{d:03}")
@@ -96,7 +129,8 @@ def call(name, a):
 try:
     scratch = os.path.join(ws, ".winx", "scratch")
     os.makedirs(scratch)
-    fill(scratch)
+    shards = fill_receipts(os.path.join(root, "data", "winx", "receipts")) if RECEIPTS else 0
+    fill(scratch, ENTRIES - RECEIPTS - shards - (ENTRIES - RECEIPTS - shards) // 1000 - 1)
     glog = os.environ.get("WINX_BENCH_GUARDIAN_LOG")
     genv = dict(env, RUST_LOG="info,winx_release_engine::release=debug,winx_release_guardian=debug") if glog else env
     g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=genv, stdout=subprocess.PIPE,
@@ -144,6 +178,8 @@ try:
         rows["ratio"].append(r / f)
     out = {
         "shape": "deep" if DEEP else "flat",
+        "receipts": RECEIPTS,
+        "sharded": SHARDED,
         "rounds": ROUNDS,
         "find_ms": round(statistics.median(rows["find"]) * 1000, 2),
         "release_warm_ms": round(statistics.median(rows["release"]) * 1000, 2),
