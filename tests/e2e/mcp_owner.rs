@@ -4,14 +4,15 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{assert_completed, helper, p, refused, release_req, world, Env};
 use serde_json::{json, Value};
+use winx_release_protocol::client::fake::{FakeGuardian, Handler};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_guardian_is_owner_unavailable() {
@@ -32,52 +33,19 @@ async fn a_killed_guardian_is_owner_unavailable() {
     mcp.stop().await;
 }
 
-/// A guardian of an older kind: answers `hello` with `caps`, `session_open`,
-/// and `unknown_op` to everything else; records every op it receives.
-struct FakeGuardian {
-    ops: Arc<Mutex<Vec<String>>>,
-}
-
-impl FakeGuardian {
-    fn start(sock: &Path, caps: &'static [&'static str]) -> FakeGuardian {
-        let listener = UnixListener::bind(sock).expect("bind fake guardian");
-        let ops = Arc::new(Mutex::new(Vec::new()));
-        let seen = ops.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { return };
-                let seen = seen.clone();
-                std::thread::spawn(move || {
-                    let mut w = conn.try_clone().unwrap();
-                    for line in BufReader::new(conn).lines() {
-                        let Ok(line) = line else { return };
-                        let req: Value = serde_json::from_str(&line).unwrap();
-                        let op = req["op"].as_str().unwrap_or_default().to_owned();
-                        seen.lock().unwrap().push(op.clone());
-                        let mut reply = match op.as_str() {
-                            "hello" => json!({"ok": true, "protocol": 1, "guardian": "old-guardian/0.0.1",
-                                "platform": "linux", "capabilities": caps, "instance": "0123456789abcdef",
-                                "pid": 1}),
-                            "session_open" => json!({"ok": true, "session_dir": "", "instance": "0123456789abcdef"}),
-                            other => json!({"ok": false, "error": {"code": "unknown_op",
-                                "message": format!("unknown op {other:?}")}}),
-                        };
-                        reply["id"] = req["id"].clone();
-                        let mut out = serde_json::to_vec(&reply).unwrap();
-                        out.push(b'\n');
-                        if w.write_all(&out).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        FakeGuardian { ops }
-    }
-
-    fn ops(&self) -> Vec<String> {
-        self.ops.lock().unwrap().clone()
-    }
+/// A guardian of an older kind (the protocol crate's scripted guardian):
+/// answers `hello` with `caps`, `session_open`, and `unknown_op` to
+/// everything else; records every op it receives.
+fn old_guardian(sock: &Path, caps: &'static [&'static str]) -> FakeGuardian {
+    let handler: Arc<Handler> = Arc::new(move |op: &str, _req: &Value| {
+        Some(match op {
+            "hello" => json!({"ok": true, "protocol": 1, "guardian": "old-guardian/0.0.1",
+                "platform": "linux", "capabilities": caps, "instance": "0123456789abcdef", "pid": 1}),
+            "session_open" => json!({"ok": true, "session_dir": "", "instance": "0123456789abcdef"}),
+            other => json!({"ok": false, "error": {"code": "unknown_op", "message": format!("unknown op {other:?}")}}),
+        })
+    });
+    FakeGuardian::start(sock.to_path_buf(), handler)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,7 +54,7 @@ async fn an_older_guardian_is_owner_unsupported_and_never_sent_a_release() {
         // Without the capability the release is never sent; with it, an
         // `unknown_op` answer counts the same.
         let env = Env::new();
-        let fake = FakeGuardian::start(&env.sock, caps);
+        let fake = old_guardian(&env.sock, caps);
         let mcp = env.mcp(&[]).await;
         let v = mcp.init(&env.ws, "t1").await;
         let expected = if caps.contains(&"temporary_release") {
