@@ -12,10 +12,20 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::Env;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// An `Initialize` answer that refused the socket at `sock` as untrusted:
+/// no release, `owner_unavailable`, and (contract section 3) a detail that
+/// names the socket that was tried.
+fn assert_untrusted(v: &Value, sock: &Path) {
+    assert_eq!(v["temporary_release"]["available"], false, "{v}");
+    assert_eq!(v["temporary_release"]["reason"], "owner_unavailable", "{v}");
+    let detail = v["temporary_release"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(sock.to_str().unwrap()) && detail.contains("not trusted"), "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,11 +35,7 @@ async fn frontend_neither_launches_nor_logs_in_an_open_socket_directory() {
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mcp = env.mcp(&[]).await;
     let v = mcp.init(&env.ws, "t1").await;
-    assert_eq!(v["temporary_release"]["available"], false, "{v}");
-    assert_eq!(v["temporary_release"]["reason"], "owner_unavailable", "{v}");
-    // Contract section 3: the detail names the socket that was tried.
-    let detail = v["temporary_release"]["detail"].as_str().unwrap_or_default();
-    assert!(detail.contains(env.sock.to_str().unwrap()) && detail.contains("not trusted"), "{v}");
+    assert_untrusted(&v, &env.sock);
     assert!(!env.sock.exists(), "no guardian was started");
     assert!(!run.join("guardian.log").exists(), "no log was written");
     assert_eq!(mode(&run), 0o755, "the directory was not repaired behind the user's back");
@@ -111,11 +117,7 @@ while True:
 
     let mcp = env.mcp(&[]).await;
     let v = mcp.init(&env.ws, "t1").await;
-    assert_eq!(v["temporary_release"]["available"], false, "{v}");
-    assert_eq!(v["temporary_release"]["reason"], "owner_unavailable", "{v}");
-    // Contract section 3: the detail names the socket that was tried.
-    let detail = v["temporary_release"]["detail"].as_str().unwrap_or_default();
-    assert!(detail.contains(env.sock.to_str().unwrap()) && detail.contains("not trusted"), "{v}");
+    assert_untrusted(&v, &env.sock);
     mcp.stop().await;
     std::thread::sleep(Duration::from_millis(1500));
     let _ = imp.kill();
