@@ -155,7 +155,7 @@ const DEPTH: usize = 8;
 /// thread per [`BYTES_PER_THREAD`], at most one per core and one per file.
 /// `Uring`/`Sync` force the engine; `threads` forces the thread count.
 pub fn plan(jobs: usize, bytes: u64, opts: &RehashOptions) -> Plan {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::sys::cores();
     let auto_threads = usize::try_from(bytes / BYTES_PER_THREAD).unwrap_or(usize::MAX).clamp(1, cores.min(jobs.max(1)));
     let available = || crate::uring::probe().is_ok();
     let (uring, threads) = match opts.backend {

@@ -87,6 +87,9 @@ pub struct HolderScan {
     /// Whether memory maps were read: `false` when the kernel said that no
     /// target is open or mapped anywhere else (see [`find_holder_of`]).
     pub maps_read: bool,
+    /// Kernel threads that an earlier sweep found and that were passed
+    /// over, unread (see the module's docs).
+    pub kernel_threads_passed: usize,
 }
 
 /// Finds a process of `uid` other than `exempt` that holds one of
@@ -139,15 +142,33 @@ fn closed_elsewhere(targets: &HashSet<PhysicalId>, files: &[BorrowedFd<'_>]) -> 
     targets.iter().all(|t| covered.contains(t))
 }
 
+/// The number of processes to look at from which a sweep is split across
+/// threads. Below it, starting a thread (tens of microseconds) costs about
+/// what the second half of the sweep would save.
+const SPLIT_FROM: usize = 64;
+
 fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool) -> Result<HolderScan, ProcError> {
     let proc = open_proc()?;
-    let pids: Vec<i32> = list_pids(&proc)?.into_iter().filter(|p| !exempt.contains(p)).collect();
+    // Kernel threads that an earlier sweep found, still alive: passed over.
+    let known = super::kthreads::alive();
+    let listed = list_pids(&proc)?;
+    let mut passed = 0;
+    let pids: Vec<i32> = listed
+        .into_iter()
+        .filter(|p| !exempt.contains(p))
+        .filter(|p| {
+            let known = known.contains(p);
+            passed += usize::from(known);
+            !known
+        })
+        .collect();
     if targets.is_empty() {
         return Ok(HolderScan::default());
     }
     // Both halves at once: the cost is system calls into /proc, and the
-    // machine's cores can make them side by side.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    // machine's cores can make them side by side; a short list is not worth
+    // starting a thread for.
+    let workers = if pids.len() < SPLIT_FROM { 1 } else { crate::sys::cores().clamp(1, 4) };
     let chunk = pids.len().div_ceil(workers).max(1);
     let stop = AtomicBool::new(false);
     let look = Look { targets, uid, exempt, maps, stop: &stop };
@@ -169,7 +190,7 @@ fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool)
         }
         results
     });
-    let mut total = HolderScan { maps_read: maps, ..HolderScan::default() };
+    let mut total = HolderScan { maps_read: maps, kernel_threads_passed: passed, ..HolderScan::default() };
     for r in results {
         let r = r?;
         total.inspected += r.inspected;
@@ -217,7 +238,8 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
         // map are gone), each of its live threads' views.
         // (An empty descriptor table is a kernel thread, a process that
         // closed every descriptor, or such a zombie: only then is `stat`
-        // read.)
+        // read, and a kernel thread is remembered, to be passed over by the
+        // next sweeps.)
         let mut views = vec![format!("{pid}")];
         let mut i = 0;
         while i < views.len() {
@@ -225,7 +247,12 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
             i += 1;
             match holder_in(proc, pid, view, &devs, look, &mut buf) {
                 Ok((None, 0)) if i == 1 => {
-                    if matches!(super::stat::read_stat(proc, pid), Ok(Some(st)) if st.is_zombie()) {
+                    let mut stat = None;
+                    super::kthreads::remember_if(pid, || {
+                        stat = super::stat::read_stat(proc, pid).ok().flatten();
+                        stat.is_some_and(|st| st.is_kernel_thread())
+                    });
+                    if matches!(stat, Some(st) if st.is_zombie()) {
                         let threads = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
                         views.extend(threads.map(|t| format!("{pid}/task/{t}")));
                     }
@@ -448,6 +475,36 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(find_holder(&targets, uid, &[me]).unwrap().holder, None);
+    }
+
+    #[test]
+    fn a_second_sweep_passes_over_the_kernel_threads_the_first_found() {
+        let uid = rustix::process::geteuid().as_raw();
+        let proc = open_proc().unwrap();
+        let kernel_threads = list_pids(&proc)
+            .unwrap()
+            .into_iter()
+            .filter(|p| matches!(super::super::stat::read_stat(&proc, *p), Ok(Some(st)) if st.is_kernel_thread()))
+            .count();
+        if uid != 0 || kernel_threads == 0 {
+            eprintln!("skipped: needs root and visible kernel threads (uid {uid}, {kernel_threads} kernel threads)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("held");
+        std::fs::write(&p, b"x").unwrap();
+        let targets: HashSet<_> = [id_of(&p)].into();
+        let me = std::process::id() as i32;
+        let _ = find_holder(&targets, uid, &[me]).unwrap();
+        let scan = find_holder(&targets, uid, &[me]).unwrap();
+        assert!(scan.kernel_threads_passed > 0, "{scan:?} ({kernel_threads} kernel threads)");
+        // Passing them over changes no answer: a holder is still found.
+        let mut child =
+            std::process::Command::new("sleep").arg("5").stdin(std::fs::File::open(&p).unwrap()).spawn().unwrap();
+        let scan = find_holder(&targets, uid, &[me]).unwrap();
+        assert_eq!(scan.holder.map(|h| h.pid), Some(child.id() as i32), "{scan:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - [`environ`]: one variable of a process's initial environment
 //!   (`/proc/<pid>/environ`), for execution markers;
 //! - [`holders`]: which process holds a set of physical identities open
-//!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`).
+//!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`);
+//! - `kthreads` (private): the kernel threads earlier sweeps found, each
+//!   held by a pidfd, which [`holders`] passes over.
 //!
 //! These reads are snapshots: a process can start or end while they run.
 //! Callers that need "nothing is left" must hold off whatever could start
@@ -25,6 +27,7 @@
 
 pub mod environ;
 pub mod holders;
+mod kthreads;
 pub mod stat;
 pub mod table;
 

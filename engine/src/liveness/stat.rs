@@ -7,6 +7,9 @@ use std::os::fd::AsFd;
 
 use super::{read_file, ProcError};
 
+/// `PF_KTHREAD` of `include/linux/sched.h`.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
 /// The fields of `/proc/<pid>/stat` that liveness needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
@@ -20,6 +23,8 @@ pub struct ProcStat {
     pub pgid: i32,
     /// The session id (field 6).
     pub sid: i32,
+    /// The kernel's flags of the process (field 9, `PF_*`).
+    pub flags: u64,
     /// When it started, in clock ticks after boot (field 22). Together with
     /// the pid it names one process: a reused pid has another start time.
     pub start_time: u64,
@@ -29,6 +34,15 @@ impl ProcStat {
     /// Whether the process has exited and waits to be reaped.
     pub fn is_zombie(&self) -> bool {
         self.state == b'Z' || self.state == b'X'
+    }
+
+    /// Whether it is a kernel thread (`PF_KTHREAD` in its flags): it runs
+    /// only kernel code, has no memory map and no descriptors of its own.
+    /// Since Linux 5.19 the threads that become user processes (`init`,
+    /// usermode helpers) are started without this flag, so a kernel thread
+    /// never `execve`s into a program.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
     }
 
     /// Parses the text of a `stat` file.
@@ -49,13 +63,17 @@ impl ProcStat {
         let ppid = parse_i64(rest.next()?)?;
         let pgid = parse_i64(rest.next()?)?;
         let sid = parse_i64(rest.next()?)?;
-        let start_time = parse_i64(rest.nth(15)?.trim_ascii())?;
+        // Fields 7 (tty) and 8 (tpgid), then 9 (flags).
+        let flags = parse_i64(rest.nth(2)?)?;
+        // starttime is field 22: 12 fields after flags.
+        let start_time = parse_i64(rest.nth(12)?.trim_ascii())?;
         Some(ProcStat {
             pid: i32::try_from(pid).ok()?,
             state,
             ppid: i32::try_from(ppid).ok()?,
             pgid: i32::try_from(pgid).ok()?,
             sid: i32::try_from(sid).ok()?,
+            flags: u64::try_from(flags).ok()?,
             start_time: u64::try_from(start_time).ok()?,
         })
     }
@@ -99,7 +117,11 @@ mod tests {
     fn parses_names_with_parentheses_and_spaces() {
         let line = b"4242 (a) b (c) S 1 4242 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615\n";
         let s = ProcStat::parse(line).unwrap();
-        assert_eq!(s, ProcStat { pid: 4242, state: b'S', ppid: 1, pgid: 4242, sid: 4240, start_time: 987654 });
+        assert_eq!(
+            s,
+            ProcStat { pid: 4242, state: b'S', ppid: 1, pgid: 4242, sid: 4240, flags: 4194560, start_time: 987654 }
+        );
+        assert!(!s.is_kernel_thread());
         assert!(ProcStat::parse(b"garbage").is_none());
         assert!(ProcStat::parse(b"1 (x) S 1 1").is_none());
     }
@@ -115,5 +137,16 @@ mod tests {
         // The same process read twice has the same start time.
         assert_eq!(read_stat(&proc, me).unwrap().unwrap().start_time, s.start_time);
         assert!(read_stat(&proc, i32::MAX).unwrap().is_none());
+        assert!(!s.is_kernel_thread());
+    }
+
+    #[test]
+    fn kthreadd_is_a_kernel_thread() {
+        let proc = super::super::open_proc().unwrap();
+        match read_stat(&proc, 2).unwrap() {
+            Some(s) if s.ppid == 0 => assert!(s.is_kernel_thread(), "{s:?}"),
+            // In a pid namespace pid 2 is an ordinary process, or absent.
+            other => eprintln!("skipped: pid 2 is not kthreadd here ({other:?})"),
+        }
     }
 }

@@ -73,7 +73,7 @@ pub(crate) const URING_MIN_IDLE_CORES: f64 = 1.5;
 /// Idle cores now: the available parallelism less the one-minute load
 /// average (`/proc/loadavg`); `None` when the load is unknown.
 pub(crate) fn idle_cores() -> Option<f64> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let cores = crate::sys::cores() as f64;
     let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
     idle_cores_from(cores, &loadavg)
 }

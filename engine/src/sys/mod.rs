@@ -11,10 +11,12 @@
 //! - [`fsync(2)`](https://man7.org/linux/man-pages/man2/fsync.2.html)
 //! - [`rename(2)`](https://man7.org/linux/man-pages/man2/rename.2.html)
 
+mod cores;
 mod durable;
 mod lock;
 mod random;
 
+pub(crate) use cores::cores;
 pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
 pub use lock::lock;
 pub use random::{fill_random, random_hex};

@@ -111,7 +111,7 @@ impl UringConfig {
         if self.threads > 0 {
             self.threads
         } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            crate::sys::cores()
         }
     }
 }

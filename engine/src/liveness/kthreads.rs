@@ -1,0 +1,133 @@
+//! The kernel threads that earlier `/proc` sweeps found, each held by a
+//! pidfd, so that a sweep can pass over them with one `poll(2)` instead of
+//! reading each one's `/proc` views again.
+//!
+//! A kernel thread runs only kernel code: it has no memory map, and the
+//! files it uses inside the kernel (a loop device's backing file, an nfsd
+//! export) are in no descriptor table that a sweep could read. So a holder
+//! sweep can never find one holding a target, yet reading a kernel thread's
+//! views costs as much as any process's (an owner check, an empty
+//! descriptor table, then its `stat` to tell it from a zombie leader). A
+//! guardian running as root sees every kernel thread as its own user's:
+//! on a small machine they are most of the processes it looks at.
+//!
+//! Why a remembered pid is still a kernel thread when it is passed over:
+//! - The pidfd is opened *before* the `stat` that shows `PF_KTHREAD`. A
+//!   pidfd refers to the process that had the pid when it was opened, and
+//!   polls readable once that process has exited.
+//! - So a pidfd that does not poll readable names a process that is alive
+//!   now and was alive, with that pid, when the `stat` was read after the
+//!   open: the `stat` described it, and it is a kernel thread.
+//! - A kernel thread stays one: since Linux 5.19 the threads that become
+//!   user processes (`init`, usermode helpers) are started without
+//!   `PF_KTHREAD` (`user_mode_thread`), and nothing clears the flag. On an
+//!   older kernel, or where that cannot be told, nothing is remembered.
+//! - Any doubt (the poll fails, a pidfd polls readable or in error) forgets
+//!   that pid, or all of them, and the sweep reads those processes in full.
+//!
+//! # References
+//! - [`pidfd_open(2)`](https://man7.org/linux/man-pages/man2/pidfd_open.2.html)
+//! - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
+//! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html) (`flags`, `PF_KTHREAD`)
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Mutex;
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+
+/// At most this many kernel threads are remembered (each costs a
+/// descriptor).
+const MAX_REMEMBERED: usize = 4096;
+
+/// The remembered kernel threads: pid → a pidfd opened before the `stat`
+/// that showed `PF_KTHREAD`.
+static KNOWN: Mutex<Option<HashMap<i32, OwnedFd>>> = Mutex::new(None);
+
+/// Whether this kernel starts the threads that become user processes
+/// without `PF_KTHREAD` (Linux 5.19 and later).
+fn flag_is_for_life() -> bool {
+    static FOR_LIFE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOR_LIFE.get_or_init(|| {
+        let uname = rustix::system::uname();
+        let release = uname.release().to_string_lossy();
+        let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
+        let major: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let minor: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        (major, minor) >= (5, 19)
+    })
+}
+
+/// The remembered kernel threads that are still alive: a sweep may pass
+/// over these pids. Forgets those that exited; forgets all of them when
+/// the poll fails.
+pub(crate) fn alive() -> HashSet<i32> {
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(map) = known.as_mut() else { return HashSet::new() };
+    let pids: Vec<i32> = map.keys().copied().collect();
+    let fds: Vec<_> = pids.iter().map(|p| map[p].as_fd()).collect();
+    let mut polled: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(fd, PollFlags::IN)).collect();
+    let result = poll(&mut polled, Some(&Timespec { tv_sec: 0, tv_nsec: 0 }));
+    let gone: Vec<i32> = match result {
+        Ok(_) => pids.iter().zip(&polled).filter(|(_, p)| !p.revents().is_empty()).map(|(pid, _)| *pid).collect(),
+        Err(_) => pids.clone(),
+    };
+    drop(polled);
+    drop(fds);
+    for pid in gone {
+        map.remove(&pid);
+    }
+    map.keys().copied().collect()
+}
+
+/// Opens a pidfd of `pid`, then calls `is_kernel_thread` (which reads its
+/// `stat`); remembers the pidfd when that says it is a kernel thread.
+/// Returns what `is_kernel_thread` said (`false` when no pidfd could be
+/// opened: the process is gone).
+pub(crate) fn remember_if(pid: i32, is_kernel_thread: impl FnOnce() -> bool) -> bool {
+    if !flag_is_for_life() {
+        return is_kernel_thread();
+    }
+    let Some(raw) = Pid::from_raw(pid) else { return false };
+    let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else { return is_kernel_thread() };
+    if !is_kernel_thread() {
+        return false;
+    }
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let map = known.get_or_insert_with(HashMap::new);
+    if map.len() < MAX_REMEMBERED {
+        map.insert(pid, fd);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exited_process_is_forgotten() {
+        // Remembered as if it were a kernel thread (the closure says so):
+        // once it exits and is reaped, its pidfd polls readable.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        if !flag_is_for_life() {
+            eprintln!("skipped: this kernel is older than 5.19, nothing is remembered");
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return;
+        }
+        assert!(remember_if(pid, || true));
+        assert!(alive().contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!alive().contains(&pid), "an exited process is still passed over");
+        // Not a kernel thread: not remembered.
+        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(!remember_if(other.id() as i32, || false));
+        assert!(!alive().contains(&(other.id() as i32)));
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+}
