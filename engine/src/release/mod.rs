@@ -279,7 +279,7 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     }
     let mut steps = StepTimes::start();
     // Steps `owner` and `check` (identities), then `check` (bytes) and
-    // `scan` side by side.
+    // `scan`, side by side unless the batch is small.
     let mut opened = match check::open_targets(req, owner, &paths) {
         Ok(o) => o,
         Err(report) => return report,
@@ -287,16 +287,25 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
     let aliases: HashSet<_> = opened.targets.iter().map(|c| c.pin.physical()).collect();
     // The targets are checked: any scan that starts from now on will do.
     let checked_at = std::time::Instant::now();
-    let (own, scan) = std::thread::scope(|s| {
-        let scan = s.spawn(|| {
-            fault(opts, FaultPoint::BeforeScan).map(|()| match opts.scanner {
-                Some(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
-                None => scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases),
-            })
-        });
+    let run_scan = || {
+        fault(opts, FaultPoint::BeforeScan).map(|()| match opts.scanner {
+            Some(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
+            None => scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases),
+        })
+    };
+    // A small batch is re-hashed in less time than starting a thread
+    // takes: then the two run one after the other on this thread.
+    let bytes: u64 = opened.targets.iter().map(|c| c.pin.size).sum();
+    let (own, scan) = if bytes < crate::rehash::SMALL_BATCH_BYTES {
         let own = check::rehash_targets(&mut opened);
-        (own, scan.join())
-    });
+        (own, Ok(run_scan()))
+    } else {
+        std::thread::scope(|s| {
+            let scan = s.spawn(run_scan);
+            let own = check::rehash_targets(&mut opened);
+            (own, scan.join())
+        })
+    };
     steps.mark("check+scan");
     let why = |_| Some("its content changed since it was read".to_owned());
     if let Some(refusal) = Refusal::of_targets(&paths, own, why) {
