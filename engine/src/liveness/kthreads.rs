@@ -38,8 +38,22 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 
 /// At most this many kernel threads are remembered (each costs a
-/// descriptor).
+/// descriptor), and at most a quarter of the process's descriptor limit
+/// ([`max_remembered`]): a machine with hundreds of cores has thousands of
+/// kernel threads, and a guardian must not run out of descriptors for
+/// them. The threads past the cap are read in full, as before.
 const MAX_REMEMBERED: usize = 4096;
+
+/// [`MAX_REMEMBERED`], or a quarter of the soft `RLIMIT_NOFILE` when that
+/// is smaller.
+fn max_remembered() -> usize {
+    cap(rustix::process::getrlimit(rustix::process::Resource::Nofile).current)
+}
+
+/// The cap for a soft descriptor limit of `soft` (`None`: unlimited).
+fn cap(soft: Option<u64>) -> usize {
+    soft.map_or(MAX_REMEMBERED, |n| usize::try_from(n / 4).unwrap_or(MAX_REMEMBERED).min(MAX_REMEMBERED))
+}
 
 /// The remembered kernel threads: pid → a pidfd opened before the `stat`
 /// that showed `PF_KTHREAD`.
@@ -96,7 +110,7 @@ pub(crate) fn remember_if(pid: i32, is_kernel_thread: impl FnOnce() -> bool) -> 
     }
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
     let map = known.get_or_insert_with(HashMap::new);
-    if map.len() < MAX_REMEMBERED {
+    if map.len() < max_remembered() {
         map.insert(pid, fd);
     }
     true
@@ -105,6 +119,14 @@ pub(crate) fn remember_if(pid: i32, is_kernel_thread: impl FnOnce() -> bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_most_a_quarter_of_the_descriptor_limit_is_kept() {
+        assert_eq!(cap(Some(1024)), 256);
+        assert_eq!(cap(Some(3)), 0);
+        assert_eq!(cap(Some(1 << 20)), MAX_REMEMBERED);
+        assert_eq!(cap(None), MAX_REMEMBERED);
+    }
 
     #[test]
     fn an_exited_process_is_forgotten() {

@@ -135,10 +135,12 @@ impl Walk<'_> {
                 }
             };
             entries += rec.entries.len() as u64;
-            let offends = rec.failed.is_some() || rec.entries.iter().any(|e| matches!(e.kind, Kind::Fail(_)));
+            // The record's summary, made when it was read, answers without
+            // a walk over its entries (a warm scan passes every record).
+            let offends = rec.failed.is_some() || rec.summary.offends;
             let too_deep = p.depth + 1 > self.limits.max_depth && !rec.entries.is_empty();
             let stop = offends || too_deep || entries > self.limits.max_entries;
-            if !stop {
+            if !stop && rec.summary.dirs > 0 {
                 for e in rec.entries.iter().rev() {
                     if let Kind::Dir(id) = e.kind {
                         let mut rel = p.rel.clone();
