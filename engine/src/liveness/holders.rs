@@ -150,7 +150,9 @@ const SPLIT_FROM: usize = 64;
 fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool) -> Result<HolderScan, ProcError> {
     let proc = open_proc()?;
     // Kernel threads that an earlier sweep found, still alive: passed over.
-    let known = super::kthreads::alive();
+    // (Only where this `/proc` is of this process's PID namespace.)
+    let ours = super::kthreads::proc_is_ours(&proc);
+    let known = if ours { super::kthreads::alive() } else { HashSet::new() };
     let listed = list_pids(&proc)?;
     let mut passed = 0;
     let pids: Vec<i32> = listed
@@ -171,7 +173,7 @@ fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool)
     let workers = if pids.len() < SPLIT_FROM { 1 } else { crate::sys::cores().clamp(1, 4) };
     let chunk = pids.len().div_ceil(workers).max(1);
     let stop = AtomicBool::new(false);
-    let look = Look { targets, uid, exempt, maps, stop: &stop };
+    let look = Look { targets, uid, exempt, maps, stop: &stop, remember: ours };
     let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
         let handles: Vec<_> = pids
             .chunks(chunk)
@@ -209,6 +211,9 @@ struct Look<'a> {
     maps: bool,
     /// Set by the worker that found a holder.
     stop: &'a AtomicBool,
+    /// Whether kernel threads found are remembered (`/proc` is of this
+    /// process's PID namespace).
+    remember: bool,
 }
 
 /// Looks through the processes `pids` until one holds a target or `stop`
@@ -248,10 +253,15 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
             match holder_in(proc, pid, view, &devs, look, &mut buf) {
                 Ok((None, 0)) if i == 1 => {
                     let mut stat = None;
-                    super::kthreads::remember_if(pid, || {
+                    let mut read = || {
                         stat = super::stat::read_stat(proc, pid).ok().flatten();
                         stat.is_some_and(|st| st.is_kernel_thread())
-                    });
+                    };
+                    if look.remember {
+                        super::kthreads::remember_if(pid, read);
+                    } else {
+                        read();
+                    }
                     if matches!(stat, Some(st) if st.is_zombie()) {
                         let threads = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
                         views.extend(threads.map(|t| format!("{pid}/task/{t}")));

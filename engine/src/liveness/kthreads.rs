@@ -22,6 +22,11 @@
 //!   user processes (`init`, usermode helpers) are started without
 //!   `PF_KTHREAD` (`user_mode_thread`), and nothing clears the flag. On an
 //!   older kernel, or where that cannot be told, nothing is remembered.
+//! - A pidfd is opened by a pid of the caller's PID namespace, a `stat` is
+//!   read from the `/proc` the sweep lists: the two name one process only
+//!   when that `/proc` is of the caller's namespace (its `self` names the
+//!   caller's pid, [`proc_is_ours`]). Otherwise nothing is remembered or
+//!   passed over.
 //! - Any doubt (the poll fails, a pidfd polls readable or in error) forgets
 //!   that pid, or all of them, and the sweep reads those processes in full.
 //!
@@ -73,6 +78,16 @@ fn flag_is_for_life() -> bool {
     })
 }
 
+/// Whether the `/proc` behind `proc` numbers processes as this process's
+/// PID namespace does (`/proc/self` names this process's pid): a pidfd is
+/// opened by a pid of the caller's namespace, so a `/proc` of another
+/// namespace would pair a `stat` with another process's pidfd. Where it
+/// does not, nothing is remembered or passed over.
+pub(crate) fn proc_is_ours(proc: impl AsFd) -> bool {
+    let Ok(link) = rustix::fs::readlinkat(proc, "self", Vec::new()) else { return false };
+    link.to_str().ok().and_then(|s| s.parse::<i32>().ok()) == Some(rustix::process::getpid().as_raw_nonzero().get())
+}
+
 /// The remembered kernel threads that are still alive: a sweep may pass
 /// over these pids. Forgets those that exited; forgets all of them when
 /// the poll fails.
@@ -119,6 +134,27 @@ pub(crate) fn remember_if(pid: i32, is_kernel_thread: impl FnOnce() -> bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn this_process_s_proc_is_its_own() {
+        let proc = rustix::fs::open(
+            "/proc",
+            rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        assert!(proc_is_ours(&proc));
+        // A directory that is not a `/proc` has no `self` naming this process.
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("1", dir.path().join("self")).unwrap();
+        let other = rustix::fs::open(
+            dir.path(),
+            rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        assert!(!proc_is_ours(&other));
+    }
 
     #[test]
     fn at_most_a_quarter_of_the_descriptor_limit_is_kept() {
