@@ -68,17 +68,39 @@ pub fn plain_release(w: &World, sess: &mut Session, expect: Expect) -> anyhow::R
 /// refused).
 pub fn write_room(w: &World, sess: &Session) -> Option<u64> {
     let (files, bytes) = sess.ledger.usage();
+    let (low, _) = w.workspaces[sess.ws].book.range(sess.slot, bytes);
+    room_for(files, bytes, low)
+}
+
+/// [`write_room`] of a session holding `files` files of `bytes` bytes in
+/// a workspace holding at least `low` bytes.
+fn room_for(files: u64, bytes: u64, low: u64) -> Option<u64> {
     if files >= quota::MAX_SESSION_FILES {
         return None;
     }
-    let (low, _) = w.workspaces[sess.ws].book.range(sess.slot, bytes);
     Some(quota::MAX_SESSION_BYTES.saturating_sub(bytes).min(quota::MAX_WORKSPACE_BYTES.saturating_sub(low)))
 }
 
 /// Whether an agent would not write now: its session is at the file
 /// quota, or less than 64 KiB would fit.
 pub fn quota_full(w: &World, sess: &Session) -> bool {
-    write_room(w, sess).is_none_or(|room| room < 64 << 10)
+    full(write_room(w, sess))
+}
+
+/// [`quota_full`] of a room.
+fn full(room: Option<u64>) -> bool {
+    room.is_none_or(|room| room < 64 << 10)
+}
+
+/// The size a helper planned at `size` is written at, with `room` left:
+/// as planned when it fits; made to fit nine times in ten otherwise (at
+/// most 32 KiB), sent as planned the tenth (a refusal probe).
+fn fitted(size: u64, room: u64, rng: &mut crate::rng::Rng) -> u64 {
+    if size > room && !rng.chance(100) {
+        rng.range(0, room.min(32 << 10))
+    } else {
+        size
+    }
 }
 
 /// Tool writes of 1–4 new helpers (or a replacement of one with other
@@ -94,11 +116,9 @@ pub fn create_tool(w: &World, sess: &mut Session) -> anyhow::Result<Written> {
     let mut files = Vec::with_capacity(n);
     let mut room = write_room(w, sess).unwrap_or(0);
     for _ in 0..n {
-        let mut size =
+        let planned =
             if sess.rng.chance(50) { sess.rng.range(256 << 10, 2 << 20) } else { sess.rng.range(0, 32 << 10) };
-        if size > room && !sess.rng.chance(100) {
-            size = sess.rng.range(0, room.min(32 << 10));
-        }
+        let size = fitted(planned, room, &mut sess.rng);
         room = room.saturating_sub(size);
         let replace = sess.rng.chance(150);
         let path = match pick(sess, 1, 64 << 10).pop() {
@@ -457,4 +477,55 @@ pub fn other_session_release(w: &World, sess: &mut Session, other_dir: &Path) ->
     Stats::inc(&w.stats.adversarial);
     let expect = Expect::Denied { codes: &["other_session"], kind: "released_other_session" };
     ops::release(w, sess, sess.home, &t, expect, &HashSet::new()).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn the_room_is_the_tighter_quota_and_none_at_the_file_quota() {
+        assert_eq!(room_for(quota::MAX_SESSION_FILES, 0, 0), None);
+        assert_eq!(room_for(0, 0, 0), Some(quota::MAX_SESSION_BYTES.min(quota::MAX_WORKSPACE_BYTES)));
+        // The session's own quota binds.
+        assert_eq!(room_for(1, quota::MAX_SESSION_BYTES - 10, 0), Some(10));
+        // The workspace's binds: other sessions hold nearly all of it.
+        assert_eq!(room_for(1, 0, quota::MAX_WORKSPACE_BYTES - 7), Some(7));
+        assert_eq!(room_for(1, 0, quota::MAX_WORKSPACE_BYTES + 5), Some(0));
+    }
+
+    #[test]
+    fn an_agent_at_a_quota_stops_writing_below_64_kib_of_room() {
+        assert!(full(None));
+        assert!(full(Some((64 << 10) - 1)));
+        assert!(!full(Some(64 << 10)));
+    }
+
+    #[test]
+    fn a_write_that_does_not_fit_is_made_to_fit_nine_times_in_ten() {
+        let mut rng = Rng::new(5);
+        // What fits is sent as planned.
+        for size in [0, 1, 4096, 10_000] {
+            assert_eq!(fitted(size, 10_000, &mut rng), size);
+        }
+        // What does not fit: about 9 in 10 shrunk to fit (at most 32 KiB),
+        // the rest sent as planned, to probe the refusal.
+        let (mut shrunk, mut probes) = (0, 0);
+        for _ in 0..2000 {
+            match fitted(2 << 20, 100_000, &mut rng) {
+                s if s <= 32 << 10 => shrunk += 1,
+                s => {
+                    assert_eq!(s, 2 << 20);
+                    probes += 1;
+                }
+            }
+        }
+        assert!((1700..=1900).contains(&shrunk), "{shrunk} shrunk, {probes} probes");
+        // With less room than 32 KiB, a shrunk write fits the room.
+        for _ in 0..200 {
+            let s = fitted(1 << 20, 500, &mut rng);
+            assert!(s <= 500 || s == 1 << 20, "{s}");
+        }
+    }
 }
