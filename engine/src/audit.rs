@@ -99,7 +99,9 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
             };
             let name = entry.file_name();
             let reserved = in_reserved || name.to_string_lossy().starts_with(RESERVED_PREFIX);
-            let meta = match entry.path().symlink_metadata() {
+            // `statx` relative to the directory being read (a link is not
+            // followed), not by the whole path from `/` again.
+            let meta = match entry.metadata() {
                 Ok(m) => m,
                 Err(e) if vanished(&e) => continue,
                 Err(e) => return Err(e),
@@ -175,4 +177,37 @@ pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
         deleted_files: 0,
         deleted_bytes: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_files_at_any_depth_and_follows_no_link() {
+        let ws = tempfile::tempdir().unwrap();
+        let s = ws.path().join(".winx/tmp/session-0123456789abcdef");
+        fs::create_dir_all(s.join("deep/er")).unwrap();
+        fs::write(s.join("a.py"), vec![b'x'; 100]).unwrap();
+        fs::write(s.join("deep/er/b.sh"), vec![b'y'; 20]).unwrap();
+        // A link to a large file outside: an entry of its own kind, not
+        // the 4 KiB behind it.
+        let outside = ws.path().join("big");
+        fs::write(&outside, vec![0u8; 4096]).unwrap();
+        std::os::unix::fs::symlink(&outside, s.join("link")).unwrap();
+        // A release's quarantine: its file counts apart.
+        fs::create_dir(s.join(".winx-release-00ff")).unwrap();
+        fs::write(s.join(".winx-release-00ff/0"), b"zz").unwrap();
+        // Not a session directory: not audited.
+        fs::create_dir_all(ws.path().join(".winx/tmp/other")).unwrap();
+        fs::write(ws.path().join(".winx/tmp/other/c"), b"c").unwrap();
+
+        let r = audit(ws.path()).unwrap();
+        assert_eq!(r.sessions.len(), 1, "{r:?}");
+        let u = &r.sessions[0];
+        assert_eq!((u.files, u.bytes), (2, 120), "{u:?}");
+        assert_eq!((u.other_entries, u.quarantined_entries), (1, 1), "{u:?}");
+        assert_eq!((r.total_files, r.total_bytes), (2, 120));
+        assert_eq!((r.deleted_files, r.deleted_bytes), (0, 0));
+    }
 }
