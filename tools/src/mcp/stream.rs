@@ -105,13 +105,17 @@ struct Out<'a> {
     w: &'a mut dyn Write,
     /// `Some`: escape what is written, keep a copy.
     copy: Option<Vec<u8>>,
+    /// The escaped bytes of one write, before they go out.
+    escaped: Vec<u8>,
 }
 
 impl Write for Out<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let Some(copy) = &mut self.copy else { return self.w.write(buf) };
         copy.extend_from_slice(buf);
-        write_escaped(buf, self.w)?;
+        self.escaped.clear();
+        escape_into(buf, &mut self.escaped);
+        self.w.write_all(&self.escaped)?;
         Ok(buf.len())
     }
 
@@ -120,34 +124,53 @@ impl Write for Out<'_> {
     }
 }
 
-/// Writes `buf` as the characters of a JSON string (without its quotes),
-/// as `serde_json` escapes a string: `"`, `\` and control characters.
-/// What is escaped here is JSON text, so runs between quotes and
-/// backslashes go out unchanged.
-fn write_escaped(buf: &[u8], w: &mut dyn Write) -> io::Result<()> {
-    let mut start = 0;
-    for (i, &b) in buf.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => {
-                w.write_all(&buf[start..i])?;
-                write!(w, "\\u{b:04x}")?;
-                start = i + 1;
+/// Appends `buf` to `out` as the characters of a JSON string (without its
+/// quotes), as `serde_json` escapes a string: `"`, `\` and control
+/// characters. What is escaped here is JSON text, so runs between quotes
+/// and backslashes go out unchanged.
+///
+/// The text has something to escape every few dozen bytes (each newline of
+/// a helper is `\n` in JSON, and its backslash is escaped here again), so
+/// the escaped bytes are gathered in `out` and written once by the caller,
+/// and runs of 16 bytes with nothing to escape are passed over a run at a
+/// time.
+fn escape_into(buf: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    out.reserve(buf.len() + buf.len() / 8 + 8);
+    let (mut start, mut i) = (0, 0);
+    while i < buf.len() {
+        if let Some(run) = buf.get(i..i + 16) {
+            if !run.iter().fold(false, |any, &b| any | needs(b)) {
+                i += 16;
                 continue;
             }
-            _ => continue,
-        };
-        w.write_all(&buf[start..i])?;
-        w.write_all(esc)?;
-        start = i + 1;
+        }
+        let b = buf[i];
+        if needs(b) {
+            out.extend_from_slice(&buf[start..i]);
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                _ => out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 15)],
+                ]),
+            }
+            start = i + 1;
+        }
+        i += 1;
     }
-    w.write_all(&buf[start..])
+    out.extend_from_slice(&buf[start..]);
 }
 
 /// What of a result object is out already.
@@ -219,7 +242,7 @@ impl Stream<'_> {
         } else {
             w.write_all(b"\"structuredContent\":")?;
         }
-        let mut out = Out { w, copy: text_first.then(|| Vec::with_capacity(64 * 1024)) };
+        let mut out = Out { w, copy: text_first.then(|| Vec::with_capacity(64 * 1024)), escaped: Vec::new() };
         out.write_all(b"{\"files\":[")?;
         let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
         let (mut read, mut failed) = (0usize, Vec::new());
@@ -282,7 +305,7 @@ impl Stream<'_> {
             out.write_all(b",\"errorCode\":\"internal_error\"")?;
         }
         out.write_all(b"}")?;
-        let Out { w, copy } = out;
+        let Out { w, copy, .. } = out;
         let written = match copy {
             Some(bytes) => {
                 w.write_all(b"\"}],\"structuredContent\":")?;
@@ -424,9 +447,28 @@ mod tests {
     fn escaping_is_serde_json_s() {
         for text in ["", "plain", "a\"b\\c", "\u{1}\u{8}\u{c}\n\r\t\u{1f}é€😀", "{\"k\":\"v\\n\"}"] {
             let mut out = Vec::new();
-            write_escaped(text.as_bytes(), &mut out).unwrap();
+            escape_into(text.as_bytes(), &mut out);
             let want = serde_json::to_string(text).unwrap();
             assert_eq!(String::from_utf8(out).unwrap(), want[1..want.len() - 1], "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        // Any text, escaping runs of 16 and the bytes between them alike,
+        // and written in any two pieces (as the serialiser's writes split
+        // it): serde_json's escaping.
+        #[test]
+        fn escaping_any_text_in_any_pieces_is_serde_json_s(
+            text in "(\\PC|[\u{0}-\u{1f}\"\\\\]){0,200}",
+            cut in 0usize..200,
+        ) {
+            let bytes = text.as_bytes();
+            let cut = cut.min(bytes.len());
+            let mut out = Vec::new();
+            escape_into(&bytes[..cut], &mut out);
+            escape_into(&bytes[cut..], &mut out);
+            let want = serde_json::to_string(&text).unwrap();
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), &want[1..want.len() - 1]);
         }
     }
 
