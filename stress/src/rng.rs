@@ -54,20 +54,26 @@ impl Rng {
         Rng::new(self.next_u64())
     }
 
-    /// `len` bytes of printable text (letters, digits, spaces, newlines).
+    /// `len` bytes of printable text (letters, digits, spaces, newlines):
+    /// byte `b` of each 64-bit draw, low byte first, picks letter
+    /// `b % 69` of the alphabet (through a table of all 256 answers, about
+    /// twice as fast as the division per byte; the same text).
     pub fn text(&mut self, len: usize) -> String {
         const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789      \n";
-        // Bytes first, then one UTF-8 check (pushing `char`s one by one
-        // was a few percent of a stress run's CPU); the same text.
-        let mut s = Vec::with_capacity(len);
-        let mut bits = 0u64;
-        for i in 0..len {
-            if i % 8 == 0 {
-                bits = self.next_u64();
+        const TABLE: [u8; 256] = {
+            let mut t = [0u8; 256];
+            let mut i = 0;
+            while i < 256 {
+                t[i] = ALPHABET[i % ALPHABET.len()];
+                i += 1;
             }
-            s.push(ALPHABET[(bits & 0xff) as usize % ALPHABET.len()]);
-            bits >>= 8;
+            t
+        };
+        let mut s = Vec::with_capacity(len + 8);
+        while s.len() < len {
+            s.extend(self.next_u64().to_le_bytes().map(|b| TABLE[usize::from(b)]));
         }
+        s.truncate(len);
         String::from_utf8(s).unwrap_or_default()
     }
 
@@ -111,6 +117,15 @@ mod tests {
             }
         }
         expected.truncate(100);
-        assert_eq!(Rng::new(11).text(100), expected);
+        let mut r = Rng::new(11);
+        assert_eq!(r.text(100), expected);
+        // 100 bytes took 13 draws, the last one in part: the next draw is
+        // the 14th.
+        let mut reference = Rng::new(11);
+        for _ in 0..13 {
+            reference.next_u64();
+        }
+        assert_eq!(r.next_u64(), reference.next_u64());
+        assert_eq!(Rng::new(3).text(0), "");
     }
 }
