@@ -65,7 +65,15 @@ fn crash_child() {
     };
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
     let req = ReleaseRequest { layout: &layout, thread_id: &spec.thread, targets: &spec.targets };
-    let _ = release(&req, &IdleOwner, &opts);
+    // What the release answered, for the parent's diagnostics (a release
+    // killed before it answered leaves none).
+    let report = release(&req, &IdleOwner, &opts);
+    let _ = fs::write(spec.data_dir.join("crash-report.json"), serde_json::to_vec(&report).unwrap_or_default());
+}
+
+/// What the last child of `c` answered, if it answered.
+fn child_report(c: &Case) -> String {
+    fs::read_to_string(c.fx.layout.data_dir().join("crash-report.json")).unwrap_or_else(|_| "(no answer)".into())
 }
 
 struct Case {
@@ -187,7 +195,9 @@ fn sigkill_at_random_instants_is_recoverable() {
         let c = case(24, 64 * 1024);
         let t = std::time::Instant::now();
         spawn_child(&c, None).wait().unwrap();
-        account(&c);
+        let (_, removed, _) = account(&c);
+        // Without a release that completes, no kill could interrupt one.
+        assert_eq!(removed, c.targets.len(), "an uninterrupted child did not release: {}", child_report(&c));
         t.elapsed().as_micros() as u64
     };
     // Kill at a random instant between `lo` and `hi`, and narrow that
@@ -197,14 +207,23 @@ fn sigkill_at_random_instants_is_recoverable() {
     // start (a release's few milliseconds against its process start), so a
     // bracket finds it faster than a fixed jitter around a guess; one that
     // closes up is opened again, so a loaded machine that shifts the window
-    // is followed.
+    // is followed: towards later instants, twice as wide each time, when the
+    // last kills came before the release (the child starts slower than it
+    // did when `span_us` was measured, as when the other tests of this
+    // binary run beside it), towards earlier ones when they came after it.
     let (mut lo, mut hi) = (1_000u64, span_us * 2);
+    let mut last_before = true;
+    let mut log = Vec::new();
     for _ in 0..tries {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         if hi <= lo + 500 {
-            (lo, hi) = (lo.saturating_sub(2_000).max(1_000), lo.max(hi) + 2_000);
+            (lo, hi) = if last_before {
+                (lo.saturating_sub(2_000).max(1_000), lo.max(hi).saturating_mul(2) + 2_000)
+            } else {
+                ((lo / 2).max(1_000), lo.max(hi) + 2_000)
+            };
         }
         let delay = lo + seed % (hi - lo);
         let c = case(24, 64 * 1024);
@@ -214,17 +233,27 @@ fn sigkill_at_random_instants_is_recoverable() {
         let _ = child.wait();
         let (_, removed, journals) = account(&c);
         interrupted += journals;
+        log.push(format!("kill at {delay} µs: {journals} journal(s), {removed} removed"));
+        if journals == 0 && removed == 0 && log.len() <= 3 {
+            log.push(format!("  its answer: {}", child_report(&c)));
+        }
         if journals == 0 {
             if removed == c.targets.len() {
                 hi = delay;
+                last_before = false;
             } else {
                 lo = delay;
+                last_before = true;
             }
         }
     }
     eprintln!("{interrupted} of {tries} tries interrupted a release");
     // The random instants must really hit releases in flight.
-    assert!(interrupted * 4 >= tries, "only {interrupted} of {tries} tries interrupted a release");
+    assert!(
+        interrupted * 4 >= tries,
+        "only {interrupted} of {tries} tries interrupted a release (one uninterrupted run: {span_us} µs)\n{}",
+        log.join("\n")
+    );
 }
 
 #[test]
