@@ -149,11 +149,14 @@ const SPLIT_FROM: usize = 64;
 
 fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool) -> Result<HolderScan, ProcError> {
     let proc = open_proc()?;
+    let listed = list_pids(&proc)?;
+    if targets.is_empty() {
+        return Ok(HolderScan::default());
+    }
     // Kernel threads that an earlier sweep found, still alive: passed over.
     // (Only where this `/proc` is of this process's PID namespace.)
     let ours = super::kthreads::proc_is_ours(&proc);
     let known = if ours { super::kthreads::alive() } else { HashSet::new() };
-    let listed = list_pids(&proc)?;
     let mut passed = 0;
     let pids: Vec<i32> = listed
         .into_iter()
@@ -164,9 +167,6 @@ fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool)
             !known
         })
         .collect();
-    if targets.is_empty() {
-        return Ok(HolderScan::default());
-    }
     // Both halves at once: the cost is system calls into /proc, and the
     // machine's cores can make them side by side; a short list is not worth
     // starting a thread for.

@@ -255,35 +255,33 @@ impl Walk<'_> {
                 Some(&id) if entry.file_type() == FileType::Directory && id.ino == entry.ino() => Some(id),
                 _ => None,
             };
-            let kind = match (lean, known) {
-                (_, Some(id)) => {
+            let kind = match (known, lean) {
+                (Some(id), _) => {
                     self.counts.reused += 1;
                     Kind::Dir(id)
                 }
-                (lean, None) => match lean {
-                    Some(Class::File(_)) => Kind::File(PhysicalId { dev: stat.id.dev, ino: entry.ino() }),
-                    Some(Class::Fail(r)) => Kind::Fail(r),
-                    _ => {
-                        let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
-                        let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
-                            complete: st.stx_mask & ENTRY_MASK.bits() == ENTRY_MASK.bits(),
-                            mode: st.stx_mode,
-                            id: physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino),
-                            size: st.stx_size,
-                        });
-                        let id = seen.as_ref().map(|s| s.id).ok();
-                        match (classify_statx(seen, false, &none), id) {
-                            (Class::Vanished, _) => {
-                                vanished = true;
-                                continue;
-                            }
-                            (Class::File(_), Some(id)) => Kind::File(id),
-                            (Class::Dir(id), _) => Kind::Dir(id),
-                            (Class::Fail(r), _) => Kind::Fail(r),
-                            _ => Kind::Fail(Reason::BackingInaccessible),
+                (None, Some(Class::File(_))) => Kind::File(PhysicalId { dev: stat.id.dev, ino: entry.ino() }),
+                (None, Some(Class::Fail(r))) => Kind::Fail(r),
+                (None, _) => {
+                    let st = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ENTRY_MASK);
+                    let seen = st.map_err(|e| e.raw_os_error()).map(|st| Seen {
+                        complete: st.stx_mask & ENTRY_MASK.bits() == ENTRY_MASK.bits(),
+                        mode: st.stx_mode,
+                        id: physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino),
+                        size: st.stx_size,
+                    });
+                    let id = seen.as_ref().map(|s| s.id).ok();
+                    match (classify_statx(seen, false, &none), id) {
+                        (Class::Vanished, _) => {
+                            vanished = true;
+                            continue;
                         }
+                        (Class::File(_), Some(id)) => Kind::File(id),
+                        (Class::Dir(id), _) => Kind::Dir(id),
+                        (Class::Fail(r), _) => Kind::Fail(r),
+                        _ => Kind::Fail(Reason::BackingInaccessible),
                     }
-                },
+                }
             };
             entries.push(Entry { name: bytes.into(), kind });
         }
