@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use winx_release_engine::scan::{
-    scan_paths_with, DirCache, RootSpec, ScanLimits, ScanMode, ScanReport, SharedScanner, SyncBackend,
+    scan_paths_with, CacheStats, DirCache, RootSpec, ScanLimits, ScanMode, ScanReport, SharedScanner, SyncBackend,
 };
 use winx_release_engine::PhysicalId;
 
@@ -344,6 +344,34 @@ proptest! {
     }
 }
 
+/// Settles the records of `roots` in `cache`: a scan (returned), a wait
+/// past the racy window, a scan.
+fn settle(cache: &DirCache, roots: &[PathBuf], lim: ScanLimits) -> ScanReport {
+    let first = normal(cache.scan_paths(roots, lim, &HashSet::new()));
+    std::thread::sleep(Duration::from_millis(30));
+    let _ = cache.scan_paths(roots, lim, &HashSet::new());
+    first
+}
+
+/// Runs `measure` (a value, and the cache's stats before and after the scan
+/// it measures) until no drop of every record came in between: a mount
+/// made meanwhile by another test (the property test mounts tmpfs as root)
+/// rightly drops them, and such a try is made again. `tries` counts over
+/// every call of one test.
+fn without_drops<T>(
+    tries: &mut u32,
+    mut measure: impl FnMut() -> (T, CacheStats, CacheStats),
+) -> (T, CacheStats, CacheStats) {
+    loop {
+        *tries += 1;
+        assert!(*tries < 50, "the mount table kept changing");
+        let (value, before, after) = measure();
+        if after.drops == before.drops {
+            return (value, before, after);
+        }
+    }
+}
+
 /// The cache is used: after a wait, an unchanged tree is served from the
 /// records (no directory read), and a hidden change (mtime set back) is
 /// still seen.
@@ -358,44 +386,28 @@ fn warm_scan_reads_only_what_changed() {
     let cache = DirCache::new();
     let none = HashSet::new();
     let lim = ScanLimits::default();
-    // A mount made meanwhile by another test (the property test mounts
-    // tmpfs as root) rightly drops every record: such a try is made again.
     let mut tries = 0;
-    let (again, first, before, after) = loop {
-        tries += 1;
-        assert!(tries < 50, "the mount table kept changing");
-        let first = normal(cache.scan_paths(&w.roots, lim, &none));
-        std::thread::sleep(Duration::from_millis(30));
-        let _ = cache.scan_paths(&w.roots, lim, &none);
+    let ((first, again), before, after) = without_drops(&mut tries, || {
+        let first = settle(&cache, &w.roots, lim);
         let before = cache.stats();
         let again = normal(cache.scan_paths(&w.roots, lim, &none));
-        let after = cache.stats();
-        if after.drops == before.drops {
-            break (again, first, before, after);
-        }
-    };
+        ((first, again), before, cache.stats())
+    });
     assert_eq!(again, first);
     assert_eq!(after.reads - before.reads, 0, "{after:?}");
     assert_eq!(after.hits - before.hits, 10, "{after:?}");
     // A hidden change: one directory read again, the verdict follows.
     let d = r0.join("d2/e");
-    let (got, reads) = loop {
-        tries += 1;
-        assert!(tries < 50, "the mount table kept changing");
+    let (got, before, after) = without_drops(&mut tries, || {
         let _ = fs::remove_file(d.join("l"));
-        let _ = cache.scan_paths(&w.roots, lim, &none);
-        std::thread::sleep(Duration::from_millis(30));
-        let _ = cache.scan_paths(&w.roots, lim, &none);
+        settle(&cache, &w.roots, lim);
         let before = cache.stats();
         let m = fs::symlink_metadata(&d).unwrap();
         symlink("/", d.join("l")).unwrap();
         set_mtime(&d, &m);
-        let got = normal(cache.scan_paths(&w.roots, lim, &none));
-        let after = cache.stats();
-        if after.drops == before.drops {
-            break (got, after.reads - before.reads);
-        }
-    };
+        (normal(cache.scan_paths(&w.roots, lim, &none)), before, cache.stats())
+    });
+    let reads = after.reads - before.reads;
     let fresh = normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean));
     assert_eq!(got, fresh);
     assert!(got.failed_closed());
@@ -424,26 +436,19 @@ fn a_reread_directory_keeps_its_unchanged_subdirectories() {
     let none = HashSet::new();
     let lim = ScanLimits::default();
     // Settled records, then `change`, then the scan that reads the root
-    // again: the subdirectory identities it reused. A mount made meanwhile
-    // by another test (the property test mounts tmpfs as root) rightly
-    // drops every record; that try is made again.
-    let mut round = 0;
-    let mut reread = |change: &mut dyn FnMut()| loop {
-        round += 1;
-        assert!(round < 50, "the mount table kept changing");
-        let _ = cache.scan_paths(&w.roots, lim, &none);
-        std::thread::sleep(Duration::from_millis(30));
-        let _ = cache.scan_paths(&w.roots, lim, &none);
-        let before = cache.stats();
-        change();
-        std::thread::sleep(Duration::from_millis(30));
-        let got = normal(cache.scan_paths(&w.roots, lim, &none));
-        let after = cache.stats();
-        if after.drops == before.drops {
-            assert_eq!(got, normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean)));
-            assert!(!got.failed_closed(), "{got:?}");
-            return after.reused - before.reused;
-        }
+    // again: the subdirectory identities it reused.
+    let mut tries = 0;
+    let mut reread = |change: &mut dyn FnMut()| {
+        let (got, before, after) = without_drops(&mut tries, || {
+            settle(&cache, &w.roots, lim);
+            let before = cache.stats();
+            change();
+            std::thread::sleep(Duration::from_millis(30));
+            (normal(cache.scan_paths(&w.roots, lim, &none)), before, cache.stats())
+        });
+        assert_eq!(got, normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean)));
+        assert!(!got.failed_closed(), "{got:?}");
+        after.reused - before.reused
     };
     // The root changes: it is read again, its six subdirectories are not
     // statxed.
