@@ -12,6 +12,7 @@
 //!
 //! Stdout carries only the MCP protocol; logs go to stderr.
 
+mod incoming;
 mod launcher;
 mod result;
 mod server;

@@ -18,6 +18,9 @@
 //! known, so the client reads a `ReadFiles` reply while later helpers are
 //! still being hashed.
 //!
+//! Standard input is read in large chunks by a thread of its own
+//! ([`Incoming`]), not through tokio's blocking pool 8 KiB at a time.
+//!
 //! Messages leave in the order [`Transport::send`] was called: the message
 //! is queued in the call, before its future is polled. The reader side is
 //! rmcp's [`AsyncRwTransport`] (bounded lines, malformed input ignored or
@@ -44,6 +47,8 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
+
+use super::incoming::Incoming;
 
 /// Bytes the writer thread buffers before a `write(2)` to stdout.
 const WRITE_BUFFER: usize = 256 * 1024;
@@ -80,7 +85,7 @@ impl Streams {
 
 /// The MCP transport on stdin and stdout.
 pub struct Stdio {
-    read: AsyncRwTransport<RoleServer, tokio::io::Stdin, Forward>,
+    read: AsyncRwTransport<RoleServer, Incoming, Forward>,
     out: Option<mpsc::Sender<Outgoing>>,
 }
 
@@ -96,7 +101,7 @@ impl Stdio {
         }
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new().name("winx-mcp-out".into()).spawn(move || write_loop(stdout, rx, &streams))?;
-        let read = AsyncRwTransport::new_server(tokio::io::stdin(), Forward(tx.clone())).with_max_line_length(max_line);
+        let read = AsyncRwTransport::new_server(Incoming::stdin()?, Forward(tx.clone())).with_max_line_length(max_line);
         Ok(Stdio { read, out: Some(tx) })
     }
 }
