@@ -197,7 +197,7 @@ impl DirCache {
                 continue;
             };
             let records = g.roots.remove(&root.path).unwrap_or_default();
-            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { ValidRecords::new() };
+            let valid = if enabled { validate(dir.as_fd(), &records, self.tick_ns) } else { ValidRecords::none() };
             let mut walk = Walk {
                 limits,
                 lean: Lean::new(mounts.clone()),

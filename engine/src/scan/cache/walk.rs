@@ -81,19 +81,39 @@ pub(crate) struct WalkCounts {
 /// The records of one root, by path below the root.
 pub(crate) type RootRecords = HashMap<Vec<u8>, Arc<DirRecord>>;
 
-/// The records of one root that are still valid, by path below the root,
-/// borrowed from the root's records.
-pub(crate) type ValidRecords<'a> = HashMap<&'a [u8], &'a Arc<DirRecord>>;
+/// The records of one root that are still valid: the root's records less
+/// those whose directory changed since it was read. A warm scan finds few
+/// of those, so this holds them, not a copy of the many valid ones.
+pub(crate) struct ValidRecords<'a> {
+    /// The root's records; `None` when none may be used.
+    records: Option<&'a RootRecords>,
+    /// The records of `records` that are not valid.
+    invalid: HashSet<&'a [u8]>,
+}
+
+impl<'a> ValidRecords<'a> {
+    /// No record is valid (the cache is switched off).
+    pub(crate) fn none() -> ValidRecords<'a> {
+        ValidRecords { records: None, invalid: HashSet::new() }
+    }
+
+    /// The valid record of the directory `rel` below the root.
+    pub(crate) fn get(&self, rel: &[u8]) -> Option<&'a Arc<DirRecord>> {
+        let rec = self.records?.get(rel)?;
+        (!self.invalid.contains(rel)).then_some(rec)
+    }
+}
 
 /// The cached records that are still valid for the root opened as `root`:
 /// every record's directory is `statx`ed (the root through its descriptor,
 /// the others by their path below it).
 pub(crate) fn validate<'a>(root: BorrowedFd<'_>, records: &'a RootRecords, tick_ns: i128) -> ValidRecords<'a> {
-    records
+    let invalid = records
         .iter()
-        .filter(|(_, rec)| stat_dir(root, &rec.rel).is_ok_and(|now| rec.still_valid(&now, tick_ns)))
-        .map(|(rel, rec)| (rel.as_slice(), rec))
-        .collect()
+        .filter(|(_, rec)| !stat_dir(root, &rec.rel).is_ok_and(|now| rec.still_valid(&now, tick_ns)))
+        .map(|(rel, _)| rel.as_slice())
+        .collect();
+    ValidRecords { records: Some(records), invalid }
 }
 
 /// One walk of one root.
@@ -164,7 +184,7 @@ impl Walk<'_> {
     /// The record of `p`: the cached one when still valid and the directory
     /// its parent names, else a fresh read. `Ok(None)`: removed since.
     fn record(&mut self, root: BorrowedFd<'_>, p: &Pending) -> Result<Option<Arc<DirRecord>>, Reason> {
-        if let Some(rec) = self.valid.get(p.rel.as_slice()) {
+        if let Some(rec) = self.valid.get(&p.rel) {
             if p.expect.is_none_or(|id| id == rec.stat.id) {
                 self.counts.hits += 1;
                 return Ok(Some(Arc::clone(rec)));
