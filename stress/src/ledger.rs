@@ -87,6 +87,11 @@ impl Gen {
     }
 }
 
+thread_local! {
+    /// The read buffer of [`hash_file`].
+    static HASH_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Hashes the regular file at `path` without following a final link.
 pub fn hash_file(path: &Path) -> io::Result<([u8; 32], u64, Ident)> {
     let flags = rustix::fs::OFlags::NOFOLLOW.bits() | rustix::fs::OFlags::NONBLOCK.bits();
@@ -96,16 +101,20 @@ pub fn hash_file(path: &Path) -> io::Result<([u8; 32], u64, Ident)> {
         return Err(io::Error::other("not a regular file"));
     }
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf)?;
-        if k == 0 {
-            break;
+    // One buffer per thread: a fresh 1 MiB buffer per file was fresh pages
+    // from the allocator, each a page fault, for every helper checked.
+    HASH_BUF.with_borrow_mut(|buf| -> io::Result<()> {
+        buf.resize(1 << 20, 0);
+        loop {
+            let k = f.read(buf)?;
+            if k == 0 {
+                return Ok(());
+            }
+            h.update(&buf[..k]);
+            n += k as u64;
         }
-        h.update(&buf[..k]);
-        n += k as u64;
-    }
+    })?;
     let ident = Ident::of(&std::fs::symlink_metadata(path)?);
     Ok((h.finalize().into(), n, ident))
 }
