@@ -52,6 +52,11 @@ pub fn serve(socket: &Path, data_dir: &Path) -> std::io::Result<()> {
 /// `activation`), prints the ready line, notifies systemd, and
 /// serves until SIGTERM/SIGINT.
 pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::io::Result<()> {
+    // Before any thread: later growth of the table would wait for RCU.
+    match winx_release_engine::sys::reserve_descriptor_table() {
+        Ok(n) => tracing::debug!(descriptors = n, "descriptor table reserved"),
+        Err(e) => tracing::debug!(error = %e, "descriptor table not reserved"),
+    }
     let inherited = activation::inherited_listener()?;
     let activated = inherited.is_some();
     let (listener, socket) = match inherited {

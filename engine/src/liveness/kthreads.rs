@@ -51,7 +51,7 @@ const MAX_REMEMBERED: usize = 4096;
 
 /// [`MAX_REMEMBERED`], or a quarter of the soft `RLIMIT_NOFILE` when that
 /// is smaller.
-fn max_remembered() -> usize {
+pub(crate) fn max_remembered() -> usize {
     cap(rustix::process::getrlimit(rustix::process::Resource::Nofile).current)
 }
 

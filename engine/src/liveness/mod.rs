@@ -28,6 +28,7 @@
 pub mod environ;
 pub mod holders;
 mod kthreads;
+pub(crate) use kthreads::max_remembered as kernel_threads_remembered_at_most;
 pub mod stat;
 pub mod table;
 

@@ -29,6 +29,7 @@ use crate::identity::PhysicalId;
 
 mod auto;
 mod cache;
+pub(crate) use cache::descriptor_budget;
 mod lean;
 mod root;
 mod shared;

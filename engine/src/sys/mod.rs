@@ -1,9 +1,11 @@
 //! Small system services the engine's parts share, and an embedder may use:
-//! locks that survive a panicked holder, randomness from the kernel, and
-//! durable writes of small files with group-committed directory `fsync`s.
+//! locks that survive a panicked holder, randomness from the kernel,
+//! durable writes of small files with group-committed directory `fsync`s,
+//! and a descriptor table grown once for the descriptors the engine's
+//! caches keep.
 //!
 //! They are public because a guardian built on the engine needs the same
-//! three things with the same guarantees (a guardian's session table, its
+//! first three with the same guarantees (a guardian's session table, its
 //! instance id, its data directory), and each has exactly one copy here.
 //!
 //! # References
@@ -13,10 +15,12 @@
 
 mod cores;
 mod durable;
+mod fd_table;
 mod lock;
 mod random;
 
 pub(crate) use cores::cores;
 pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
+pub use fd_table::reserve_descriptor_table;
 pub use lock::lock;
 pub use random::{fill_random, random_hex};

@@ -26,6 +26,11 @@
 //!   its birth time differs, and its change time is later than the record's
 //!   by the racy rule.
 //!
+//! A kept record also keeps the descriptor its directory was read through
+//! (`handle.rs`, within a budget), and a warm scan `statx`es it through
+//! that instead of walking its path (why that is sound: `walk::validate`).
+//! A root no scan asked for in 10 minutes loses its records.
+//!
 //! The soundness argument is in `docs/IO_URING.md` ("The directory cache").
 //! [`DirCache::set_enabled`] is the switch that turns it off (every scan
 //! then reads everything, and nothing is kept).
@@ -40,7 +45,7 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::lean::{read_mount_table, Lean, MountParents};
 use super::root::scan_opened;
@@ -48,15 +53,21 @@ use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::identity::PhysicalId;
 
 mod eval;
+mod handle;
 mod record;
 mod walk;
 
 pub(crate) use eval::evaluate;
+pub(crate) use handle::budget as descriptor_budget;
 pub(crate) use walk::RootSnapshot;
 use walk::{validate, RootRecords, Step, ValidRecords, Walk, WalkCounts};
 
 /// Size of the getdents64 buffer.
 const DIRENT_BUF: usize = 64 * 1024;
+
+/// A root's records are dropped when no scan has asked for it for this
+/// long (checked at every scan).
+const ROOT_IDLE: Duration = Duration::from_secs(600);
 
 /// What a [`DirCache`] has done since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -81,6 +92,8 @@ struct Inner {
     mountinfo: Option<Vec<u8>>,
     mounts: Option<Arc<MountParents>>,
     roots: HashMap<PathBuf, RootRecords>,
+    /// When each root of `roots` was last scanned.
+    used: HashMap<PathBuf, Instant>,
     last_start: (i64, u32),
     stats: CacheStats,
 }
@@ -90,7 +103,9 @@ struct Inner {
 /// Safe to share between threads: scans through one cache run one at a
 /// time. Hold one per process and keep it for the process's life; it is
 /// only as large as the directories scanned (about 40 bytes and a name per
-/// entry).
+/// entry, and one open descriptor per directory while a quarter of the
+/// soft `RLIMIT_NOFILE`, at most 16,384 in the process, allows: each keeps
+/// its filesystem busy for `umount` until its record goes).
 pub struct DirCache {
     inner: Mutex<Inner>,
     enabled: AtomicBool,
@@ -234,6 +249,15 @@ impl DirCache {
             }
             snaps.push(snap);
         }
+        // Records (and their descriptors) of roots no scan asked for in a
+        // while go: a deleted workspace's, say.
+        let now = Instant::now();
+        for root in roots {
+            g.used.insert(root.path.clone(), now);
+        }
+        let Inner { roots: kept, used, .. } = &mut *g;
+        used.retain(|_, t| now.duration_since(*t) < ROOT_IDLE);
+        kept.retain(|p, _| used.contains_key(p));
         snaps
     }
 }

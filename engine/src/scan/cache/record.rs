@@ -45,6 +45,7 @@ use rustix::io::Errno;
 use rustix::time::{ClockId, Timespec};
 
 use super::super::tally::physical;
+use super::handle::Handle;
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -138,6 +139,10 @@ pub(crate) struct DirRecord {
     /// What evaluation needs of `entries` without walking them
     /// ([`Summary`]).
     pub(crate) summary: Summary,
+    /// The descriptor it was read through, kept while the budget allows
+    /// (`handle.rs`); `None` for the root, a record that is not kept, or
+    /// beyond the budget.
+    pub(crate) handle: Option<Handle>,
 }
 
 /// A record's entries summed up once, when it is read, so that a scan

@@ -38,6 +38,7 @@ use super::super::lean::{from_dirent, Lean};
 use super::super::root::DIR_FLAGS;
 use super::super::tally::{classify_statx, physical, Class, Seen};
 use super::super::ScanLimits;
+use super::handle::Handle;
 use super::record::{now, stat_dir, DirRecord, DirStat, Entry, Kind, Summary};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
@@ -105,12 +106,32 @@ impl<'a> ValidRecords<'a> {
 }
 
 /// The cached records that are still valid for the root opened as `root`:
-/// every record's directory is `statx`ed (the root through its descriptor,
-/// the others by their path below it).
+/// every record's directory is `statx`ed: through the descriptor the
+/// record kept (`handle.rs`), else by its path below the root (the root
+/// through `root`).
+///
+/// A `statx` through the kept descriptor sees the directory the record was
+/// read from, wherever it is now; by its path, whatever is at the path.
+/// Both are sound because the walk uses a valid record of path `P` only
+/// where `P`'s parent, as the walk has it (its own valid record, or read
+/// afresh), names at `P`'s name a directory of the record's identity
+/// ([`Walk::record`], `expect`). A parent whose record holds has had no
+/// entry added, removed or renamed since it was read (each such change
+/// moves its change time), so the name still denotes that directory; a
+/// parent read afresh names what is there now. And a kept descriptor pins
+/// its directory's inode, so no other directory can take its inode number
+/// meanwhile. The root has no parent: it is always `statx`ed through
+/// `root`, opened afresh for this scan.
 pub(crate) fn validate<'a>(root: BorrowedFd<'_>, records: &'a RootRecords, tick_ns: i128) -> ValidRecords<'a> {
     let invalid = records
         .iter()
-        .filter(|(_, rec)| !stat_dir(root, &rec.rel).is_ok_and(|now| rec.still_valid(&now, tick_ns)))
+        .filter(|(_, rec)| {
+            let now = match &rec.handle {
+                Some(h) => stat_dir(h.as_fd(), c""),
+                None => stat_dir(root, &rec.rel),
+            };
+            !now.is_ok_and(|now| rec.still_valid(&now, tick_ns))
+        })
         .map(|(rel, _)| rel.as_slice())
         .collect();
     ValidRecords { records: Some(records), invalid }
@@ -192,19 +213,18 @@ impl Walk<'_> {
         }
         self.counts.reads += 1;
         let rel = CString::new(p.rel.as_slice()).map_err(|_| Reason::BackingInaccessible)?;
-        let opened: OwnedFd;
-        let dir = if p.rel.is_empty() {
-            root
+        let opened: Option<OwnedFd> = if p.rel.is_empty() {
+            None
         } else {
             let how = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH;
-            opened = match rustix::fs::openat2(root, &rel, DIR_FLAGS, Mode::empty(), how) {
-                Ok(fd) => fd,
+            match rustix::fs::openat2(root, &rel, DIR_FLAGS, Mode::empty(), how) {
+                Ok(fd) => Some(fd),
                 Err(Errno::NOENT) => return Ok(None),
                 Err(Errno::LOOP) => return Err(Reason::BackingSymlink),
                 Err(_) => return Err(Reason::BackingInaccessible),
-            };
-            opened.as_fd()
+            }
         };
+        let dir = opened.as_ref().map_or(root, |fd| fd.as_fd());
         let read_start = now();
         let stat = match stat_dir(dir, c"") {
             Ok(st) => st,
@@ -214,7 +234,12 @@ impl Walk<'_> {
             return Err(Reason::BackingInaccessible);
         }
         let prev = self.prev.get(&p.rel).filter(|r| r.stat.id == stat.id && r.stat.btime == stat.btime).cloned();
-        Ok(Some(Arc::new(self.read(dir, rel, p.depth, stat, read_start, prev.as_deref()))))
+        let mut rec = self.read(dir, rel, p.depth, stat, read_start, prev.as_deref());
+        if rec.keep {
+            // The descriptor the record describes (`stat` came through it).
+            rec.handle = opened.and_then(Handle::keep);
+        }
+        Ok(Some(Arc::new(rec)))
     }
 
     /// Reads the entries of `dir` afresh.
@@ -307,6 +332,80 @@ impl Walk<'_> {
         }
         let keep = trusted && failed.is_none() && !vanished && stat.complete;
         let summary = Summary::of(&entries);
-        DirRecord { rel, depth, stat, read_start, entries, failed, keep, summary }
+        DirRecord { rel, depth, stat, read_start, entries, failed, keep, summary, handle: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+    use std::time::Duration;
+
+    use rustix::fs::{Mode, OFlags};
+
+    use super::super::DirCache;
+    use super::*;
+    use crate::scan::{open_root, ScanLimits};
+
+    fn names(rec: &DirRecord) -> Vec<&[u8]> {
+        rec.entries.iter().map(|e| &*e.name).collect()
+    }
+
+    fn open_dir(path: &std::path::Path) -> OwnedFd {
+        rustix::fs::open(path, OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::RDONLY, Mode::empty()).unwrap()
+    }
+
+    /// A record validated through its kept descriptor says only that *its*
+    /// directory is unchanged, wherever that directory is now: the walk
+    /// must use it only where the parent names that directory. Here the
+    /// record at `x` is made the record (and descriptor) of `y`, as if `y`
+    /// had stood at `x` when it was read and had been moved since without
+    /// its change time moving; the parent, unchanged, names the real `x`.
+    #[test]
+    fn a_kept_record_is_used_only_where_its_parent_names_its_directory() {
+        let t = tempfile::tempdir().unwrap();
+        for (d, f) in [("x", "in-x"), ("y", "in-y")] {
+            std::fs::create_dir(t.path().join(d)).unwrap();
+            std::fs::write(t.path().join(d).join(f), b"").unwrap();
+        }
+        // Past the racy window, so that the records settle when read.
+        std::thread::sleep(Duration::from_millis(50));
+        let cache = DirCache::new();
+        let lim = ScanLimits::default();
+        cache.snapshot(&[open_root(t.path()).unwrap()], lim);
+        {
+            let mut g = cache.lock();
+            let recs = g.roots.get_mut(t.path()).expect("records of the root");
+            let Some(y) = recs.get(b"y".as_slice()).cloned() else {
+                eprintln!("skipped: this filesystem's directories are not cached (not trusted by the lean scan)");
+                return;
+            };
+            assert!(y.keep && y.handle.is_some(), "y's record keeps its descriptor");
+            let forged = DirRecord {
+                rel: c"x".into(),
+                depth: y.depth,
+                stat: y.stat,
+                read_start: y.read_start,
+                entries: y.entries.clone(),
+                failed: None,
+                keep: true,
+                summary: Summary::of(&y.entries),
+                handle: Handle::keep(open_dir(&t.path().join("y"))),
+            };
+            recs.insert(b"x".to_vec(), Arc::new(forged));
+        }
+        let snap = cache.snapshot(&[open_root(t.path()).unwrap()], lim).remove(0);
+        let dir = |rel: &[u8]| {
+            snap.steps.iter().find_map(|s| match s {
+                Step::Dir(r) if r.rel.as_bytes() == rel => Some(Arc::clone(r)),
+                _ => None,
+            })
+        };
+        let (root, x) = (dir(b"").unwrap(), dir(b"x").unwrap());
+        assert_eq!(names(&x), [b"in-x".as_slice()], "x scanned with y's entries");
+        // The test means something only if the parent's record held (so the
+        // name-to-directory check, not a re-read of the parent, decided).
+        assert!(Arc::ptr_eq(&root, cache.lock().roots[t.path()].get(b"".as_slice()).unwrap()));
+        assert!(cache.stats().hits >= 2, "the root and y came from the cache: {:?}", cache.stats());
     }
 }
