@@ -529,3 +529,35 @@ fn release_never_touches_outside_the_session() {
     assert_eq!(removed, vec![h.clone()]);
     assert!(Path::new(&src).exists());
 }
+
+/// A batch under `SMALL_BATCH_BYTES` is re-hashed and then scanned on the
+/// calling thread; a larger one is scanned on a thread beside the
+/// re-hash. Either way the scan starts after the targets were checked, so
+/// an alias linked into a backing root just before the scan is found.
+#[test]
+fn the_scan_after_the_check_finds_a_new_alias_inline_and_beside_the_rehash() {
+    use winx_release_engine::rehash::SMALL_BATCH_BYTES;
+    for (size, inline) in [(1usize, true), (SMALL_BATCH_BYTES as usize, false)] {
+        let fx = Fixture::new();
+        let a = fx.helper("a.txt", &vec![b'a'; size]);
+        let t = [target(&a)];
+        let receipts = fx.layout.receipts_root();
+        fs::create_dir_all(&receipts).unwrap();
+        let alias = receipts.join("alias");
+        let caller = std::thread::current().id();
+        let scanned_on = std::sync::Mutex::new(None);
+        let hook = |p: &FaultPoint<'_>| {
+            if matches!(p, FaultPoint::BeforeScan) {
+                *scanned_on.lock().unwrap() = Some(std::thread::current().id());
+                fs::hard_link(&a, &alias)?;
+            }
+            Ok(())
+        };
+        let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+        assert_eq!(r.error_code, Some(Reason::BackingAlias), "{size} bytes: {r:?}");
+        assert!(!r.touched);
+        assert_eq!(fs::read(&a).unwrap().len(), size);
+        let on = scanned_on.lock().unwrap().expect("the scan ran");
+        assert_eq!(on == caller, inline, "{size} bytes: scanned on the calling thread: {}", on == caller);
+    }
+}
