@@ -425,7 +425,10 @@ pub fn release(
                     }
                 }
             } else if !codes.contains(&reply.error_code().unwrap_or("")) {
-                w.findings.mismatch(kind, &codes.join(" | "), json!({"status": status, "errorCode": v["errorCode"]}));
+                // The message says which check refused (for an
+                // `execution_active`, which execution or cgroup).
+                let got = json!({"status": status, "errorCode": v["errorCode"], "message": v["message"]});
+                w.findings.mismatch(kind, &codes.join(" | "), got);
             }
         }
     }
