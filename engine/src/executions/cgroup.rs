@@ -129,14 +129,26 @@ impl Subtree {
 
 /// Whether the cgroup at `dir` has a live process in it or below it
 /// (`populated 1` in its `cgroup.events`). A cgroup that does not exist is
-/// empty: it is only ever removed once empty.
+/// empty: it is only ever removed once empty. So is one removed while its
+/// `cgroup.events` is read: the read then fails with `ENODEV` (kernfs has
+/// deactivated the file), and `rmdir(2)` removes only a cgroup with no
+/// process in it or below it, which none can join afterwards.
 ///
 /// # References
 /// - [cgroup v2 `cgroup.events`](https://docs.kernel.org/admin-guide/cgroup-v2.html#core-interface-files)
+/// - [`rmdir(2)`](https://man7.org/linux/man-pages/man2/rmdir.2.html) (`EBUSY` for a populated cgroup)
 pub fn populated(dir: &Path) -> io::Result<bool> {
-    let text = match std::fs::read_to_string(dir.join("cgroup.events")) {
+    populated_from(dir, std::fs::read_to_string(dir.join("cgroup.events")))
+}
+
+/// [`populated`] given what reading `dir`'s `cgroup.events` returned.
+fn populated_from(dir: &Path, read: io::Result<String>) -> io::Result<bool> {
+    let text = match read {
         Ok(t) => t,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        // Removed between the open and the read (another liveness answer,
+        // or the execution's own resolution, ran `remove_if_empty`).
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NODEV.raw_os_error()) => return Ok(false),
         Err(e) => return Err(e),
     };
     for line in text.lines() {
@@ -206,6 +218,25 @@ fn unescape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cgroup removed while its `cgroup.events` was being read is empty,
+    /// as a missing one is: the 10-seed soaks at 806f9d7 and 27a9966 each saw a release of
+    /// another session refused with "cannot read …/executions/<id>: No
+    /// such device (os error 19)" when another answer removed a resolved
+    /// execution's empty cgroup meanwhile. Any other failure stays a
+    /// doubt, and a doubt is "running".
+    #[test]
+    fn a_cgroup_removed_while_read_is_empty_and_other_failures_stay_doubts() {
+        let dir = Path::new("/sys/fs/cgroup/x");
+        let err = |errno: rustix::io::Errno| Err(io::Error::from_raw_os_error(errno.raw_os_error()));
+        assert!(!populated_from(dir, err(rustix::io::Errno::NODEV)).unwrap());
+        assert!(!populated_from(dir, err(rustix::io::Errno::NOENT)).unwrap());
+        assert!(populated_from(dir, err(rustix::io::Errno::ACCESS)).is_err());
+        assert!(populated_from(dir, err(rustix::io::Errno::IO)).is_err());
+        assert!(populated_from(dir, Ok("populated 1\nfrozen 0\n".into())).unwrap());
+        assert!(!populated_from(dir, Ok("populated 0\nfrozen 0\n".into())).unwrap());
+        assert!(populated_from(dir, Ok("frozen 0\n".into())).is_err());
+    }
 
     #[test]
     fn subtree_names_follow_the_data_directory() {
