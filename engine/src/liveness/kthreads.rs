@@ -50,14 +50,9 @@ use rustix::process::{pidfd_open, Pid, PidfdFlags};
 const MAX_REMEMBERED: usize = 4096;
 
 /// [`MAX_REMEMBERED`], or a quarter of the soft `RLIMIT_NOFILE` when that
-/// is smaller.
+/// is smaller (`sys::cache_share`).
 pub(crate) fn max_remembered() -> usize {
-    cap(rustix::process::getrlimit(rustix::process::Resource::Nofile).current)
-}
-
-/// The cap for a soft descriptor limit of `soft` (`None`: unlimited).
-fn cap(soft: Option<u64>) -> usize {
-    soft.map_or(MAX_REMEMBERED, |n| usize::try_from(n / 4).unwrap_or(MAX_REMEMBERED).min(MAX_REMEMBERED))
+    crate::sys::cache_share(MAX_REMEMBERED)
 }
 
 /// The remembered kernel threads: pid → a pidfd opened before the `stat`
@@ -154,14 +149,6 @@ mod tests {
         )
         .unwrap();
         assert!(!proc_is_ours(&other));
-    }
-
-    #[test]
-    fn at_most_a_quarter_of_the_descriptor_limit_is_kept() {
-        assert_eq!(cap(Some(1024)), 256);
-        assert_eq!(cap(Some(3)), 0);
-        assert_eq!(cap(Some(1 << 20)), MAX_REMEMBERED);
-        assert_eq!(cap(None), MAX_REMEMBERED);
     }
 
     #[test]

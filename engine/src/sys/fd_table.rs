@@ -23,6 +23,20 @@ use rustix::fs::{Mode, OFlags};
 /// Descriptors reserved besides those the engine's caches may keep.
 const SLACK: usize = 1024;
 
+/// How many descriptors one of the engine's caches may keep open: a
+/// quarter of the soft `RLIMIT_NOFILE`, and never more than `max`. The one
+/// rule for every cache that holds descriptors (the scan cache's
+/// directories, the remembered kernel threads' pidfds), so that together
+/// they leave the process at least half its limit.
+pub(crate) fn cache_share(max: usize) -> usize {
+    share_of(rustix::process::getrlimit(rustix::process::Resource::Nofile).current, max)
+}
+
+/// [`cache_share`] for a soft limit of `soft` (`None`: unlimited).
+fn share_of(soft: Option<u64>, max: usize) -> usize {
+    soft.map_or(max, |n| usize::try_from(n / 4).unwrap_or(max).min(max))
+}
+
 /// Grows this process's descriptor table to hold as many descriptors as
 /// the engine's caches may keep (the scan cache's directories and the
 /// remembered kernel threads) plus 1,024, within the soft
@@ -47,13 +61,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_is_reserved_within_the_limit_and_nothing_stays_open() {
+    fn a_cache_may_keep_a_quarter_of_the_limit_at_most() {
+        assert_eq!(share_of(Some(1024), 4096), 256);
+        assert_eq!(share_of(Some(3), 4096), 0);
+        assert_eq!(share_of(Some(1 << 20), 4096), 4096);
+        assert_eq!(share_of(None, 16_384), 16_384);
+    }
+
+    #[test]
+    fn the_table_is_grown_within_the_limit_and_nothing_stays_open() {
         let count = || std::fs::read_dir("/proc/self/fd").unwrap().count();
         let before = count();
         let n = reserve_descriptor_table().unwrap();
-        assert!(n >= SLACK.min(1));
         let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         assert!(soft.is_none_or(|s| n as u64 <= s));
+        // The table holds at least `n` slots now (`FDSize` of
+        // proc_pid_status(5) is its allocated size).
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let size: usize = status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("an FDSize line");
+        assert!(size >= n, "FDSize {size} < {n}");
         // Other tests open and close descriptors meanwhile: no more than
         // a few either way.
         assert!(count() <= before + 8);

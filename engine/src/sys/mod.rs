@@ -21,6 +21,7 @@ mod random;
 
 pub(crate) use cores::cores;
 pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
+pub(crate) use fd_table::cache_share;
 pub use fd_table::reserve_descriptor_table;
 pub use lock::lock;
 pub use random::{fill_random, random_hex};

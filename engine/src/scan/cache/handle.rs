@@ -14,8 +14,8 @@
 //! before. Each kept descriptor pins its directory (and keeps its
 //! filesystem busy for `umount`) until the record is dropped: when the
 //! directory is read again, leaves the tree, the cache is dropped (a mount
-//! table change, any doubt), or the cache forgets an idle root
-//! ([`super::DirCache::forget_idle`]).
+//! table change, any doubt), or its root has not been scanned for 10
+//! minutes (`ROOT_IDLE` in `mod.rs`).
 //!
 //! # References
 //! - [`getrlimit(2)`](https://man7.org/linux/man-pages/man2/getrlimit.2.html)
@@ -31,13 +31,10 @@ const MAX_KEPT: usize = 16_384;
 static KEPT: AtomicUsize = AtomicUsize::new(0);
 
 /// How many descriptors the cache may keep: a quarter of the soft
-/// `RLIMIT_NOFILE` (read once), at most [`MAX_KEPT`].
+/// `RLIMIT_NOFILE` (read once; `sys::cache_share`), at most [`MAX_KEPT`].
 pub(crate) fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
-        soft.map_or(MAX_KEPT, |n| usize::try_from(n / 4).unwrap_or(MAX_KEPT)).min(MAX_KEPT)
-    })
+    *BUDGET.get_or_init(|| crate::sys::cache_share(MAX_KEPT))
 }
 
 /// Descriptors the cache keeps now, in the whole process.
@@ -77,10 +74,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_is_a_quarter_of_the_descriptor_limit_and_counts_what_is_kept() {
-        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
-        let want = soft.map_or(MAX_KEPT, |n| (n / 4) as usize).min(MAX_KEPT);
-        assert_eq!(budget(), want);
+    fn the_budget_is_the_cache_share_and_counts_what_is_kept() {
+        assert_eq!(budget(), crate::sys::cache_share(MAX_KEPT));
         let dir = tempfile::tempdir().unwrap();
         let fd = rustix::fs::open(dir.path(), rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC, 0.into())
             .unwrap();
