@@ -45,6 +45,9 @@ pub const DEFAULT_KEEP_EXECUTIONS: usize = 2_000;
 pub const DEFAULT_KEEP_RECEIPTS_DAYS: u64 = 30;
 /// The staging directory below `D`, outside every backing root.
 pub const STAGING_DIR: &str = "retention";
+/// The longest a pass leaves `D/receipts` unlooked at (see
+/// [`receipts_every`]).
+pub const RECEIPTS_EVERY_MAX: Duration = Duration::from_secs(60);
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
@@ -177,12 +180,26 @@ pub struct Retention {
     data_dir: PathBuf,
     policy: RetentionPolicy,
     resolved: HashMap<String, u64>,
+    receipts_pruned: Option<SystemTime>,
+}
+
+/// How often a pass looks at `D/receipts`, for a receipt window of
+/// `keep`: a 1,440th of the window (a minute a day), at most
+/// [`RECEIPTS_EVERY_MAX`]; every pass for a window of 0.
+///
+/// A pass runs after every release (debounced), and looking at the
+/// receipts is one `statx` per receipt: with tens of thousands of receipts
+/// that was most of a core under steady releases, for a window counted in
+/// days. A receipt so lives at most this much past its window: a minute
+/// past 30 days.
+pub fn receipts_every(keep: Duration) -> Duration {
+    (keep / 1440).min(RECEIPTS_EVERY_MAX)
 }
 
 impl Retention {
     /// Retention of `data_dir` under `policy`.
     pub fn new(data_dir: &Path, policy: RetentionPolicy) -> Retention {
-        Retention { data_dir: data_dir.to_path_buf(), policy, resolved: HashMap::new() }
+        Retention { data_dir: data_dir.to_path_buf(), policy, resolved: HashMap::new(), receipts_pruned: None }
     }
 
     /// The policy.
@@ -192,7 +209,10 @@ impl Retention {
 
     /// Runs one pass: clears staging, prunes executions (asking `claim`
     /// before each, see [`prune_executions`]) and receipts older than the
-    /// window as of `now`.
+    /// window as of `now`. Receipts are looked at on the first pass and
+    /// then once [`receipts_every`] has gone by since they last were (or
+    /// the clock went back); otherwise the report's receipts part is
+    /// zero.
     ///
     /// Best effort per entry: an entry that cannot be removed is left,
     /// counted ([`PruneReport::behind`]) and logged, and the pass goes on;
@@ -220,13 +240,20 @@ impl Retention {
             Ok(None) => {}
             Err(e) => first_error = Some(e),
         }
-        match open_store(d.as_fd(), "receipts") {
-            Ok(Some(root)) => match prune_receipts(root.as_fd(), &staging, self.policy.keep_receipts, now) {
-                Ok(r) => report.receipts = r,
+        let every = receipts_every(self.policy.keep_receipts);
+        let due = self.receipts_pruned.is_none_or(|t| now.duration_since(t).map_or(true, |gone| gone >= every));
+        if due {
+            match open_store(d.as_fd(), "receipts") {
+                Ok(Some(root)) => match prune_receipts(root.as_fd(), &staging, self.policy.keep_receipts, now) {
+                    Ok(r) => {
+                        report.receipts = r;
+                        self.receipts_pruned = Some(now);
+                    }
+                    Err(e) => first_error = first_error.or(Some(e)),
+                },
+                Ok(None) => self.receipts_pruned = Some(now),
                 Err(e) => first_error = first_error.or(Some(e)),
-            },
-            Ok(None) => {}
-            Err(e) => first_error = first_error.or(Some(e)),
+            }
         }
         if report.behind() > 0 {
             tracing::warn!(

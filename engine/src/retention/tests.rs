@@ -242,3 +242,42 @@ fn a_tree_that_cannot_be_removed_does_not_stop_later_passes() {
     assert_eq!(u.retention_staged, 1, "{u:?}");
     assert!(u.retention_warning.as_deref().is_some_and(|w| w.contains("behind")), "{u:?}");
 }
+
+/// A pass looks at the receipts again only once [`receipts_every`] has
+/// gone by (a minute for a window of days), and at every pass for a window
+/// of 0; a clock that went back makes it look.
+#[test]
+fn receipts_are_looked_at_once_per_interval() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("receipts");
+    fs::create_dir_all(&root).unwrap();
+    let t0 = SystemTime::now();
+    let mk = |name: String, age: Duration| {
+        let f = fs::File::create(root.join(name)).unwrap();
+        f.set_modified(t0 - age).unwrap();
+    };
+    assert_eq!(receipts_every(Duration::from_secs(30 * 86_400)), RECEIPTS_EVERY_MAX);
+    assert_eq!(receipts_every(Duration::from_secs(14_400)), Duration::from_secs(10));
+    assert_eq!(receipts_every(Duration::ZERO), Duration::ZERO);
+    let day = Duration::from_secs(86_400);
+    mk(format!("{}.json", "a".repeat(64)), 2 * day);
+    let mut r = Retention::new(d.path(), policy(10));
+    let rep = r.pass(t0, &mut |_| true).unwrap();
+    assert_eq!((rep.receipts.seen, rep.receipts.removed), (1, 1), "{rep:?}");
+    // Old enough now, but the last look was 59 s ago: left for the next.
+    mk(format!("{}.json", "b".repeat(64)), 2 * day);
+    let rep = r.pass(t0 + Duration::from_secs(59), &mut |_| true).unwrap();
+    assert_eq!((rep.receipts.seen, rep.receipts.removed), (0, 0), "{rep:?}");
+    let rep = r.pass(t0 + RECEIPTS_EVERY_MAX, &mut |_| true).unwrap();
+    assert_eq!((rep.receipts.seen, rep.receipts.removed), (1, 1), "{rep:?}");
+    // The clock went back: look.
+    mk(format!("{}.json", "c".repeat(64)), 2 * day);
+    let rep = r.pass(t0, &mut |_| true).unwrap();
+    assert_eq!(rep.receipts.removed, 1, "{rep:?}");
+    // A window of 0: every pass looks (the long-run mode's setting).
+    let mut r = Retention::new(d.path(), RetentionPolicy { keep_executions: 10, keep_receipts: Duration::ZERO });
+    mk(format!("{}.json", "d".repeat(64)), Duration::from_secs(5));
+    assert_eq!(r.pass(t0, &mut |_| true).unwrap().receipts.removed, 1);
+    mk(format!("{}.json", "e".repeat(64)), Duration::from_secs(5));
+    assert_eq!(r.pass(t0, &mut |_| true).unwrap().receipts.removed, 1);
+}
