@@ -106,3 +106,44 @@ fn proc_mode_runs_tracks_and_resolves() {
 fn cgroup_mode_runs_tracks_adopts_and_resolves() {
     check(LivenessChoice::Auto);
 }
+
+/// Every liveness answer adopts what another runtime of the data directory
+/// recorded since the last, though `D/executions` is read again only when
+/// it may have changed: a new execution directory changes it; a record
+/// written inside a directory seen without one does not, so such a
+/// directory is looked at again at every answer until its record is there.
+#[test]
+fn a_record_written_after_its_directory_was_seen_is_adopted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let rt = runtime(&data, LivenessChoice::Proc);
+    let key = SessionKey { dev: 1, ino: 1 };
+    let execs = data.join("executions");
+    std::fs::create_dir_all(&execs).unwrap();
+    // Past the racy window (two coarse ticks at most 2 × 4 ms on HZ=250,
+    // one second and a tick where the filesystem keeps whole seconds), so
+    // that a look at `D/executions` settles.
+    let settle = || std::thread::sleep(Duration::from_millis(1100));
+    settle();
+    assert_eq!(rt.liveness(&key).running, 0);
+    // A directory without its record yet: nothing to adopt.
+    let first = execs.join("00000000000000a1");
+    std::fs::create_dir(&first).unwrap();
+    settle();
+    assert_eq!(rt.liveness(&key).running, 0);
+    settle();
+    assert_eq!(rt.liveness(&key).running, 0);
+    // Its record lands (one that cannot be parsed counts for every
+    // session); `D/executions` itself did not change.
+    std::fs::write(first.join("status.json"), b"{not json").unwrap();
+    let live = rt.liveness(&key);
+    assert_eq!(live.running, 1, "{live:?}");
+    assert!(live.detail.unwrap().contains("00000000000000a1"));
+    // A settled look, then a new directory with its record: adopted.
+    settle();
+    assert_eq!(rt.liveness(&key).running, 1);
+    let second = execs.join("00000000000000a2");
+    std::fs::create_dir(&second).unwrap();
+    std::fs::write(second.join("status.json"), b"{not json").unwrap();
+    assert_eq!(rt.liveness(&key).running, 2);
+}

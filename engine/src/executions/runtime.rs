@@ -17,6 +17,7 @@ use super::procfs::{self, Probe, QUIET_PROBES};
 use super::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
+use crate::scan::DirLook;
 use crate::sys::create_private_dir_all;
 use crate::sys::lock;
 
@@ -120,6 +121,9 @@ pub struct Runtime {
     env_remove: Vec<OsString>,
     table: Mutex<HashMap<String, Arc<Execution>>>,
     resolved: Mutex<HashSet<String>>,
+    /// The last look at `D/executions` that left nothing to look at again
+    /// (`adopt.rs`).
+    adopt_look: Mutex<Option<DirLook>>,
     specs: Mutex<HashMap<String, Spawn>>,
     /// Pids of leaders a monitor thread waits on; never reaped elsewhere.
     children: Mutex<HashSet<i32>>,
@@ -166,6 +170,7 @@ impl Runtime {
             env_remove: opts.env_remove.clone(),
             table: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashSet::new()),
+            adopt_look: Mutex::new(None),
             specs: Mutex::new(HashMap::new()),
             children: Mutex::new(HashSet::new()),
             sigchld: Arc::new(AtomicBool::new(false)),

@@ -67,6 +67,17 @@ pub fn trusts_d_ino(f_type: i64) -> bool {
     TRUSTED_FILESYSTEMS.iter().any(|(t, _)| *t == f_type)
 }
 
+/// Whether the opened `dir` lies on a filesystem of
+/// [`TRUSTED_FILESYSTEMS`] (`fstatfs`); `false` when it cannot be told.
+///
+/// # References
+/// - [`fstatfs(2)`](https://man7.org/linux/man-pages/man2/fstatfs.2.html)
+pub(crate) fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
+    // `f_type`'s width differs between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstatfs(dir).is_ok_and(|s| trusts_d_ino(s.f_type as i64))
+}
+
 /// What a lean scan knows before it starts: the directories that hold a
 /// mount point.
 #[derive(Clone, Debug, Default)]
@@ -292,12 +303,7 @@ impl Lean {
         if mounts.holds_mount(id) {
             return false;
         }
-        // `f_type`'s width differs between architectures.
-        #[allow(clippy::unnecessary_cast)]
-        let fs_ok = *self
-            .devices
-            .entry(id.dev)
-            .or_insert_with(|| rustix::fs::fstatfs(dir).is_ok_and(|s| trusts_d_ino(s.f_type as i64)));
+        let fs_ok = *self.devices.entry(id.dev).or_insert_with(|| on_trusted_filesystem(dir));
         fs_ok && rustix::fs::accessat(dir, c".", Access::EXEC_OK, AtFlags::EACCESS).is_ok()
     }
 }

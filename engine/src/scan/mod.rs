@@ -29,8 +29,9 @@ use crate::identity::PhysicalId;
 
 mod auto;
 mod cache;
-pub(crate) use cache::descriptor_budget;
+pub(crate) use cache::{descriptor_budget, DirLook};
 mod lean;
+pub(crate) use lean::on_trusted_filesystem;
 mod root;
 mod shared;
 mod sync;

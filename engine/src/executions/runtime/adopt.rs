@@ -3,23 +3,46 @@
 //! this one.
 
 use std::fs;
+use std::os::fd::AsFd;
 use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags, CWD};
 
 use super::Runtime;
 use crate::executions::execution::{ExecState, Execution};
 use crate::executions::record::{self, is_command_id, ReadRecord, RecordState};
+use crate::scan::{on_trusted_filesystem, DirLook};
 use crate::sys::lock;
 
 impl Runtime {
     /// Adopts every execution of `D/executions` that this runtime does not
     /// know and whose record is not resolved (a record that cannot be read
     /// or parsed included: it counts for every session). Returns how many.
+    ///
+    /// Every liveness answer asks, so that a record another runtime of the
+    /// data directory wrote counts at once. `D/executions` is read again only
+    /// when it may have changed since the last look that left nothing to
+    /// look at again: a look whose `statx` was settled by the directory
+    /// cache's racy rule, on a filesystem the lean scan trusts, and that
+    /// found no execution directory still without its record (its record
+    /// lands inside it, which does not change `D/executions`). Any entry
+    /// made, removed or renamed there since changes its change time.
     pub fn adopt(&self) -> usize {
         if !self.adopt {
             return 0;
         }
-        let Ok(dir) = fs::read_dir(self.data_dir.join("executions")) else { return 0 };
+        let root = self.data_dir.join("executions");
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let Ok(fd) = rustix::fs::openat(CWD, &root, flags, Mode::empty()) else { return 0 };
+        let look = DirLook::take(fd.as_fd());
+        if let (Some(now), Some(last)) = (&look, *lock(&self.adopt_look)) {
+            if last.unchanged_at(now) {
+                return 0;
+            }
+        }
+        let Ok(dir) = fs::read_dir(&root) else { return 0 };
         let mut adopted = Vec::new();
+        let mut unsettled = false;
         for entry in dir.flatten() {
             let name = entry.file_name();
             let Some(id) = name.to_str().filter(|s| is_command_id(s)) else { continue };
@@ -27,7 +50,10 @@ impl Runtime {
                 continue;
             }
             let e = match record::read_record(&entry.path()) {
-                ReadRecord::Missing => continue,
+                ReadRecord::Missing => {
+                    unsettled = true;
+                    continue;
+                }
                 ReadRecord::Found(r) if r.state == RecordState::Resolved => {
                     lock(&self.resolved).insert(id.to_owned());
                     continue;
@@ -49,6 +75,8 @@ impl Runtime {
             tracing::info!(command_id = %id, thread = %e.thread, "adopted an unresolved execution");
             adopted.push(e);
         }
+        let trusted = on_trusted_filesystem(fd.as_fd());
+        *lock(&self.adopt_look) = look.filter(|_| trusted && !unsettled);
         for e in &adopted {
             if self.nothing_left(e) {
                 if let ExecState::Lingering(code) = e.state() {

@@ -59,6 +59,7 @@ mod walk;
 
 pub(crate) use eval::evaluate;
 pub(crate) use handle::budget as descriptor_budget;
+pub(crate) use record::DirLook;
 pub(crate) use walk::RootSnapshot;
 use walk::{validate, RootRecords, Step, ValidRecords, Walk, WalkCounts};
 

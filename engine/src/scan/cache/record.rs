@@ -221,6 +221,33 @@ pub(crate) fn settled(ctime: Stamp, read_start: Stamp, tick_ns: i128) -> bool {
     ns(ctime) + window < ns(read_start)
 }
 
+/// One look at a directory outside the cache (the execution runtime's at
+/// `D/executions`): its `statx`, taken after the clock and before its
+/// entries are read, that says by the racy rule whether a later look finds
+/// it unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirLook {
+    stat: DirStat,
+    read_start: Stamp,
+}
+
+impl DirLook {
+    /// Looks at the opened directory `dir`; `None` when it cannot be
+    /// `statx`ed or the times are missing.
+    pub(crate) fn take(dir: BorrowedFd<'_>) -> Option<DirLook> {
+        let read_start = now();
+        let stat = stat_dir(dir, c"").ok().filter(|s| s.complete)?;
+        Some(DirLook { stat, read_start })
+    }
+
+    /// Whether the directory `later` looked at is this one (device, inode,
+    /// birth time) with no entry changed since this look: same change and
+    /// modification times, and this look settled (module docs).
+    pub(crate) fn unchanged_at(&self, later: &DirLook) -> bool {
+        self.stat == later.stat && settled(self.stat.ctime, self.read_start, coarse_tick_ns())
+    }
+}
+
 impl DirRecord {
     /// Whether this record may stand for the directory whose `statx` is
     /// `now`: kept, same identity (device, inode and birth time), same
