@@ -147,7 +147,15 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     }
     let _ = worker.join();
     runtime.leave();
-    tracing::info!(connection_threads = shared.pool.started(), "guardian stopped");
+    let (scans, cache) = (shared.guardian.scanner.stats(), shared.guardian.scanner.cache().stats());
+    tracing::info!(
+        connection_threads = shared.pool.started(),
+        scan_requests = scans.requests,
+        scan_flights = scans.flights,
+        cached_dirs = cache.hits,
+        dirs_read = cache.reads,
+        "guardian stopped"
+    );
     Ok(())
 }
 
