@@ -24,6 +24,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use super::notify::Watch;
+
 /// The most descriptors kept, whatever the limit.
 const MAX_KEPT: usize = 16_384;
 
@@ -43,23 +45,43 @@ pub(crate) fn kept() -> usize {
     KEPT.load(Ordering::Relaxed)
 }
 
-/// A directory's descriptor, kept with its record.
+/// A directory's descriptor, kept with its record, and the watch on it
+/// added before the directory was read (`notify.rs`), if any.
 #[derive(Debug)]
-pub(crate) struct Handle(OwnedFd);
+pub(crate) struct Handle {
+    fd: OwnedFd,
+    watch: OnceLock<Watch>,
+}
 
 impl Handle {
-    /// Keeps `fd` when the budget allows; `None` (and `fd` closed) when it
-    /// is spent.
-    pub(crate) fn keep(fd: OwnedFd) -> Option<Handle> {
-        KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < budget()).then_some(n + 1))
-            .ok()
-            .map(|_| Handle(fd))
+    /// Keeps `fd` (and `watch`) when the budget allows; `None` (and both
+    /// let go) when it is spent.
+    pub(crate) fn keep(fd: OwnedFd, watch: Option<Watch>) -> Option<Handle> {
+        KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < budget()).then_some(n + 1)).ok().map(|_| {
+            let h = Handle { fd, watch: OnceLock::new() };
+            if let Some(w) = watch {
+                let _ = h.watch.set(w);
+            }
+            h
+        })
+    }
+
+    /// The watch on the directory, if it has one.
+    pub(crate) fn watch(&self) -> Option<&Watch> {
+        self.watch.get()
+    }
+
+    /// Gives the directory a watch, added after its record was read: the
+    /// caller `statx`es it afterwards and keeps the record only if that
+    /// `statx` says it still holds (`notify.rs`).
+    pub(crate) fn attach(&self, watch: Watch) {
+        let _ = self.watch.set(watch);
     }
 }
 
 impl AsFd for Handle {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.as_fd()
+        self.fd.as_fd()
     }
 }
 
@@ -79,7 +101,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fd = rustix::fs::open(dir.path(), rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC, 0.into())
             .unwrap();
-        let h = Handle::keep(fd).expect("a budget of at least one");
+        let h = Handle::keep(fd, None).expect("a budget of at least one");
         // Other tests of this binary keep handles too: the count moves by
         // at least this one while it is held.
         assert!(kept() >= 1);
