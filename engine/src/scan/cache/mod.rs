@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use std::mem::MaybeUninit;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -126,6 +126,8 @@ pub struct DirCache {
     /// scan (`None`: none could be had, and every record is validated by
     /// `statx`).
     notify: OnceLock<Option<Arc<Notify>>>,
+    /// What a scan may spend on new watches ([`NEW_WATCHES`]; tests lower it).
+    watch_budget: AtomicUsize,
 }
 
 impl Default for DirCache {
@@ -148,6 +150,7 @@ impl DirCache {
             enabled: AtomicBool::new(true),
             tick_ns: record::coarse_tick_ns(),
             notify: OnceLock::new(),
+            watch_budget: AtomicUsize::new(NEW_WATCHES),
         }
     }
 
@@ -172,6 +175,13 @@ impl DirCache {
             g.stats.drops += 1;
         }
         g.roots.clear();
+    }
+
+    /// Sets what a scan may spend on new watches, in
+    /// [`walk::watch_cost`] units.
+    #[cfg(test)]
+    pub(crate) fn set_watch_budget(&self, units: usize) {
+        self.watch_budget.store(units, Ordering::Relaxed);
     }
 
     /// What the cache has done so far.
@@ -230,7 +240,7 @@ impl DirCache {
         if let Some(n) = notify {
             n.drain();
         }
-        let mut new_watches = NEW_WATCHES;
+        let mut new_watches = self.watch_budget.load(Ordering::Relaxed);
         let mut dirents = vec![MaybeUninit::uninit(); DIRENT_BUF];
         let mut snaps = Vec::with_capacity(roots.len());
         for root in roots {

@@ -397,6 +397,8 @@ mod tests {
     use std::os::fd::OwnedFd;
     use std::time::Duration;
 
+    use crate::scan::{scan_paths_with, ScanMode, SyncBackend};
+
     use rustix::fs::{Mode, OFlags};
 
     use super::super::DirCache;
@@ -463,5 +465,49 @@ mod tests {
         // name-to-directory check, not a re-read of the parent, decided).
         assert!(Arc::ptr_eq(&root, cache.lock().roots[t.path()].get(b"".as_slice()).unwrap()));
         assert!(cache.stats().hits >= 2, "the root and y came from the cache: {:?}", cache.stats());
+    }
+
+    /// A record read while no watch could be added gets one at a later
+    /// scan, before its `statx`; from the scan after that it holds without
+    /// one, and a change in its directory is still seen.
+    #[test]
+    fn a_record_read_unwatched_is_watched_later_and_a_change_still_seen() {
+        let t = tempfile::tempdir().unwrap();
+        for d in ["a", "b", "c"] {
+            std::fs::create_dir(t.path().join(d)).unwrap();
+            std::fs::write(t.path().join(d).join("f"), b"").unwrap();
+        }
+        let roots = [t.path().to_path_buf()];
+        let (lim, none) = (ScanLimits::default(), HashSet::new());
+        let cache = DirCache::new();
+        cache.set_watch_budget(0);
+        // Past the racy window, so that the records settle when read.
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = cache.scan_paths(&roots, lim, &none);
+        cache.set_watch_budget(usize::MAX);
+        let s0 = cache.stats();
+        let _ = cache.scan_paths(&roots, lim, &none);
+        let s1 = cache.stats();
+        if s1.hits - s0.hits < 4 {
+            eprintln!("SKIPPED: this filesystem's directories are not cached (not trusted by the lean scan)");
+            return;
+        }
+        assert_eq!((s1.quiet - s0.quiet, s1.reads - s0.reads), (0, 0), "statxed, and watched now: {s1:?}");
+        let _ = cache.scan_paths(&roots, lim, &none);
+        let s2 = cache.stats();
+        if super::super::notify::Notify::new().is_none() {
+            eprintln!("SKIPPED: no inotify instance can be had here");
+            return;
+        }
+        assert_eq!(s2.quiet - s1.quiet, 3, "{s2:?}");
+        // A change in b: its event makes it be read again, and the verdict
+        // is a fresh scan's.
+        std::os::unix::fs::symlink("/", t.path().join("b/l")).unwrap();
+        let got = cache.scan_paths(&roots, lim, &none);
+        let s3 = cache.stats();
+        assert_eq!((s3.quiet - s2.quiet, s3.reads - s2.reads), (2, 1), "{s3:?}");
+        let fresh = scan_paths_with(&SyncBackend, &roots, lim, &none, ScanMode::Lean);
+        assert!(got.failed_closed() && fresh.failed_closed());
+        assert_eq!((got.reason, got.path), (fresh.reason, fresh.path));
     }
 }
