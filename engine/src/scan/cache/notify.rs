@@ -28,7 +28,10 @@
 //!   without a watch always is (the racy rule of `record.rs`).
 //! - Several records of one directory share its watch (the kernel gives one
 //!   watch descriptor per inode and instance); it is removed when the last
-//!   of them goes.
+//!   of them goes. Adding and removing happen under one lock with the
+//!   count, so a watch handed back for an inode already watched is never
+//!   removed by another record's drop in between (records are dropped
+//!   outside the cache's lock, by shared scans' snapshots).
 //!
 //! What this trusts beyond the `statx` rule: that the filesystems the lean
 //! scan trusts (ext4, xfs, btrfs, tmpfs: local, their changes made through
@@ -113,8 +116,11 @@ impl Notify {
     /// no watch can be added (then its record is validated by `statx`).
     pub(crate) fn watch(self: &Arc<Notify>, dir: BorrowedFd<'_>) -> Option<Watch> {
         let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        let wd = inotify::add_watch(&self.fd, path.as_str(), WATCHED).ok()?;
+        // Under the lock, as the removal in `Watch::drop` is: a watch the
+        // kernel handed back for an inode already watched must not be
+        // removed by the drop of its last other holder in between.
         let mut s = self.lock();
+        let wd = inotify::add_watch(&self.fd, path.as_str(), WATCHED).ok()?;
         let since = s.generation;
         s.watches.entry(wd).or_insert((0, 0)).0 += 1;
         Some(Watch { notify: Arc::clone(self), wd, since })
