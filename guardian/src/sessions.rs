@@ -9,6 +9,11 @@ use winx_release_engine::executions::{Execution, Runtime, SessionKey};
 use winx_release_engine::layout::Layout;
 
 pub(crate) use winx_release_engine::sys::lock;
+use winx_release_engine::sys::{pidfd_of, Remembered};
+
+/// Frontends remembered by pidfd at most (each holds a descriptor); more
+/// are remembered by pid and start time.
+const MAX_PEERS: usize = 1024;
 
 /// The guardian's state.
 pub struct Guardian {
@@ -25,8 +30,10 @@ pub struct Guardian {
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     /// Wakes the retention worker.
     pub retention: crate::kick::Kick,
-    /// Frontends that completed `hello`, by pid, with their start time.
-    peers: Mutex<HashMap<i32, u64>>,
+    /// Frontends that completed `hello`, each by a pidfd opened then.
+    peers: Remembered,
+    /// The same, by pid and start time, where no pidfd could be opened.
+    peer_starts: Mutex<HashMap<i32, u64>>,
     /// The backing-root scans every release shares, and their directory
     /// cache (off when `WINX_RELEASE_NO_SCAN_CACHE` is set).
     pub scanner: winx_release_engine::scan::SharedScanner,
@@ -75,7 +82,8 @@ impl Guardian {
             runtime,
             sessions: Mutex::new(HashMap::new()),
             retention: crate::kick::Kick::default(),
-            peers: Mutex::new(HashMap::new()),
+            peers: Remembered::new(),
+            peer_starts: Mutex::new(HashMap::new()),
             scanner: {
                 let s = winx_release_engine::scan::SharedScanner::new();
                 s.cache().set_enabled(std::env::var_os("WINX_RELEASE_NO_SCAN_CACHE").is_none());
@@ -89,20 +97,32 @@ impl Guardian {
         lock(&self.sessions).values().cloned().collect()
     }
 
-    /// Records a frontend that completed `hello`.
+    /// Records a frontend that completed `hello`: by a pidfd of its pid
+    /// (nothing to do when one held says that process still runs), else by
+    /// its pid and start time.
     pub fn note_peer(&self, pid: i32) {
+        if self.peers.holds(pid) {
+            return;
+        }
+        if let Some(fd) = pidfd_of(pid) {
+            if self.peers.insert(pid, fd, MAX_PEERS) {
+                return;
+            }
+        }
         if let Some(start) = Runtime::start_time_of(pid) {
-            lock(&self.peers).insert(pid, start);
+            lock(&self.peer_starts).insert(pid, start);
         }
     }
 
     /// The processes whose descriptors never make a target `in_use`: this
     /// guardian and the frontends that completed `hello` and still run (the
-    /// same process: same pid and start time).
+    /// same process: its pidfd has not polled readable, one `poll` for all;
+    /// or, without a pidfd, the same pid and start time).
     pub fn in_use_exempt(&self) -> Vec<i32> {
-        let mut peers = lock(&self.peers);
-        peers.retain(|pid, start| Runtime::start_time_of(*pid) == Some(*start));
-        let mut v: Vec<i32> = peers.keys().copied().collect();
+        let mut v: Vec<i32> = self.peers.alive().into_iter().collect();
+        let mut starts = lock(&self.peer_starts);
+        starts.retain(|pid, start| Runtime::start_time_of(*pid) == Some(*start));
+        v.extend(starts.keys().copied());
         v.push(self.pid);
         v
     }
@@ -138,5 +158,39 @@ impl Guardian {
     pub fn session(&self, layout: &Layout, thread: &str) -> Option<Arc<Session>> {
         let key = SessionKey::of_path(&layout.session_dir(thread)).ok()?;
         self.session_by_key(&key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use winx_release_engine::executions::{LivenessChoice, RuntimeOptions};
+
+    use super::*;
+
+    /// A frontend that said `hello` is exempt while that same process runs,
+    /// and no longer once it has exited (a zombie included).
+    #[test]
+    fn a_peer_is_exempt_while_it_runs() {
+        let data = tempfile::tempdir().unwrap();
+        let opts = RuntimeOptions {
+            liveness: LivenessChoice::Proc,
+            move_self: false,
+            subreaper: false,
+            adopt: false,
+            ..Default::default()
+        };
+        let g = Guardian::new(data.path(), Runtime::start(data.path(), &opts));
+        let mut peer = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = peer.id() as i32;
+        g.note_peer(pid);
+        g.note_peer(pid);
+        let exempt = g.in_use_exempt();
+        assert!(exempt.contains(&pid) && exempt.contains(&g.pid), "{exempt:?}");
+        assert_eq!(exempt.iter().filter(|p| **p == pid).count(), 1, "{exempt:?}");
+        peer.kill().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!g.in_use_exempt().contains(&pid), "a frontend that exited is still exempt");
+        peer.wait().unwrap();
+        assert!(!g.in_use_exempt().contains(&pid));
     }
 }

@@ -35,12 +35,10 @@
 //! - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
 //! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html) (`flags`, `PF_KTHREAD`)
 
-use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Mutex;
+use std::collections::HashSet;
+use std::os::fd::AsFd;
 
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use crate::sys::{pidfd_of, Remembered};
 
 /// At most this many kernel threads are remembered (each costs a
 /// descriptor), and at most a quarter of the process's descriptor limit
@@ -55,9 +53,9 @@ pub(crate) fn max_remembered() -> usize {
     crate::sys::cache_share(MAX_REMEMBERED)
 }
 
-/// The remembered kernel threads: pid → a pidfd opened before the `stat`
-/// that showed `PF_KTHREAD`.
-static KNOWN: Mutex<Option<HashMap<i32, OwnedFd>>> = Mutex::new(None);
+/// The remembered kernel threads, each by a pidfd opened before the `stat`
+/// that showed `PF_KTHREAD` (`sys::Remembered`).
+static KNOWN: Remembered = Remembered::new();
 
 /// Whether this kernel starts the threads that become user processes
 /// without `PF_KTHREAD` (Linux 5.19 and later).
@@ -87,22 +85,7 @@ pub(crate) fn proc_is_ours(proc: impl AsFd) -> bool {
 /// over these pids. Forgets those that exited; forgets all of them when
 /// the poll fails.
 pub(crate) fn alive() -> HashSet<i32> {
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(map) = known.as_mut() else { return HashSet::new() };
-    let pids: Vec<i32> = map.keys().copied().collect();
-    let fds: Vec<_> = pids.iter().map(|p| map[p].as_fd()).collect();
-    let mut polled: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(fd, PollFlags::IN)).collect();
-    let result = poll(&mut polled, Some(&Timespec { tv_sec: 0, tv_nsec: 0 }));
-    let gone: Vec<i32> = match result {
-        Ok(_) => pids.iter().zip(&polled).filter(|(_, p)| !p.revents().is_empty()).map(|(pid, _)| *pid).collect(),
-        Err(_) => pids.clone(),
-    };
-    drop(polled);
-    drop(fds);
-    for pid in gone {
-        map.remove(&pid);
-    }
-    map.keys().copied().collect()
+    KNOWN.alive()
 }
 
 /// Opens a pidfd of `pid`, then calls `is_kernel_thread` (which reads its
@@ -113,16 +96,11 @@ pub(crate) fn remember_if(pid: i32, is_kernel_thread: impl FnOnce() -> bool) -> 
     if !flag_is_for_life() {
         return is_kernel_thread();
     }
-    let Some(raw) = Pid::from_raw(pid) else { return false };
-    let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else { return is_kernel_thread() };
+    let Some(fd) = pidfd_of(pid) else { return is_kernel_thread() };
     if !is_kernel_thread() {
         return false;
     }
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    let map = known.get_or_insert_with(HashMap::new);
-    if map.len() < max_remembered() {
-        map.insert(pid, fd);
-    }
+    KNOWN.insert(pid, fd, max_remembered());
     true
 }
 

@@ -1,8 +1,8 @@
 //! Small system services the engine's parts share, and an embedder may use:
 //! locks that survive a panicked holder, randomness from the kernel,
 //! durable writes of small files with group-committed directory `fsync`s,
-//! and a descriptor table grown once for the descriptors the engine's
-//! caches keep.
+//! a descriptor table grown once for the descriptors the engine's caches
+//! keep, and processes remembered by pidfd.
 //!
 //! They are public because a guardian built on the engine needs the same
 //! first three with the same guarantees (a guardian's session table, its
@@ -17,6 +17,7 @@ mod cores;
 mod durable;
 mod fd_table;
 mod lock;
+mod pidfds;
 mod random;
 
 pub(crate) use cores::cores;
@@ -24,4 +25,5 @@ pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
 pub(crate) use fd_table::cache_share;
 pub use fd_table::reserve_descriptor_table;
 pub use lock::lock;
+pub use pidfds::{pidfd_of, Remembered};
 pub use random::{fill_random, random_hex};
