@@ -14,24 +14,12 @@
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use winx_release_engine::scan::{scan_paths_with, DirCache, ScanLimits, ScanMode, SyncBackend};
 
 mod common;
-
-fn find(root: &Path) {
-    let out = Command::new("find")
-        .arg(root)
-        .args(["-printf", "%D %i\n"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.stdout.is_empty());
-}
 
 /// `dirs` directories of three small files under `root` (kept between
 /// runs, marked complete by `<root>.done`).
@@ -68,7 +56,7 @@ fn cache_many_dirs(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("cache_many_dirs");
     g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
-    g.bench_function(format!("find baseline, {dirs} directories"), |b| b.iter(|| find(&root)));
+    g.bench_function(format!("find baseline, {dirs} directories"), |b| b.iter(|| common::find(&roots)));
     g.bench_function(format!("fresh lean scan, {dirs} directories"), |b| {
         b.iter(|| assert!(!scan_paths_with(&SyncBackend, &roots, lim, &none, ScanMode::Lean).failed_closed()))
     });

@@ -18,7 +18,6 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
@@ -36,17 +35,6 @@ fn write_helper(session: &Path, i: usize) -> Vec<Target> {
     let f = fs::File::open(&p).unwrap();
     let pin = Pin::new(&Identity::of_fd(&f).unwrap(), sha256_fd(&f).unwrap().0);
     vec![Target::new(&p, pin)]
-}
-
-fn find(roots: &[PathBuf]) {
-    let out = Command::new("find")
-        .args(roots)
-        .args(["-printf", "%D %i\n"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.stdout.is_empty());
 }
 
 fn release_single(c: &mut Criterion) {
@@ -87,7 +75,7 @@ fn release_single(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("release_single");
     g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
-    g.bench_function("find baseline, 48k entries", |b| b.iter(|| find(&roots)));
+    g.bench_function("find baseline, 48k entries", |b| b.iter(|| common::find(&roots)));
     g.bench_function("fresh scan, 1 x 4 KiB, 48k backing", |b| {
         b.iter_batched(&mut next, |t| run(t, None), BatchSize::PerIteration)
     });

@@ -1,10 +1,25 @@
 //! Fixtures shared by the benches: trees of a given size with 16-level
-//! chains, and helper files.
+//! chains, helper files, and the `find` baseline.
 #![allow(dead_code)]
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The baseline of the release and cache benches: `find ROOTS -printf
+/// '%D %i\n'` (device and inode of every entry, what a lean scan learns),
+/// its output to a pipe and dropped.
+pub fn find(roots: &[PathBuf]) {
+    let out = Command::new("find")
+        .args(roots)
+        .args(["-printf", "%D %i\n"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.stdout.is_empty());
+}
 
 /// Directories per chain.
 pub const CHAIN_DEPTH: usize = 16;

@@ -11,9 +11,10 @@ use winx_release_engine::layout::Layout;
 pub(crate) use winx_release_engine::sys::lock;
 use winx_release_engine::sys::{pidfd_of, Remembered};
 
-/// Frontends remembered by pidfd at most (each holds a descriptor); more
-/// are remembered by pid and start time.
-const MAX_PEERS: usize = 1024;
+/// Frontends remembered by pidfd at most (each holds a descriptor, within
+/// the 1,024 spare slots `sys::reserve_descriptor_table` grows the table
+/// by); more are remembered by pid and start time.
+const MAX_PEERS: usize = 64;
 
 /// The guardian's state.
 pub struct Guardian {

@@ -3,7 +3,9 @@
 //! instead of walking its path from the root again.
 //!
 //! A record keeps the descriptor its directory was read through (opened
-//! `O_DIRECTORY | O_CLOEXEC` beneath the root, without following links).
+//! `O_DIRECTORY | O_CLOEXEC` beneath the root, without following links),
+//! and the inotify watch on it, if any (`notify.rs`: with a watch that had
+//! no event, no `statx` at all).
 //! What a `statx` through it says about the directory *at the record's
 //! path* is argued in `walk.rs` ([`super::walk::validate`]): the walk uses
 //! a record only where the directory's parent names that same directory.
@@ -57,13 +59,9 @@ impl Handle {
     /// Keeps `fd` (and `watch`) when the budget allows; `None` (and both
     /// let go) when it is spent.
     pub(crate) fn keep(fd: OwnedFd, watch: Option<Watch>) -> Option<Handle> {
-        KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < budget()).then_some(n + 1)).ok().map(|_| {
-            let h = Handle { fd, watch: OnceLock::new() };
-            if let Some(w) = watch {
-                let _ = h.watch.set(w);
-            }
-            h
-        })
+        KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < budget()).then_some(n + 1))
+            .ok()
+            .map(|_| Handle { fd, watch: watch.map_or_else(OnceLock::new, OnceLock::from) })
     }
 
     /// The watch on the directory, if it has one.

@@ -28,7 +28,9 @@
 //!
 //! A kept record also keeps the descriptor its directory was read through
 //! (`handle.rs`, within a budget), and a warm scan `statx`es it through
-//! that instead of walking its path (why that is sound: `walk::validate`).
+//! that instead of walking its path (why that is sound: `walk::validate`),
+//! or not at all when the inotify watch on it had no event since the
+//! record was read (`notify.rs`).
 //! A root no scan asked for in 10 minutes loses its records.
 //!
 //! The soundness argument is in `docs/IO_URING.md` ("The directory cache").
@@ -74,8 +76,8 @@ const ROOT_IDLE: Duration = Duration::from_secs(600);
 /// What one scan spends at most on new watches (`notify.rs`), in units of
 /// [`walk::watch_cost`]: about 2 ms. A cold scan of the bench's 976
 /// directories in 16-level chains (48,000 entries) took 19.5 ms, and 46 ms
-/// when it watched every directory; it now watches a third of them, and
-/// the next scans the rest.
+/// when it watched every directory; it now watches about a fifth of them,
+/// and the next scans the rest.
 const NEW_WATCHES: usize = 16_384;
 
 /// What a [`DirCache`] has done since it was made.
