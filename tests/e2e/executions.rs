@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::support::blocked::{call, completes_after, denied, denied_at, helper};
-use crate::support::{Env, Mcp};
+use crate::support::{eventually, Env, Mcp};
 use serde_json::json;
 
 /// A world whose guardian runs in `mode` (`"cgroup"`: the default, which
@@ -63,7 +63,9 @@ async fn cgroup_a_scrubbed_daemon_blocks_release_across_a_guardian_restart() {
     let cmd = format!("( setsid env -i bash -c 'exec -a {tag} sleep 5' >/dev/null 2>&1 </dev/null & ); echo forked");
     let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd})).await;
     assert!(v["output"].as_str().unwrap().contains("forked"), "{v}");
-    assert!(!pids_of(&tag).is_empty(), "the daemon is not running");
+    // The shell answered once it forked; the daemon's own `setsid`, `env`
+    // and `exec` may still be under way.
+    eventually(5, "the daemon to run", || !pids_of(&tag).is_empty());
     env.kill_guardian();
     env.start_guardian();
     assert_eq!(env.ready.as_ref().unwrap()["liveness"], "cgroup");

@@ -9,9 +9,9 @@
 use std::fs;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::{read_line_timeout, release_req, Env, Mcp};
+use crate::support::{eventually, read_line_timeout, release_req, Env, Mcp};
 use serde_json::{json, Value};
 
 /// A guardian this test started: SIGTERM and reaped on drop.
@@ -60,15 +60,6 @@ fn executions(data: &Path) -> (Vec<String>, Vec<String>) {
         }
     }
     (resolved, other)
-}
-
-/// Waits until `cond` holds (or panics after `secs`).
-fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 async fn status_check(mcp: &Mcp, thread: &str, id: &str) -> Value {

@@ -455,6 +455,15 @@ pub fn snapshot(roots: &[&Path]) -> BTreeMap<PathBuf, Node> {
 }
 
 /// Makes a fifo at `path`.
+/// Waits until `cond` holds (or panics after `secs`, naming `what`).
+pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().expect("mkfifo").success();
     assert!(ok, "mkfifo {}", path.display());
