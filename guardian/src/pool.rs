@@ -1,26 +1,34 @@
 //! Threads that serve connections, kept for reuse.
 //!
 //! Every accepted connection is served on a thread of its own for as long
-//! as it stays open, as before: a connection that blocks (an inline wait
-//! for a command, a slow release) never holds up another, and there is no
-//! upper bound on threads. What changes is the end: a thread whose
+//! as it stays open: a connection that blocks (an inline wait for a
+//! command, a slow release) never holds up another, and there is no upper
+//! bound on threads. What the pool adds is the end: a thread whose
 //! connection closed waits up to [`IDLE`] for the next one instead of
 //! exiting, so a guardian serving one short connection per request does
 //! not create and tear down a thread (its stack, its allocator cache) per
 //! request.
 //!
-//! The bookkeeping: `idle` counts threads that finished a job and wait for
-//! another. A submitter claims one of them by lowering `idle`, or, when it
-//! is 0, starts a thread; then it queues the job. A waiting thread leaves
-//! after [`IDLE`] only by lowering `idle` itself; when `idle` is already 0
-//! its slot was claimed and a job is on its way, so it waits on. Hence the
-//! threads waiting always outnumber the queued jobs by at least `idle`,
-//! and every queued job has a thread to run it.
+//! The bookkeeping, all under one mutex: `idle` counts threads that
+//! finished a job and wait for another; `queue` holds jobs handed to one of
+//! them. A submitter either claims a waiting thread (lowers `idle`, queues
+//! the job, wakes a waiter) or, when none waits, starts a thread *with* the
+//! job, which never looks at the queue before its first job is done. So at
+//! every moment the threads waiting equal `idle` plus the queued jobs:
+//! every queued job has a thread to run it, and a waiter that times out
+//! with an empty queue always finds `idle` above 0 and leaves. Waiting is a
+//! [`Condvar`] wait, which lets go of the mutex: no thread's wait holds up
+//! another's timeout.
+//!
+//! (The pool of earlier versions queued a new thread's first job on the
+//! shared channel too; another waiter could take it, and the new thread
+//! then blocked in an untimed `recv` holding the receiver's mutex, so no
+//! idle thread could ever time out: a thread leak, seen as a flaky test.)
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::sessions::lock;
 
@@ -29,13 +37,26 @@ pub const IDLE: Duration = Duration::from_secs(30);
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
+#[derive(Default)]
+struct State {
+    /// Threads waiting for a job and not yet claimed.
+    idle: usize,
+    /// Jobs handed to a claimed waiter.
+    queue: VecDeque<Job>,
+    /// Threads alive (running a job or waiting).
+    alive: usize,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    wake: Condvar,
+    wait: Duration,
+}
+
 /// A pool of connection threads (see the module docs).
 pub struct Pool {
-    tx: Mutex<Sender<Job>>,
-    rx: Arc<Mutex<Receiver<Job>>>,
-    idle: Arc<AtomicUsize>,
+    inner: Arc<Inner>,
     started: AtomicU64,
-    wait: Duration,
 }
 
 impl Default for Pool {
@@ -47,65 +68,105 @@ impl Default for Pool {
 impl Pool {
     /// A pool whose threads wait `wait` for a next job before they exit.
     pub fn with_idle(wait: Duration) -> Pool {
-        let (tx, rx) = mpsc::channel();
-        Pool {
-            tx: Mutex::new(tx),
-            rx: Arc::new(Mutex::new(rx)),
-            idle: Arc::new(AtomicUsize::new(0)),
-            started: AtomicU64::new(0),
-            wait,
-        }
+        let inner = Inner { state: Mutex::new(State::default()), wake: Condvar::new(), wait };
+        Pool { inner: Arc::new(inner), started: AtomicU64::new(0) }
     }
 
     /// Runs `job` on a waiting thread, or on a new one when none waits.
     pub fn run(&self, job: impl FnOnce() + Send + 'static) {
-        let claimed = self.idle.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
-        if !claimed {
-            let (rx, idle, wait) = (Arc::clone(&self.rx), Arc::clone(&self.idle), self.wait);
-            let spawned = std::thread::Builder::new().name("conn".into()).spawn(move || worker(&rx, &idle, wait));
-            if spawned.is_err() {
-                // No thread to be had: run it here rather than drop it.
-                job();
+        let job: Job = Box::new(job);
+        {
+            let mut state = lock(&self.inner.state);
+            if state.idle > 0 {
+                state.idle -= 1;
+                state.queue.push_back(job);
+                drop(state);
+                self.inner.wake.notify_one();
                 return;
             }
-            self.started.fetch_add(1, Ordering::Relaxed);
+            state.alive += 1;
         }
-        // The receiver lives as long as the pool: sending cannot fail.
-        let _ = lock(&self.tx).send(Box::new(job));
+        let inner = Arc::clone(&self.inner);
+        // The job moves into the thread only once the thread exists; a
+        // failed spawn gives it back so that it runs here rather than drop.
+        let slot = Arc::new(Mutex::new(Some(job)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new().name("conn".into()).spawn(move || {
+            if let Some(first) = lock(&theirs).take() {
+                worker(&inner, first);
+            } else {
+                lock(&inner.state).alive -= 1;
+            }
+        });
+        match spawned {
+            Ok(_) => {
+                self.started.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                lock(&self.inner.state).alive -= 1;
+                if let Some(job) = lock(&slot).take() {
+                    job();
+                }
+            }
+        }
     }
 
     /// Threads started so far.
     pub fn started(&self) -> u64 {
         self.started.load(Ordering::Relaxed)
     }
+
+    /// Threads alive now: running a job or waiting for one.
+    pub fn alive(&self) -> usize {
+        lock(&self.inner.state).alive
+    }
+
+    /// Threads waiting for a job now.
+    pub fn idle(&self) -> usize {
+        lock(&self.inner.state).idle
+    }
 }
 
-fn worker(rx: &Mutex<Receiver<Job>>, idle: &AtomicUsize, wait: Duration) {
-    // The first job was queued with this thread's start.
-    let Ok(mut job) = lock(rx).recv() else { return };
+fn worker(inner: &Inner, mut job: Job) {
     loop {
         job();
-        idle.fetch_add(1, Ordering::SeqCst);
+        let mut state = lock(&inner.state);
+        state.idle += 1;
+        let deadline = Instant::now() + inner.wait;
         job = loop {
-            let next = lock(rx).recv_timeout(wait);
-            match next {
-                Ok(j) => break j,
-                Err(RecvTimeoutError::Timeout) => {
-                    if idle.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
-                        return;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => return,
+            if let Some(next) = state.queue.pop_front() {
+                break next;
             }
+            let now = Instant::now();
+            if now >= deadline {
+                // The queue is empty, so every waiter is unclaimed: this
+                // one's slot is among `idle` and it may leave.
+                debug_assert!(state.idle > 0);
+                state.idle = state.idle.saturating_sub(1);
+                state.alive -= 1;
+                return;
+            }
+            state = match inner.wake.wait_timeout(state, deadline - now) {
+                Ok((s, _)) => s,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
         };
+        drop(state);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
     use std::sync::Barrier;
-    use std::time::Instant;
+
+    fn settle(pool: &Pool, done: impl Fn(&Pool) -> bool) {
+        let t = Instant::now();
+        while !done(pool) && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 
     /// One short job after another: one thread serves them all.
     #[test]
@@ -116,10 +177,7 @@ mod tests {
             pool.run(move || tx.send(()).unwrap());
             rx.recv().unwrap();
             // Let the thread get back to waiting before the next job.
-            let t = Instant::now();
-            while pool.idle.load(Ordering::SeqCst) == 0 && t.elapsed() < Duration::from_secs(5) {
-                std::thread::yield_now();
-            }
+            settle(&pool, |p| p.idle() == 1);
         }
         assert_eq!(pool.started(), 1);
     }
@@ -157,10 +215,44 @@ mod tests {
             assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(round));
             std::thread::sleep(Duration::from_millis(u64::from(round % 4) * 10));
         }
-        let t = Instant::now();
-        while pool.idle.load(Ordering::SeqCst) > 0 && t.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
+        settle(&pool, |p| p.alive() == 0);
+        assert_eq!((pool.alive(), pool.idle()), (0, 0), "idle threads left");
+    }
+
+    /// The race that leaked a thread before: jobs submitted from several
+    /// threads while others finish, so that a new thread starts while a
+    /// waiter is about to take the queue. Every job runs, and once nothing
+    /// is submitted every thread leaves.
+    #[test]
+    fn concurrent_submitters_leak_no_thread() {
+        let pool = Arc::new(Pool::with_idle(Duration::from_millis(5)));
+        let (tx, rx) = mpsc::channel();
+        let submitters: Vec<_> = (0..4)
+            .map(|s| {
+                let (pool, tx) = (Arc::clone(&pool), tx.clone());
+                std::thread::spawn(move || {
+                    for i in 0..300u32 {
+                        let tx = tx.clone();
+                        pool.run(move || {
+                            if i % 7 == 0 {
+                                std::thread::sleep(Duration::from_micros(200));
+                            }
+                            tx.send((s, i)).unwrap();
+                        });
+                        if i % 13 == 0 {
+                            std::thread::sleep(Duration::from_millis(6));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for s in submitters {
+            s.join().unwrap();
         }
-        assert_eq!(pool.idle.load(Ordering::SeqCst), 0, "idle threads left");
+        drop(tx);
+        let ran = rx.iter().take(1200).count();
+        assert_eq!(ran, 1200, "every job ran");
+        settle(&pool, |p| p.alive() == 0);
+        assert_eq!((pool.alive(), pool.idle()), (0, 0), "every idle thread left");
     }
 }
