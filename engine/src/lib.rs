@@ -108,9 +108,11 @@ pub mod executions;
 pub mod fault;
 pub mod identity;
 pub mod layout;
-pub mod liveness;
 pub mod owner;
 pub mod preflight;
+// `/proc` reading; public for the engine's own cost test (`in_use_cost`).
+#[doc(hidden)]
+pub mod procfs;
 pub mod quota;
 pub mod read;
 pub mod recovery;

@@ -561,3 +561,34 @@ fn the_scan_after_the_check_finds_a_new_alias_inline_and_beside_the_rehash() {
         assert_eq!(on == caller, inline, "{size} bytes: scanned on the calling thread: {}", on == caller);
     }
 }
+
+/// A target that something else holds open when it is unlinked keeps its
+/// blocks until that holder closes it: its removal freed nothing, and the
+/// report says so (`bytes_reclaimed` 0), while one that nothing else held
+/// reports its blocks.
+#[test]
+fn bytes_reclaimed_counts_only_what_the_removal_freed() {
+    let fx = Fixture::new();
+    let held = fx.helper("held.bin", &vec![b'h'; 20_000]);
+    let free = fx.helper("free.bin", &vec![b'f'; 20_000]);
+    let blocks = fs::metadata(&free).unwrap().blocks();
+    let kept = std::sync::Mutex::new(None);
+    // Opened after the `in_use` step, in quarantine, just before its unlink.
+    let hook = |p: &FaultPoint<'_>| {
+        if let FaultPoint::AfterRecheck { index: 0, quarantined, verified: true } = p {
+            *kept.lock().unwrap() = Some(fs::File::open(quarantined)?);
+        }
+        Ok(())
+    };
+    let r = run_with(&fx, &[target(&held), target(&free)], &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert_eq!(r.files[0].outcome, Outcome::Released);
+    assert_eq!(r.files[0].bytes_reclaimed, 0, "blocks still held count as reclaimed: {r:?}");
+    assert_eq!(r.files[1].bytes_reclaimed, blocks * 512, "{r:?}");
+    assert_eq!(r.bytes_reclaimed, blocks * 512);
+    // The holder still reads the removed file's bytes.
+    let mut f = kept.lock().unwrap().take().unwrap();
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut f, &mut bytes).unwrap();
+    assert_eq!(bytes.len(), 20_000);
+}

@@ -117,11 +117,13 @@ impl Pool {
     }
 
     /// Threads alive now: running a job or waiting for one.
+    #[cfg(test)]
     pub fn alive(&self) -> usize {
         lock(&self.inner.state).alive
     }
 
     /// Threads waiting for a job now.
+    #[cfg(test)]
     pub fn idle(&self) -> usize {
         lock(&self.inner.state).idle
     }

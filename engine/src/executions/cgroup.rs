@@ -159,6 +159,65 @@ fn populated_from(dir: &Path, read: io::Result<String>) -> io::Result<bool> {
     Err(io::Error::new(ErrorKind::InvalidData, format!("{}/cgroup.events names no populated", dir.display())))
 }
 
+/// The processes in the cgroup at `dir` and every cgroup below it
+/// (`cgroup.procs` of each). A cgroup that does not exist, or is removed
+/// while it is read, has none (see [`populated`]).
+///
+/// # References
+/// - [cgroup v2 `cgroup.procs`](https://docs.kernel.org/admin-guide/cgroup-v2.html#core-interface-files)
+pub fn procs(dir: &Path) -> io::Result<Vec<i32>> {
+    let mut pids = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let gone = |e: &io::Error| {
+            e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(rustix::io::Errno::NODEV.raw_os_error())
+        };
+        match std::fs::read_to_string(d.join("cgroup.procs")) {
+            Ok(text) => {
+                for line in text.lines() {
+                    let pid = line.trim().parse().map_err(|_| {
+                        io::Error::new(ErrorKind::InvalidData, format!("{}/cgroup.procs: {line:?}", d.display()))
+                    })?;
+                    pids.push(pid);
+                }
+            }
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        }
+        match std::fs::read_dir(&d) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry?;
+                    if entry.file_type()?.is_dir() {
+                        todo.push(entry.path());
+                    }
+                }
+            }
+            Err(e) if gone(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(pids)
+}
+
+/// The processes directly in the subtree's own directory and in
+/// `executions/` itself: no execution accounts for them (an execution's
+/// processes are in its own cgroup below `executions/`, the guardian in
+/// `guardian/`), so each blocks every release.
+pub fn unaccounted(s: &Subtree) -> io::Result<Vec<i32>> {
+    let mut pids = Vec::new();
+    for d in [s.root().to_path_buf(), s.root().join(EXECUTIONS_DIR)] {
+        match std::fs::read_to_string(d.join("cgroup.procs")) {
+            Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok())),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(pids)
+}
+
 /// Removes the empty cgroup at `dir`; a populated one (`EBUSY`) or a
 /// missing one is left alone.
 ///

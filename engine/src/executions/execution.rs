@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::members::Members;
 use super::record::{Leader, Record, RecordState, OUTPUT_FILE};
 use super::SessionKey;
 use crate::sys::lock;
@@ -82,6 +83,8 @@ pub struct Execution {
     pub(crate) leader: Mutex<Option<Leader>>,
     pub(crate) leader_exited_unix: Mutex<Option<u64>>,
     pub(crate) quiet_probes: Mutex<u32>,
+    /// Every process a look has seen as its member (`members.rs`).
+    pub(crate) members: Members,
     state: Mutex<ExecState>,
     cv: Condvar,
 }
@@ -102,6 +105,7 @@ impl Execution {
             leader: Mutex::new(record.leader),
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
+            members: Members::default(),
             state: Mutex::new(state),
             cv: Condvar::new(),
         }

@@ -18,7 +18,7 @@
 //!   whatever its processes do to their environment, group, session or
 //!   parent, across any number of guardian restarts ([`cgroup`]);
 //! - **proc**: elsewhere, the union of `/proc` signals, every doubt
-//!   counted as running ([`procfs`]).
+//!   counted as running (`probe.rs`).
 //!
 //! Each execution's durable record ([`record`]) has a size independent of
 //! the command, so a restarted guardian adopts every unresolved execution
@@ -55,7 +55,8 @@
 
 pub mod cgroup;
 mod execution;
-pub mod procfs;
+mod members;
+pub(crate) mod probe;
 pub mod record;
 mod runtime;
 mod spawn;

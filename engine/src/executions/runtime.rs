@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cgroup::{self, Subtree};
 use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
-use super::procfs::{self, Probe, QUIET_PROBES};
+use super::probe::{self, Probe, QUIET_PROBES};
 use super::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
@@ -23,6 +23,7 @@ use crate::sys::lock;
 
 mod adopt;
 mod answer;
+mod union;
 
 /// How often the watcher looks at lingering executions and orphans.
 const WATCH_PERIOD: Duration = Duration::from_millis(150);
@@ -357,23 +358,15 @@ impl Runtime {
         self.hook(|h| &h.leader_exited, &e);
     }
 
-    /// Whether nothing of `e` runs: its cgroup is empty, or two `/proc`
-    /// probes in a row find nothing of it.
-    fn nothing_left(&self, e: &Execution) -> bool {
+    /// Whether nothing of `e` runs, by the union (`union.rs`): two looks in
+    /// a row, each on a fresh `/proc` snapshot, find nothing of it (no
+    /// process in its cgroup, none of its `/proc` signals, no remembered
+    /// member alive).
+    fn nothing_left(&self, e: &Arc<Execution>) -> bool {
         if e.unreadable.is_some() {
             return false;
         }
-        if let Some(cg) = &e.cgroup {
-            return matches!(cgroup::populated(cg), Ok(false));
-        }
-        for _ in 0..QUIET_PROBES {
-            let Ok(mut probe) = Probe::take(self.pid) else { return false };
-            match probe.members(&e.id, e.leader()) {
-                Ok(m) if m.is_empty() => {}
-                _ => return false,
-            }
-        }
-        true
+        (0..QUIET_PROBES).all(|_| self.still_running(e, &[]).is_empty())
     }
 
     /// Records `e` resolved: nothing it started runs any more. Its output,
@@ -438,21 +431,27 @@ impl Runtime {
                 }
             }
         }
+        // Members of running executions, remembered while they are in the
+        // cgroup, should they leave it later.
+        for e in self.executions().into_iter().filter(|e| e.state() == ExecState::Running) {
+            self.note_cgroup_members(&e);
+            self.persist_members(&e);
+        }
+        let lingering: Vec<Arc<Execution>> = lingering.into_iter().filter(|e| e.unreadable.is_none()).collect();
+        if lingering.is_empty() {
+            return;
+        }
+        // One snapshot for every lingering execution of this pass.
+        let mut probe = Probe::take(self.pid).ok();
         for e in lingering {
-            if e.unreadable.is_some() {
-                continue;
-            }
-            let quiet = match &e.cgroup {
-                Some(cg) => matches!(cgroup::populated(cg), Ok(false)),
-                None => match Probe::take(self.pid) {
-                    Ok(mut p) => matches!(p.members(&e.id, e.leader()), Ok(m) if m.is_empty()),
-                    Err(_) => false,
-                },
+            let quiet = match probe.as_mut() {
+                Some(p) => self.look(&e, &[], p).is_empty(),
+                None => false,
             };
+            self.persist_members(&e);
             let mut n = lock(&e.quiet_probes);
             *n = if quiet { *n + 1 } else { 0 };
-            let enough = if e.cgroup.is_some() { 1 } else { QUIET_PROBES };
-            if *n >= enough {
+            if *n >= QUIET_PROBES {
                 drop(n);
                 if let ExecState::Lingering(code) = e.state() {
                     self.resolve(&e, code);
@@ -494,7 +493,7 @@ impl Runtime {
 
     /// The start time of `pid` (for recording peers), if it runs.
     pub fn start_time_of(pid: i32) -> Option<u64> {
-        procfs::start_time_of(pid)
+        probe::start_time_of(pid)
     }
 
     /// Moves this process out of its cgroup subtree and removes what of the

@@ -170,7 +170,11 @@ fn capture_one(
                 Ok(()) => {
                     result.outcome = Outcome::Released;
                     result.reason = None;
-                    result.bytes_reclaimed = id.allocated_bytes();
+                    // Its blocks are freed when the last open file
+                    // description goes: counted only when the release's
+                    // own descriptor is the last one now.
+                    result.bytes_reclaimed =
+                        if super::in_use::only_ours(c.file.as_fd()) { id.allocated_bytes() } else { 0 };
                     if let Err(e) = fault(opts, FaultPoint::AfterUnlink { index: i }) {
                         tracing::warn!(error = %e, "failure after unlink");
                         return stop;

@@ -17,7 +17,9 @@
 //!   batch;
 //! - `backing.rs` (step `scan`): the backing-root scan. It needs only the
 //!   targets' identities, so it runs on its own thread while `check`
-//!   hashes; both finish before anything moves; then `in_use`;
+//!   hashes; both finish before anything moves;
+//! - `in_use.rs` (step `in_use`): no process holds a target, and the kernel
+//!   knows of no holder that no descriptor table shows;
 //! - `capture.rs` (step `capture`): quarantine and journal, then per target
 //!   rename, recheck, unlink or restore;
 //! - `finish.rs` (step `finish`): durability and the report.
@@ -45,6 +47,7 @@ mod capture;
 mod check;
 mod display;
 mod finish;
+pub mod in_use;
 
 pub use crate::preflight::MAX_TARGETS;
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
@@ -325,13 +328,17 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
         return failed_untouched(&paths, reason_of(&e), format!("after checks: {e}"));
     }
     // Last check before anything moves: no other process holds a target.
-    let files: Vec<_> = opened.targets.iter().map(|c| c.file.as_fd()).collect();
-    let in_use = crate::liveness::in_use_detail(&aliases, &files, &owner.in_use_exempt());
+    let held: Vec<in_use::Held<'_>> = opened
+        .targets
+        .iter()
+        .map(|c| in_use::Held { path: &paths[c.index], id: c.pin.physical(), file: c.file.as_fd() })
+        .collect();
+    let in_use = in_use::in_use(&held, &owner.in_use_exempt());
     steps.mark("in_use");
     if let Some(detail) = in_use {
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
-    drop(files);
+    drop(held);
     // Steps `capture`, then `finish`.
     let mut run = match capture::begin(req, opts, &opened) {
         Ok(run) => run,

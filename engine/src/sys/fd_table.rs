@@ -46,7 +46,7 @@ fn share_of(soft: Option<u64>, max: usize) -> usize {
 /// # References
 /// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
 pub fn reserve_descriptor_table() -> io::Result<usize> {
-    let want = crate::scan::descriptor_budget() + crate::liveness::kernel_threads_remembered_at_most() + SLACK;
+    let want = crate::scan::descriptor_budget() + crate::procfs::kernel_threads_remembered_at_most() + SLACK;
     let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let want = soft.map_or(want, |s| want.min(usize::try_from(s.saturating_sub(1)).unwrap_or(want)));
     let probe = rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;

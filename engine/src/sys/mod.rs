@@ -16,6 +16,10 @@
 mod cores;
 mod durable;
 mod fd_table;
+// `fcntl(F_SETLEASE)`, which rustix does not wrap: its `unsafe` is fenced
+// in that one file, as `generation.rs`'s ioctl is.
+#[allow(unsafe_code)]
+mod lease;
 mod lock;
 mod pidfds;
 mod random;
@@ -24,6 +28,7 @@ pub(crate) use cores::cores;
 pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
 pub(crate) use fd_table::cache_share;
 pub use fd_table::reserve_descriptor_table;
+pub use lease::{open_elsewhere, OpenElsewhere};
 pub use lock::lock;
 pub use pidfds::{pidfd_of, Remembered};
 pub use random::{fill_random, random_hex};

@@ -13,17 +13,12 @@
 //! - [`probe()`], [`probe_with`], [`gather`]: availability and the reason
 //!   it is missing;
 //! - [`RingConfig`]: ring set-up knobs;
-//! - `lease::open_elsewhere`: the two `fcntl` calls rustix does not wrap
-//!   (`F_SETSIG`, `F_SETLEASE`), which the `in_use` check uses to learn at
-//!   once whether a target is open or mapped anywhere. They live here
-//!   because this is the engine's one module allowed `unsafe`.
 //!
 //! # References
 //! - [`io_uring(7)`](https://man7.org/linux/man-pages/man7/io_uring.7.html)
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub(crate) mod lease;
 pub(crate) mod ops;
 pub(crate) mod owned;
 pub(crate) mod probe;

@@ -10,6 +10,7 @@ use rustix::fs::{Mode, OFlags, CWD};
 
 use super::Runtime;
 use crate::executions::execution::{ExecState, Execution};
+use crate::executions::members::Members;
 use crate::executions::record::{self, is_command_id, ReadRecord, RecordState};
 use crate::scan::{on_trusted_filesystem, DirLook};
 use crate::sys::lock;
@@ -58,7 +59,15 @@ impl Runtime {
                     lock(&self.resolved).insert(id.to_owned());
                     continue;
                 }
-                ReadRecord::Found(r) => Execution::new(&r, entry.path(), true, ExecState::Lingering(r.exit_code)),
+                ReadRecord::Found(r) => {
+                    let mut e = Execution::new(&r, entry.path(), true, ExecState::Lingering(r.exit_code));
+                    // What an earlier runtime saw of it stays a member.
+                    e.members = Members::load(&entry.path()).unwrap_or_else(|why| {
+                        tracing::warn!(command_id = %id, %why, "an execution's members cannot be read: it counts as running");
+                        Members::doubtful()
+                    });
+                    e
+                }
                 ReadRecord::Unreadable(why) => {
                     tracing::warn!(command_id = %id, %why, "an execution record cannot be read: releases of every session wait");
                     Execution::unreadable(id, entry.path(), why)

@@ -1,14 +1,13 @@
-//! The liveness answer a release asks for: who of a session still runs,
-//! from cgroups and, in `/proc` mode or for executions without a cgroup,
-//! from `/proc` probes.
+//! The liveness answer a release asks for: who of a session still runs, by
+//! the union of cgroups, `/proc` signals and remembered members
+//! (`union.rs`), and what no execution accounts for.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{Mode, Runtime};
 use crate::executions::cgroup::{self, Subtree};
 use crate::executions::execution::{ExecState, Execution};
-use crate::executions::procfs::{Probe, QUIET_PROBES};
+use crate::executions::probe::{Probe, QUIET_PROBES};
 use crate::executions::{Liveness, SessionKey};
 use crate::sys::lock;
 
@@ -17,18 +16,21 @@ impl Runtime {
     /// session's admission barrier (nothing of the session can start
     /// meanwhile, so what runs can only end).
     ///
-    /// Counted: every unresolved execution of the session with anything
-    /// left (its leader, its populated cgroup, or in `/proc` mode its
-    /// group, session, marked or unreadable processes, two probes in a
-    /// row); every record that cannot be read; in cgroup mode every
-    /// populated cgroup below `executions/` that no execution accounts
-    /// for; in `/proc` mode, when this process is a subreaper, every process
-    /// reparented to it that no execution accounts for. Any doubt is
-    /// counted.
+    /// Counted: every unresolved execution of the session of which anything
+    /// is left by the union of `union.rs` (its cgroup's processes, its
+    /// leader, group, session, marked or unreadable processes and their
+    /// descendants, its remembered members; two `/proc` snapshots in a row
+    /// must find nothing), every record that cannot be read, and, for every
+    /// session: in cgroup mode every process in the subtree's root or in
+    /// `executions/` itself and every populated cgroup below `executions/`
+    /// that no execution accounts for; when this process is a subreaper,
+    /// every process reparented to it that no execution accounts for. Any
+    /// doubt is counted. Every member seen is recorded durably before this
+    /// returns.
     pub fn liveness(&self, key: &SessionKey) -> Liveness {
         self.adopt();
         let mut found = Vec::new();
-        let mut proc_execs = Vec::new();
+        let mut candidates: Vec<Arc<Execution>> = Vec::new();
         for e in self.executions() {
             if !e.state().is_unresolved() || !e.is_of(key) {
                 continue;
@@ -40,36 +42,59 @@ impl Runtime {
             if e.state() == ExecState::Running && !e.adopted {
                 let pid = e.leader().map_or_else(|| "?".to_owned(), |l| l.pid.to_string());
                 found.push(format!("command {} is running (pid {pid})", e.id));
+                // Remembered now, should they leave the cgroup later.
+                self.note_cgroup_members(&e);
+                found.extend(self.persist_members(&e));
                 continue;
             }
-            match &e.cgroup {
-                Some(cg) => match cgroup::populated(cg) {
-                    Ok(false) => {
+            candidates.push(e);
+        }
+        if let Mode::Cgroup(s) = &self.mode {
+            self.unaccounted_cgroups(s, &mut found);
+        }
+        // The `/proc` part: needed for every candidate, and in `/proc` mode
+        // for orphans when this process is a subreaper (in cgroup mode an
+        // orphan is in its execution's cgroup, and orphans are looked at
+        // whenever a snapshot is taken anyway).
+        let proc_mode = matches!(self.mode, Mode::Proc);
+        if !candidates.is_empty() || (proc_mode && self.subreaper) {
+            match self.proc_check(key, &candidates, &mut found) {
+                Ok(true) => {
+                    // Two snapshots in a row found nothing of them.
+                    for e in &candidates {
                         if let ExecState::Lingering(code) = e.state() {
-                            self.resolve(&e, code);
+                            self.resolve(e, code);
                         }
                     }
-                    Ok(true) => {
-                        found.push(format!("command {} left process(es) running in cgroup {}", e.id, cg.display()))
-                    }
-                    Err(err) => {
-                        found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display()))
-                    }
-                },
-                None => proc_execs.push(e),
+                }
+                Ok(false) => {}
+                Err(err) => found.push(format!("cannot tell what still runs: {err}")),
             }
         }
-        match &self.mode {
-            Mode::Cgroup(s) => self.unaccounted_cgroups(s, &mut found),
-            Mode::Proc => {}
-        }
-        if let Err(err) = self.proc_check(key, &proc_execs, &mut found) {
-            found.push(format!("cannot tell what still runs: {err}"));
+        for e in &candidates {
+            found.extend(self.persist_members(e));
         }
         Liveness { running: found.len(), detail: if found.is_empty() { None } else { Some(found.join("; ")) } }
     }
 
+    /// Reads the processes of `e`'s cgroup and remembers them as members.
+    pub(super) fn note_cgroup_members(&self, e: &Execution) {
+        let Some(cg) = &e.cgroup else { return };
+        if let Ok(pids) = cgroup::procs(cg) {
+            e.members.note(pids.into_iter().filter_map(|p| super::probe::start_time_of(p).map(|st| (p, st))));
+        }
+    }
+
     fn unaccounted_cgroups(&self, s: &Subtree, found: &mut Vec<String>) {
+        match cgroup::unaccounted(s) {
+            Ok(pids) if pids.is_empty() => {}
+            Ok(pids) => found.push(format!(
+                "process(es) {pids:?} are in {} or its executions/ cgroup, where no execution accounts for them; \
+                 releases wait until they leave or exit",
+                s.root().display()
+            )),
+            Err(err) => found.push(format!("cannot read the processes of {}: {err}", s.root().display())),
+        }
         let cgroups = match s.execution_cgroups() {
             Ok(c) => c,
             Err(err) => {
@@ -93,57 +118,73 @@ impl Runtime {
         }
     }
 
-    /// The `/proc` part of [`Runtime::liveness`]: two probes in a row.
+    /// The `/proc` part of [`Runtime::liveness`]: up to two snapshots in a
+    /// row, each looked at for every execution in `execs` and for orphans.
+    /// `Ok(true)` when both found nothing.
     fn proc_check(
         &self,
         key: &SessionKey,
         execs: &[Arc<Execution>],
         found: &mut Vec<String>,
-    ) -> Result<(), crate::liveness::ProcError> {
-        let cgroup_mode = matches!(self.mode, Mode::Cgroup(_));
-        if cgroup_mode && execs.is_empty() {
-            return Ok(());
-        }
-        for round in 0..QUIET_PROBES {
+    ) -> Result<bool, crate::procfs::ProcError> {
+        for _ in 0..QUIET_PROBES {
             let mut probe = Probe::take(self.pid)?;
-            let mut named: HashSet<i32> = HashSet::new();
             let mut here = Vec::new();
             for e in execs {
-                let members = probe.members(&e.id, e.leader())?;
-                if !members.is_empty() {
-                    named.extend(members.iter().copied());
-                    here.push(format!("command {} left process(es) {members:?} running", e.id));
-                }
+                here.extend(self.look(e, &[], &mut probe));
             }
-            if !cgroup_mode && self.subreaper {
-                let leaders = lock(&self.children).clone();
-                for pid in probe.orphans(self.pid, &leaders) {
-                    if named.contains(&pid) || !probe.refresh(pid) || lock(&self.children).contains(&pid) {
-                        continue;
-                    }
-                    let mut owner = None;
-                    for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
-                        if probe.belongs(pid, &e.id, e.leader())? {
-                            owner = Some(e);
-                            break;
-                        }
-                    }
-                    match owner {
-                        Some(e) if e.is_of(key) => here.push(format!("process {pid} of command {} still runs", e.id)),
-                        Some(_) => {}
-                        None => here.push(format!(
-                            "process {pid} was reparented to the guardian and no execution accounts for it; \
-                             releases wait until it exits"
-                        )),
-                    }
-                }
+            if self.subreaper {
+                self.orphans(key, &mut probe, &mut here)?;
             }
             if !here.is_empty() {
                 found.extend(here);
-                return Ok(());
+                return Ok(false);
             }
-            let _ = round;
+        }
+        Ok(true)
+    }
+
+    /// Processes reparented to this process (a subreaper) that are not
+    /// leaders: each is counted for the execution it belongs to (by its
+    /// remembered membership, its cgroup, marker, group or session), and
+    /// one that no execution accounts for is counted for every session.
+    fn orphans(
+        &self,
+        key: &SessionKey,
+        probe: &mut Probe,
+        here: &mut Vec<String>,
+    ) -> Result<(), crate::procfs::ProcError> {
+        let leaders = lock(&self.children).clone();
+        for pid in probe.orphans(self.pid, &leaders) {
+            if !probe.refresh(pid) || lock(&self.children).contains(&pid) {
+                continue;
+            }
+            let start = probe.start_time(pid).unwrap_or(0);
+            let cgroup_of = read_cgroup(pid);
+            let mut owner = None;
+            for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
+                let in_cgroup =
+                    matches!((&e.cgroup, &cgroup_of), (Some(cg), Some(c)) if cg.ends_with(c.trim_start_matches('/')));
+                if e.members.contains(pid, start) || in_cgroup || probe.belongs(pid, &e.id, e.leader())? {
+                    owner = Some(e);
+                    break;
+                }
+            }
+            match owner {
+                Some(e) if e.is_of(key) => here.push(format!("process {pid} of command {} still runs", e.id)),
+                Some(_) => {}
+                None => here.push(format!(
+                    "process {pid} was reparented to the guardian and no execution accounts for it; \
+                     releases wait until it exits"
+                )),
+            }
         }
         Ok(())
     }
+}
+
+/// The cgroup v2 path of `pid` (the `0::` line of `/proc/<pid>/cgroup`).
+fn read_cgroup(pid: i32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned)
 }

@@ -2,8 +2,9 @@
 //! once (`fcntl(F_SETLEASE, F_WRLCK)` then `F_UNLCK`).
 //!
 //! rustix wraps neither `F_SETLEASE` nor `F_SETSIG`, so the two `fcntl`
-//! calls live here, in the engine's one module that may call the kernel
-//! without rustix (see the module's docs).
+//! calls are made through `libc` here: this file is one of the engine's
+//! few fenced files allowed `unsafe` (beside the io_uring module and
+//! `generation.rs`), and each block says why it holds.
 //!
 //! The kernel grants a write lease only when the file has no open file
 //! description other than the caller's own: none opened for reading or
@@ -21,6 +22,8 @@
 //! # References
 //! - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 //! - [`F_SETSIG(2const)`](https://man7.org/linux/man-pages/man2/f_setsig.2const.html)
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 

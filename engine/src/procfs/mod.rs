@@ -1,6 +1,7 @@
-//! Who is still running: the kernel-facing reads of `/proc` that a runtime
-//! owner needs to decide whether anything an execution started is alive,
-//! and whether any process holds a release target open or mapped.
+//! Reading `/proc`: the one module that reads processes' state, for the
+//! runtime's liveness answer (`crate::executions`, which says who still
+//! runs) and for the release's `in_use` step (which process holds a
+//! target open or mapped).
 //!
 //! One operation per file:
 //! - [`stat`]: one process's `/proc/<pid>/stat` (state, parent, process
@@ -38,12 +39,13 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 
 pub use environ::{env_var, EnvLookup};
-pub use holders::{find_holder, find_holder_of, Holder, HolderScan, HowHeld};
+pub use holders::{find_holder, find_holder_of, held_by, sweep, Holder, HolderScan, HowHeld, Sweep};
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, ProcEntry, ProcTable};
 
 /// Why `/proc` could not answer.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ProcError {
     /// `/proc` itself cannot be opened or listed (not mounted, masked,
     /// unreadable). Callers must treat this as "cannot tell": refuse.
@@ -160,34 +162,3 @@ pub(crate) fn more_privileged(proc: impl AsFd, pid: i32) -> bool {
 
 /// The size of one read of a `/proc` file.
 const READ_CHUNK: usize = 64 * 1024;
-
-/// Why a release must stop because a target is held: `Some(detail)` when a
-/// process of this user other than `exempt` holds a target open or mapped,
-/// or when `/proc` cannot tell; `None` when nothing holds one.
-///
-/// `files` are the caller's own read-only descriptors of the targets (one
-/// each, or none): with them the kernel is asked first whether a target is
-/// open or mapped anywhere else, which spares reading every process's
-/// memory map when none is ([`find_holder_of`]).
-///
-/// This is the one place the `in_use` rule lives; a release calls it under
-/// its owner's admission barrier as late as possible before the first
-/// rename.
-pub fn in_use_detail(
-    targets: &std::collections::HashSet<crate::identity::PhysicalId>,
-    files: &[std::os::fd::BorrowedFd<'_>],
-    exempt: &[i32],
-) -> Option<String> {
-    let uid = rustix::process::geteuid().as_raw();
-    match find_holder_of(targets, files, uid, exempt) {
-        Ok(HolderScan { holder: None, .. }) => None,
-        Ok(HolderScan { holder: Some(h), .. }) => Some(match h.how {
-            HowHeld::Fd(n) => format!("process {} holds a target open (descriptor {n})", h.pid),
-            HowHeld::Mapped => format!("process {} has a target mapped", h.pid),
-            HowHeld::Uninspectable => {
-                format!("process {}'s descriptors or mappings cannot be read; it could hold a target", h.pid)
-            }
-        }),
-        Err(e) => Some(format!("cannot tell whether a target is in use: {e}")),
-    }
-}

@@ -30,11 +30,13 @@
 //! `Status: Uid`): they are unreadable to a guardian that is not root, so
 //! the process counts as holding a target.
 //!
-//! Limits: threads that
-//! unshared their descriptor table (`CLONE_FILES` not set) are not looked
-//! at separately. On stacked filesystems (overlayfs) a mapping shows the
-//! underlying file's device, which may differ from the device the target
-//! was identified on.
+//! A thread that unshared its descriptor table (`unshare(CLONE_FILES)`)
+//! has a table of its own, which `/proc/<pid>/fd` does not show: a sweep
+//! with [`Sweep::threads`] reads every thread's `/proc/<pid>/task/<tid>/fd`
+//! too (the release's `in_use` step asks for it whenever the kernel
+//! refused a lease, the one case where such a table can matter). On
+//! stacked filesystems (overlayfs) a mapping shows the underlying file's
+//! device, which may differ from the device the target was identified on.
 //!
 //! # References
 //! - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
@@ -103,7 +105,17 @@ pub struct HolderScan {
 /// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
 /// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 pub fn find_holder(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32]) -> Result<HolderScan, ProcError> {
-    scan_all(targets, uid, exempt, true)
+    sweep(targets, uid, exempt, Sweep { maps: true, threads: false })
+}
+
+/// What a [`sweep`] reads of each process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    /// Its memory map (`/proc/<pid>/maps`) besides its descriptors.
+    pub maps: bool,
+    /// Every thread's own descriptor table (`/proc/<pid>/task/<tid>/fd`),
+    /// for threads that unshared theirs.
+    pub threads: bool,
 }
 
 /// Like [`find_holder`], but first asks the kernel whether any target is
@@ -125,7 +137,7 @@ pub fn find_holder_of(
     uid: u32,
     exempt: &[i32],
 ) -> Result<HolderScan, ProcError> {
-    scan_all(targets, uid, exempt, !closed_elsewhere(targets, files))
+    sweep(targets, uid, exempt, Sweep { maps: !closed_elsewhere(targets, files), threads: false })
 }
 
 /// Whether `files` covers every target and the kernel granted a lease on
@@ -135,7 +147,7 @@ fn closed_elsewhere(targets: &HashSet<PhysicalId>, files: &[BorrowedFd<'_>]) -> 
     for fd in files {
         let Ok(st) = rustix::fs::fstat(fd) else { return false };
         covered.insert(PhysicalId { dev: st.st_dev, ino: st.st_ino });
-        if crate::uring::lease::open_elsewhere(*fd) != crate::uring::lease::OpenElsewhere::No {
+        if crate::sys::open_elsewhere(*fd) != crate::sys::OpenElsewhere::No {
             return false;
         }
     }
@@ -147,7 +159,18 @@ fn closed_elsewhere(targets: &HashSet<PhysicalId>, files: &[BorrowedFd<'_>]) -> 
 /// what the second half of the sweep would save.
 const SPLIT_FROM: usize = 64;
 
-fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool) -> Result<HolderScan, ProcError> {
+/// Finds a process of `uid` other than `exempt` that holds one of
+/// `targets` open or mapped, reading what `how` says of each process.
+///
+/// Returns at the first holder. Processes that end while they are looked
+/// at are skipped. Fails when `/proc` cannot be listed.
+///
+/// # References
+/// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+/// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+/// - [`proc_pid_task(5)`](https://man7.org/linux/man-pages/man5/proc_pid_task.5.html)
+pub fn sweep(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], how: Sweep) -> Result<HolderScan, ProcError> {
+    let Sweep { maps, threads } = how;
     let proc = open_proc()?;
     let listed = list_pids(&proc)?;
     if targets.is_empty() {
@@ -173,7 +196,7 @@ fn scan_all(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], maps: bool)
     let workers = if pids.len() < SPLIT_FROM { 1 } else { crate::sys::cores().clamp(1, 4) };
     let chunk = pids.len().div_ceil(workers).max(1);
     let stop = AtomicBool::new(false);
-    let look = Look { targets, uid, exempt, maps, stop: &stop, remember: ours };
+    let look = Look { targets, uid, exempt, maps, threads, stop: &stop, remember: ours };
     let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
         let handles: Vec<_> = pids
             .chunks(chunk)
@@ -209,6 +232,8 @@ struct Look<'a> {
     exempt: &'a [i32],
     /// Whether memory maps are read.
     maps: bool,
+    /// Whether every thread's descriptor table is read too.
+    threads: bool,
     /// Set by the worker that found a holder.
     stop: &'a AtomicBool,
     /// Whether kernel threads found are remembered (`/proc` is of this
@@ -246,11 +271,18 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
         // read, and a kernel thread is remembered, to be passed over by the
         // next sweeps.)
         let mut views = vec![format!("{pid}")];
+        if look.threads {
+            // Threads share the memory map: their views are descriptor
+            // tables only (`holder_in` reads maps of the first view alone).
+            let others = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
+            views.extend(others.map(|t| format!("{pid}/task/{t}")));
+        }
         let mut i = 0;
         while i < views.len() {
             let view = &views[i];
             i += 1;
-            match holder_in(proc, pid, view, &devs, look, &mut buf) {
+            let maps = look.maps && (i == 1 || !look.threads);
+            match holder_in(proc, pid, view, &devs, look.targets, maps, &mut buf) {
                 Ok((None, 0)) if i == 1 => {
                     let mut stat = None;
                     let mut read = || {
@@ -262,7 +294,7 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
                     } else {
                         read();
                     }
-                    if matches!(stat, Some(st) if st.is_zombie()) {
+                    if matches!(stat, Some(st) if st.is_zombie()) && !look.threads {
                         let threads = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
                         views.extend(threads.map(|t| format!("{pid}/task/{t}")));
                     }
@@ -305,19 +337,62 @@ fn holder_in(
     pid: i32,
     view: &str,
     devs: &HashSet<u64>,
-    look: &Look<'_>,
+    targets: &HashSet<PhysicalId>,
+    maps: bool,
     buf: &mut Vec<u8>,
 ) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
-    let (held, fds) = fds_of(proc, pid, view, look.targets)?;
-    if held.is_some() || !look.maps {
+    let (held, fds) = fds_of(proc, pid, view, targets, &[])?;
+    if held.is_some() || !maps {
         return Ok((held, fds));
     }
     match read_file(proc, &format!("{view}/maps"), buf)? {
         Some(n) => {
-            Ok((mapped(&buf[..n], devs, look.targets).map(|target| Holder { pid, how: HowHeld::Mapped, target }), fds))
+            Ok((mapped(&buf[..n], devs, targets).map(|target| Holder { pid, how: HowHeld::Mapped, target }), fds))
         }
         None => Ok((None, fds)),
     }
+}
+
+/// The targets that the processes `pids` themselves hold (every thread's
+/// descriptor table and the memory map), not counting the descriptors
+/// `skip` names (`(pid, descriptor)`: the caller's own descriptors, whose
+/// open file descriptions a lease on them does not count). A process or
+/// view that cannot be read explains nothing.
+///
+/// The release's `in_use` step asks this of the exempt processes (the
+/// guardian and its frontends) when the kernel refused a lease on a
+/// target and no other process's table showed a holder: a target they
+/// hold is explained, any other is open somewhere no table shows.
+///
+/// # References
+/// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+/// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+pub fn held_by(pids: &[i32], targets: &HashSet<PhysicalId>, skip: &[(i32, u32)]) -> HashSet<PhysicalId> {
+    let mut found = HashSet::new();
+    let Ok(proc) = open_proc() else { return found };
+    let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
+    let mut buf = Vec::new();
+    for &pid in pids {
+        let skip: Vec<u32> = skip.iter().filter(|(p, _)| *p == pid).map(|(_, n)| *n).collect();
+        let mut views = vec![format!("{pid}")];
+        views.extend(threads_of(&proc, pid).into_iter().filter(|t| *t != pid).map(|t| format!("{pid}/task/{t}")));
+        for view in &views {
+            // Every holding descriptor, not only the first.
+            let mut rest = targets.clone();
+            while let Ok((Some(h), _)) = fds_of(&proc, pid, view, &rest, &skip) {
+                rest.remove(&h.target);
+                found.insert(h.target);
+            }
+        }
+        if let Ok(Some(n)) = read_file(&proc, &format!("{pid}/maps"), &mut buf) {
+            let mut rest = targets.clone();
+            while let Some(t) = mapped(&buf[..n], &devs, &rest) {
+                rest.remove(&t);
+                found.insert(t);
+            }
+        }
+    }
+    found
 }
 
 /// The thread ids of `pid` (`/proc/<pid>/task`); empty when it is gone.
@@ -366,6 +441,7 @@ fn fds_of(
     pid: i32,
     view: &str,
     targets: &HashSet<PhysicalId>,
+    skip: &[u32],
 ) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
     let fd_dir = rustix::fs::openat(
         proc,
@@ -379,6 +455,9 @@ fn fds_of(
         let entry = entry?;
         let Some(n) = entry.file_name().to_str().ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
         seen += 1;
+        if skip.contains(&n) {
+            continue;
+        }
         // Follow the magic link: the identity of the open file itself. The
         // device and inode number never change, so the attributes the
         // kernel has cached will do: `AT_STATX_DONT_SYNC` keeps a

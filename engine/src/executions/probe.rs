@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::liveness::{self as proc, EnvLookup, ProcError, ProcTable};
+use crate::procfs::{self as proc, EnvLookup, ProcError, ProcTable};
 
 use super::record::Leader;
 use super::MARKER;
@@ -167,8 +167,21 @@ impl Probe {
     /// whose marker cannot be read and that started after the leader is
     /// counted).
     pub fn members(&mut self, id: &str, leader: Option<Leader>) -> Result<Vec<i32>, ProcError> {
+        let (mut v, doubtful) = self.members_split(id, leader)?;
+        v.extend(doubtful);
+        v.sort_unstable();
+        v.dedup();
+        Ok(v)
+    }
+
+    /// [`Probe::members`] in two parts: the processes that are members
+    /// (the leader, its group and session, the marker), and those that
+    /// only could be (their marker cannot be read). Only the first are
+    /// remembered as members; both count as running.
+    pub fn members_split(&mut self, id: &str, leader: Option<Leader>) -> Result<(Vec<i32>, Vec<i32>), ProcError> {
         let own = self.own;
         let mut pids: HashSet<i32> = HashSet::new();
+        let mut doubtful: HashSet<i32> = HashSet::new();
         if let Some(l) = leader {
             let reused = self.table.get(l.pid).is_some_and(|e| e.stat.start_time != l.start_time);
             if !reused {
@@ -196,14 +209,48 @@ impl Probe {
                     pids.insert(*pid);
                 }
                 Marker::Unknown => {
-                    pids.insert(*pid);
+                    doubtful.insert(*pid);
                 }
                 Marker::Value(_) => {}
             }
         }
         let mut v: Vec<i32> = pids.into_iter().collect();
         v.sort_unstable();
-        Ok(v)
+        let mut d: Vec<i32> = doubtful.into_iter().filter(|p| !v.contains(p)).collect();
+        d.sort_unstable();
+        Ok((v, d))
+    }
+
+    /// The live descendants of `roots` in this snapshot (children, their
+    /// children, ...), `roots` themselves left out. A process an execution's
+    /// member started is a member too, whatever it did to its environment,
+    /// group or session.
+    pub fn descendants(&self, roots: &[i32]) -> Vec<i32> {
+        let mut children: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+        for e in self.table.iter().filter(|e| !e.stat.is_zombie() && e.stat.pid != self.own) {
+            children.entry(e.stat.ppid).or_default().push(e.stat.pid);
+        }
+        let mut seen: HashSet<i32> = roots.iter().copied().collect();
+        let mut todo: Vec<i32> = roots.to_vec();
+        let mut out = Vec::new();
+        while let Some(p) = todo.pop() {
+            for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+                if seen.insert(c) {
+                    out.push(c);
+                    todo.push(c);
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// The start time of `pid` in this snapshot, else read now.
+    pub fn start_time(&self, pid: i32) -> Option<u64> {
+        match self.table.get(pid) {
+            Some(e) => Some(e.stat.start_time),
+            None => start_time_of(pid),
+        }
     }
 
     /// Live processes reparented to `parent` (a subreaper) that are not in

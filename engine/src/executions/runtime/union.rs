@@ -1,0 +1,109 @@
+//! Who of one execution still runs: the union of what the kernel keeps.
+//!
+//! An execution runs while **any** of these finds a process of it:
+//! - its cgroup (cgroup mode): a process in it or below it
+//!   (`cgroup.procs`);
+//! - the `/proc` signals: its leader, its process group and session, the
+//!   `WINX_EXECUTION_ID` marker, processes whose marker cannot be read, and
+//!   the descendants of all of these and of its remembered members;
+//! - its remembered members: every process a look here has seen as a member,
+//!   held by pidfd until it exits and recorded durably
+//!   (`executions/members.rs`).
+//!
+//! No one signal resolves an execution: a process moves out of its cgroup in
+//! ordinary use (`systemd-run --user --scope`, a tmux built with systemd
+//! support), and a daemon drops its group, session and environment. Every
+//! process seen is remembered, so that a later move, `setsid`, cleared
+//! environment or guardian restart does not lose it. What still escapes is a
+//! process that leaves its cgroup *and* drops marker, group and session
+//! before any look saw it, and whose parent is gone: nothing the kernel
+//! keeps ties it to the execution any more (docs/DESIGN.md, "What still
+//! escapes").
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::Runtime;
+use crate::executions::cgroup;
+use crate::executions::execution::Execution;
+use crate::executions::probe::Probe;
+
+impl Runtime {
+    /// What of `e` still runs, by the union of the module's docs, not
+    /// counting the processes `except` (a shell's own process): one line
+    /// per finding, empty when nothing runs. Takes one `/proc` snapshot;
+    /// callers that need "nothing is left" ask twice in a row.
+    ///
+    /// Every process seen is remembered as a member of `e` (recorded on
+    /// disk before this returns).
+    pub(crate) fn still_running(&self, e: &Arc<Execution>, except: &[i32]) -> Vec<String> {
+        let found: Vec<String> = match Probe::take(self.pid) {
+            Ok(mut probe) => self.look(e, except, &mut probe),
+            Err(err) => vec![format!("cannot tell whether command {} runs: {err}", e.id)],
+        };
+        found.into_iter().chain(self.persist_members(e)).collect()
+    }
+
+    /// [`Runtime::still_running`] over a snapshot the caller took (one
+    /// snapshot serves every execution of one answer). Does not persist.
+    pub(super) fn look(&self, e: &Execution, except: &[i32], probe: &mut Probe) -> Vec<String> {
+        let mut found = Vec::new();
+        if let Some(why) = &e.unreadable {
+            found.push(format!("execution {} has a record that cannot be read ({why})", e.id));
+            return found;
+        }
+        let mut reported: BTreeSet<i32> = except.iter().copied().collect();
+        if let Some(cg) = &e.cgroup {
+            match cgroup::procs(cg) {
+                Ok(pids) => {
+                    e.members.note(pids.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st))));
+                    let left: Vec<i32> = pids.into_iter().filter(|p| reported.insert(*p)).collect();
+                    if !left.is_empty() {
+                        found.push(format!(
+                            "command {} left process(es) {left:?} running in cgroup {}",
+                            e.id,
+                            cg.display()
+                        ));
+                    }
+                }
+                Err(err) => found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display())),
+            }
+        }
+        match probe.members_split(&e.id, e.leader()) {
+            Ok((mut sure, doubtful)) => {
+                let (remembered, _) = e.members.alive();
+                let mut roots = sure.clone();
+                roots.extend(&remembered);
+                roots.extend(e.leader().map(|l| l.pid));
+                sure.extend(probe.descendants(&roots));
+                e.members.note(sure.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st))));
+                let left: Vec<i32> = sure.into_iter().chain(doubtful).filter(|p| reported.insert(*p)).collect();
+                if !left.is_empty() {
+                    found.push(format!("command {} left process(es) {left:?} running", e.id));
+                }
+            }
+            Err(err) => found.push(format!("cannot tell whether command {} runs: {err}", e.id)),
+        }
+        let (alive, doubt) = e.members.alive();
+        let left: Vec<i32> = alive.into_iter().filter(|p| reported.insert(*p)).collect();
+        if !left.is_empty() {
+            found.push(format!(
+                "command {} left process(es) {left:?} running that were seen as its members and have since left \
+                 its cgroup, group or session",
+                e.id
+            ));
+        }
+        if doubt {
+            found.push(format!("cannot tell whether every process of command {} has ended", e.id));
+        }
+        found
+    }
+
+    /// Records the members of `e` seen so far durably (a release proceeds
+    /// only after this); says why when that failed.
+    pub(super) fn persist_members(&self, e: &Execution) -> Option<String> {
+        let err = e.members.persist(&e.dir).err()?;
+        tracing::warn!(command_id = %e.id, error = %err, "could not record an execution's members");
+        Some(format!("cannot record the processes of command {} durably: {err}", e.id))
+    }
+}

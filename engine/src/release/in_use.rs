@@ -1,0 +1,120 @@
+//! Step `in_use`: no process but the exempt ones (the guardian and its
+//! frontends) holds a target open or mapped, and the kernel knows of no
+//! holder that a descriptor table does not show.
+//!
+//! The kernel's answer comes first. A write lease taken and dropped at once
+//! on the release's own read-only descriptor of each target
+//! ([`crate::sys::open_elsewhere`]) is granted only when the target has no
+//! other open file description anywhere: no process has it open for reading
+//! or writing, runs it or maps it, no descriptor of it is in flight over a
+//! Unix socket, no loop device is backed by it. Then:
+//!
+//! - every lease granted: only `O_PATH` descriptors (which the lease does
+//!   not count) can hold a target, and only descriptor tables are read;
+//! - a lease refused: every process of the user is read — descriptors,
+//!   memory maps and, since a thread may have unshared its table, every
+//!   thread's own table. A holder found is named. When none is, the exempt
+//!   processes' own tables are read: a target one of them holds (other than
+//!   through the release's own descriptor) is explained. A target that
+//!   nothing explains is open somewhere no descriptor table shows, and the
+//!   release is refused;
+//! - a lease that cannot be tried (leases disabled, a filesystem without
+//!   them): every view is read, as before the lease existed.
+//!
+//! This is the one place the `in_use` rule lives; a release runs it under
+//! its owner's admission barrier as late as possible before the first
+//! rename.
+//!
+//! # References
+//! - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
+//! - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+//! - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
+//! - [`unix(7)`](https://man7.org/linux/man-pages/man7/unix.7.html) (`SCM_RIGHTS`)
+
+use std::collections::HashSet;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use crate::identity::PhysicalId;
+use crate::procfs::{held_by, sweep, HolderScan, HowHeld, Sweep};
+use crate::sys::{open_elsewhere, OpenElsewhere};
+
+/// One target as the `in_use` step sees it: its path (for the message), its
+/// identity, and the release's own read-only descriptor of it.
+pub struct Held<'a> {
+    /// The path the request named.
+    pub path: &'a str,
+    /// Its physical identity.
+    pub id: PhysicalId,
+    /// The release's own descriptor of it (opened read-only).
+    pub file: BorrowedFd<'a>,
+}
+
+/// Why the release must stop because a target is held: `Some(detail)` when a
+/// process of this user other than `exempt` holds a target open or mapped,
+/// when the kernel refused a lease on a target that no descriptor table
+/// explains, or when `/proc` cannot tell; `None` when nothing holds one.
+///
+/// `exempt` are the processes whose own descriptors never make a target
+/// in use: this process is always one of them.
+///
+/// # References
+/// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
+/// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
+    let ids: HashSet<PhysicalId> = targets.iter().map(|t| t.id).collect();
+    let mut refused: Vec<&Held<'_>> = Vec::new();
+    let mut unsure = false;
+    for t in targets {
+        match open_elsewhere(t.file) {
+            OpenElsewhere::No => {}
+            OpenElsewhere::Yes => refused.push(t),
+            OpenElsewhere::CannotTell(_) => unsure = true,
+        }
+    }
+    let how = Sweep { maps: unsure || !refused.is_empty(), threads: !refused.is_empty() };
+    let uid = rustix::process::geteuid().as_raw();
+    match sweep(&ids, uid, exempt, how) {
+        Ok(HolderScan { holder: Some(h), .. }) => {
+            let path = targets.iter().find(|t| t.id == h.target).map_or("a target", |t| t.path);
+            return Some(match h.how {
+                HowHeld::Fd(n) => format!("{path}: process {} holds it open (descriptor {n})", h.pid),
+                HowHeld::Mapped => format!("{path}: process {} has it mapped", h.pid),
+                HowHeld::Uninspectable => {
+                    format!("process {}'s descriptors or mappings cannot be read; it could hold {path}", h.pid)
+                }
+            });
+        }
+        Ok(_) => {}
+        Err(e) => return Some(format!("cannot tell whether a target is in use: {e}")),
+    }
+    if refused.is_empty() {
+        return None;
+    }
+    // A lease was refused and no other process's table shows why: what the
+    // exempt processes hold themselves explains it (not through this
+    // process's own descriptors of the targets, which the lease counted).
+    let me = std::process::id() as i32;
+    let mut exempt: Vec<i32> = exempt.to_vec();
+    if !exempt.contains(&me) {
+        exempt.push(me);
+    }
+    let own: Vec<(i32, u32)> =
+        targets.iter().filter_map(|t| u32::try_from(t.file.as_raw_fd()).ok()).map(|n| (me, n)).collect();
+    let asked: HashSet<PhysicalId> = refused.iter().map(|t| t.id).collect();
+    let explained = held_by(&exempt, &asked, &own);
+    refused.iter().find(|t| !explained.contains(&t.id)).map(|t| {
+        format!(
+            "{}: open somewhere no descriptor table shows (the kernel refused a write lease on it: a descriptor \
+             in flight over a Unix socket, a loop device backed by it, or a process this user cannot inspect)",
+            t.path
+        )
+    })
+}
+
+/// Whether nothing but the release's own descriptor `file` holds its file
+/// now (a lease is granted on it): after the file's last name is removed,
+/// its blocks are freed when `file` closes. `false` when a lease is
+/// refused or cannot be tried: then the blocks may outlive the release.
+pub(crate) fn only_ours(file: BorrowedFd<'_>) -> bool {
+    open_elsewhere(file) == OpenElsewhere::No
+}
