@@ -30,6 +30,8 @@ struct Shared {
     guardian: Arc<Guardian>,
     shutdown: Arc<AtomicBool>,
     in_flight: AtomicUsize,
+    /// The next connection's number.
+    next_conn: std::sync::atomic::AtomicU64,
     /// The threads connections are served on.
     pool: Pool,
 }
@@ -111,7 +113,13 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
             })),
         );
     }
-    let shared = Arc::new(Shared { guardian, shutdown, in_flight: AtomicUsize::new(0), pool: Pool::default() });
+    let shared = Arc::new(Shared {
+        guardian,
+        shutdown,
+        in_flight: AtomicUsize::new(0),
+        next_conn: std::sync::atomic::AtomicU64::new(1),
+        pool: Pool::default(),
+    });
     // Retention's staging directory exists before the guardian serves, so
     // that the first background pass never changes the data directory's
     // shape under a client that has already started.
@@ -203,7 +211,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                     tracing::warn!(error = %e, "refused a peer");
                     continue;
                 }
-                let peer = rustix::net::sockopt::socket_peercred(&stream).ok().map(|c| c.pid.as_raw_nonzero().get());
+                let peer = Peer::of(&stream, shared.next_conn.fetch_add(1, Ordering::Relaxed));
                 let served = shared.clone();
                 shared.pool.run(move || connection(served, stream, peer));
             }
@@ -222,7 +230,40 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
     }
 }
 
-fn connection(shared: Arc<Shared>, stream: UnixStream, peer: Option<i32>) {
+/// The process at the other end of one connection.
+struct Peer {
+    /// The connection's number.
+    conn: u64,
+    /// Its pid (`SO_PEERCRED`).
+    pid: Option<i32>,
+    /// A pidfd of it, until it is handed to the guardian at `hello`.
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// The guardian, once the peer said `hello` (forgotten on close).
+    said_hello: Option<Arc<Guardian>>,
+}
+
+impl Peer {
+    /// The peer of `stream`: its pid, and a pidfd of that very process from
+    /// the socket itself (`SO_PEERPIDFD`, Linux 6.5), else one opened by pid
+    /// now (a pid reused since the connect would then be taken for it).
+    fn of(stream: &UnixStream, conn: u64) -> Peer {
+        use std::os::fd::AsFd;
+        let pid = rustix::net::sockopt::socket_peercred(stream).ok().map(|c| c.pid.as_raw_nonzero().get());
+        let pidfd = winx_release_engine::sys::peer_pidfd(stream.as_fd())
+            .or_else(|| pid.and_then(winx_release_engine::sys::pidfd_of));
+        Peer { conn, pid, pidfd, said_hello: None }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(g) = &self.said_hello {
+            g.peer_gone(self.conn);
+        }
+    }
+}
+
+fn connection(shared: Arc<Shared>, stream: UnixStream, mut peer: Peer) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let Ok(mut writer) = stream.try_clone() else { return };
@@ -263,7 +304,7 @@ fn connection(shared: Arc<Shared>, stream: UnixStream, peer: Option<i32>) {
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let (reply, close) = handle_line(&shared.guardian, &line, peer);
+        let (reply, close) = handle_line(&shared.guardian, &line, &mut peer);
         line.clear();
         let written = write_line(&mut writer, &reply);
         shared.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -281,7 +322,7 @@ fn write_line(w: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
 ///
 /// The second value is true when the line could not be read as a request
 /// at all; the connection is then closed.
-pub fn handle_line(g: &Arc<Guardian>, line: &[u8], peer: Option<i32>) -> (Vec<u8>, bool) {
+fn handle_line(g: &Arc<Guardian>, line: &[u8], peer: &mut Peer) -> (Vec<u8>, bool) {
     match parse_request(line) {
         Ok(RequestLine { id, request }) => (handle(g, id, request, peer), false),
         Err(e) => {
@@ -292,13 +333,15 @@ pub fn handle_line(g: &Arc<Guardian>, line: &[u8], peer: Option<i32>) -> (Vec<u8
 }
 
 /// Runs one parsed request.
-fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: Option<i32>) -> Vec<u8> {
+fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<u8> {
     let reply = match request {
-        Request::Hello { client, .. } => {
-            // A frontend that said hello: its open descriptors never make a
-            // target in use (while that same process runs).
-            if let (Some(pid), true) = (peer, client.starts_with("winx-release-mcp/")) {
-                g.note_peer(pid);
+        Request::Hello { .. } => {
+            // A peer that said hello: its open descriptors never make a
+            // target in use while this connection is open and it runs the
+            // guardian's own executable (the client string proves nothing).
+            if let (Some(pid), None) = (peer.pid, &peer.said_hello) {
+                g.peer_said_hello(peer.conn, pid, peer.pidfd.take());
+                peer.said_hello = Some(g.clone());
             }
             Ok(ok_line(
                 id,

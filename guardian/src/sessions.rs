@@ -8,13 +8,32 @@ use std::sync::{Arc, Mutex};
 use winx_release_engine::executions::{Execution, Runtime, SessionKey};
 use winx_release_engine::layout::Layout;
 
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::os::fd::OwnedFd;
 pub(crate) use winx_release_engine::sys::lock;
-use winx_release_engine::sys::{pidfd_of, Remembered};
 
-/// Frontends remembered by pidfd at most (each holds a descriptor, within
-/// the 1,024 spare slots `sys::reserve_descriptor_table` grows the table
-/// by); more are remembered by pid and start time.
-const MAX_PEERS: usize = 64;
+/// The identity (device, inode) of the executable `/proc/<who>/exe` runs.
+fn exe_of(who: &str) -> Option<(u64, u64)> {
+    let st = rustix::fs::statx(
+        rustix::fs::CWD,
+        format!("/proc/{who}/exe").as_str(),
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::INO,
+    )
+    .ok()?;
+    Some((rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino))
+}
+
+/// A connection that said `hello`: its peer, while the connection is open.
+struct Peer {
+    /// The peer's pid (`SO_PEERCRED`).
+    pid: i32,
+    /// A pidfd of the peer: from the socket itself (`SO_PEERPIDFD`), else
+    /// opened by pid at the connection's start.
+    pidfd: Option<OwnedFd>,
+    /// Its start time, where no pidfd could be had.
+    start: Option<u64>,
+}
 
 /// The guardian's state.
 pub struct Guardian {
@@ -31,10 +50,11 @@ pub struct Guardian {
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     /// Wakes the retention worker.
     pub retention: crate::kick::Kick,
-    /// Frontends that completed `hello`, each by a pidfd opened then.
-    peers: Remembered,
-    /// The same, by pid and start time, where no pidfd could be opened.
-    peer_starts: Mutex<HashMap<i32, u64>>,
+    /// Open connections that said `hello`, by connection number.
+    peers: Mutex<HashMap<u64, Peer>>,
+    /// The identity of this guardian's executable (`/proc/self/exe`): a
+    /// peer is a frontend only while it runs the same one.
+    exe: Option<(u64, u64)>,
     /// The backing-root scans every release shares, and their directory
     /// cache (off when `WINX_RELEASE_NO_SCAN_CACHE` is set).
     pub scanner: winx_release_engine::scan::SharedScanner,
@@ -83,8 +103,8 @@ impl Guardian {
             runtime,
             sessions: Mutex::new(HashMap::new()),
             retention: crate::kick::Kick::default(),
-            peers: Remembered::new(),
-            peer_starts: Mutex::new(HashMap::new()),
+            peers: Mutex::new(HashMap::new()),
+            exe: exe_of("self"),
             scanner: {
                 let s = winx_release_engine::scan::SharedScanner::new();
                 s.cache().set_enabled(std::env::var_os("WINX_RELEASE_NO_SCAN_CACHE").is_none());
@@ -98,33 +118,44 @@ impl Guardian {
         lock(&self.sessions).values().cloned().collect()
     }
 
-    /// Records a frontend that completed `hello`: by a pidfd of its pid
-    /// (nothing to do when one held says that process still runs), else by
-    /// its pid and start time.
-    pub fn note_peer(&self, pid: i32) {
-        if self.peers.holds(pid) {
-            return;
-        }
-        if let Some(fd) = pidfd_of(pid) {
-            if self.peers.insert(pid, fd, MAX_PEERS) {
-                return;
-            }
-        }
-        if let Some(start) = Runtime::start_time_of(pid) {
-            lock(&self.peer_starts).insert(pid, start);
-        }
+    /// Records that connection `conn`, whose peer is `pid` (with `pidfd`,
+    /// see [`winx_release_engine::sys::peer_pidfd`]), said `hello`: while
+    /// that connection is open and the peer runs this guardian's own
+    /// executable, its descriptors never make a target `in_use`.
+    pub fn peer_said_hello(&self, conn: u64, pid: i32, pidfd: Option<OwnedFd>) {
+        let start = if pidfd.is_none() { Runtime::start_time_of(pid) } else { None };
+        lock(&self.peers).insert(conn, Peer { pid, pidfd, start });
+    }
+
+    /// Forgets connection `conn` (it closed): its peer is an ordinary
+    /// process from now on.
+    pub fn peer_gone(&self, conn: u64) {
+        lock(&self.peers).remove(&conn);
     }
 
     /// The processes whose descriptors never make a target `in_use`: this
-    /// guardian and the frontends that completed `hello` and still run (the
-    /// same process: its pidfd has not polled readable, one `poll` for all;
-    /// or, without a pidfd, the same pid and start time).
+    /// guardian, and the peers of open connections that said `hello`, still
+    /// run (their pidfd has not polled readable; without one, the same pid
+    /// and start time) and run this guardian's own executable (a peer that
+    /// `exec`'d another program is an ordinary holder).
     pub fn in_use_exempt(&self) -> Vec<i32> {
-        let mut v: Vec<i32> = self.peers.alive().into_iter().collect();
-        let mut starts = lock(&self.peer_starts);
-        starts.retain(|pid, start| Runtime::start_time_of(*pid) == Some(*start));
-        v.extend(starts.keys().copied());
-        v.push(self.pid);
+        let mut v = Vec::new();
+        for p in lock(&self.peers).values() {
+            let alive = match &p.pidfd {
+                Some(fd) => {
+                    let mut polled = [PollFd::new(fd, PollFlags::IN)];
+                    poll(&mut polled, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).is_ok()
+                        && polled[0].revents().is_empty()
+                }
+                None => p.start.is_some() && Runtime::start_time_of(p.pid) == p.start,
+            };
+            if alive && self.exe.is_some() && exe_of(&p.pid.to_string()) == self.exe && !v.contains(&p.pid) {
+                v.push(p.pid);
+            }
+        }
+        if !v.contains(&self.pid) {
+            v.push(self.pid);
+        }
         v
     }
 
@@ -168,10 +199,7 @@ mod tests {
 
     use super::*;
 
-    /// A frontend that said `hello` is exempt while that same process runs,
-    /// and no longer once it has exited (a zombie included).
-    #[test]
-    fn a_peer_is_exempt_while_it_runs() {
+    fn guardian() -> (tempfile::TempDir, Guardian) {
         let data = tempfile::tempdir().unwrap();
         let opts = RuntimeOptions {
             liveness: LivenessChoice::Proc,
@@ -181,17 +209,40 @@ mod tests {
             ..Default::default()
         };
         let g = Guardian::new(data.path(), Runtime::start(data.path(), &opts));
-        let mut peer = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let pid = peer.id() as i32;
-        g.note_peer(pid);
-        g.note_peer(pid);
-        let exempt = g.in_use_exempt();
-        assert!(exempt.contains(&pid) && exempt.contains(&g.pid), "{exempt:?}");
-        assert_eq!(exempt.iter().filter(|p| **p == pid).count(), 1, "{exempt:?}");
-        peer.kill().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        assert!(!g.in_use_exempt().contains(&pid), "a frontend that exited is still exempt");
-        peer.wait().unwrap();
-        assert!(!g.in_use_exempt().contains(&pid));
+        (data, g)
+    }
+
+    /// A peer that said `hello` and runs another program than the
+    /// guardian's is never exempt, its connection open or not (a process
+    /// that said hello and then exec'd `sleep` is an ordinary holder).
+    #[test]
+    fn a_peer_running_another_program_is_not_exempt() {
+        let (_data, g) = guardian();
+        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let o = other.id() as i32;
+        g.peer_said_hello(3, o, winx_release_engine::sys::pidfd_of(o));
+        g.peer_said_hello(4, o, None);
+        assert!(!g.in_use_exempt().contains(&o), "a peer running another program is exempt");
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+
+    /// A peer running the guardian's executable (here: this process, the
+    /// test binary) is exempt while its connection is open, and forgotten
+    /// when it closes.
+    #[test]
+    fn a_peer_is_exempt_only_while_its_connection_is_open() {
+        let (_data, g) = guardian();
+        let me = std::process::id() as i32;
+        let exempt_as_peer =
+            |g: &Guardian| lock(&g.peers).values().any(|p| p.pid == me) && g.in_use_exempt().contains(&me);
+        g.peer_said_hello(7, me, winx_release_engine::sys::pidfd_of(me));
+        g.peer_said_hello(8, me, None);
+        assert!(exempt_as_peer(&g));
+        assert_eq!(g.in_use_exempt().iter().filter(|p| **p == me).count(), 1, "one entry per process");
+        g.peer_gone(7);
+        assert!(exempt_as_peer(&g), "the other connection is still open");
+        g.peer_gone(8);
+        assert!(lock(&g.peers).is_empty());
     }
 }

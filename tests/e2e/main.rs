@@ -5,6 +5,7 @@
 
 mod support;
 
+mod escapes;
 mod executions;
 mod guardian_crash;
 mod liveness;

@@ -20,7 +20,10 @@ mod fd_table;
 // in that one file, as `generation.rs`'s ioctl is.
 #[allow(unsafe_code)]
 mod lease;
+// `getsockopt(SO_PEERPIDFD)`, which neither rustix nor libc names yet.
 mod lock;
+#[allow(unsafe_code)]
+mod peer;
 mod pidfds;
 mod random;
 
@@ -30,5 +33,6 @@ pub(crate) use fd_table::cache_share;
 pub use fd_table::reserve_descriptor_table;
 pub use lease::{open_elsewhere, OpenElsewhere};
 pub use lock::lock;
+pub use peer::peer_pidfd;
 pub use pidfds::{pidfd_of, Remembered};
 pub use random::{fill_random, random_hex};
