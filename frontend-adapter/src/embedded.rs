@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use winx_release_protocol::messages::ExecStatus;
+use winx_release_protocol::messages::ExecutionState;
 
 use crate::command_result::CommandResult;
 use winx_release_engine::executions::{
@@ -122,16 +122,12 @@ impl ExecTable {
 
 fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
     let state = e.wait_until(Duration::from_secs_f64(wait.max(0.0)), ExecState::is_final);
-    let code = match state {
-        ExecState::Resolved(c) => Some(c.map_or(-1, i64::from)),
-        ExecState::FailedToStart => Some(127),
-        _ => None,
-    };
+    let code = state.exit_code();
     let (output, truncated) = e.output_tail();
     // The runtime dropped a long output whole into scratch when it resolved.
     let dropped = layout.scratch_root().join(format!("{}.out", e.id));
     CommandResult {
-        status: if code.is_some() { ExecStatus::Completed } else { ExecStatus::Running },
+        status: ExecutionState::from(state).status(),
         command_id: e.id.clone(),
         exit_code: code,
         output,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use winx_release_engine::executions::{ExecState, Execution, Spawn};
-use winx_release_protocol::messages::{ExecReply, ExecStatus};
+use winx_release_protocol::messages::{ExecReply, ExecutionState};
 
 use crate::sessions::{lock, Guardian, Session};
 
@@ -81,12 +81,7 @@ fn free_and_start_next(g: &Arc<Guardian>, session: &Session, e: &Arc<Execution>)
 /// anything it started runs, `completed` only once it is resolved.
 pub fn reply(e: &Execution) -> ExecReply {
     let st = e.state();
-    let (status, exit_code) = match st {
-        ExecState::Resolved(code) => (ExecStatus::Completed, code.map(i64::from)),
-        ExecState::FailedToStart => (ExecStatus::Completed, Some(127)),
-        ExecState::Queued => (ExecStatus::Queued, None),
-        ExecState::Running | ExecState::Lingering(_) => (ExecStatus::Running, None),
-    };
+    let (status, exit_code) = (ExecutionState::from(st).status(), st.exit_code());
     let (output, output_truncated) = e.output_tail();
     let (leader_exited, leader_exit_code) = match st {
         // The shell is done; processes it left behind still run.

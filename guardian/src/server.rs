@@ -14,8 +14,8 @@ use winx_release_engine::layout::Layout;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Target};
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{
-    error_line, ok_line, parse_request, ErrorCode, ExecutionState, ExecutionSummary, Hello, ReleaseReply, Request,
-    RequestLine, SessionOpened, StatusReply, MAX_REQUEST_BYTES,
+    error_line, ok_line, parse_request, ErrorCode, ExecutionSummary, Hello, ReleaseReply, Request, RequestLine,
+    SessionOpened, StatusReply, MAX_REQUEST_BYTES,
 };
 use winx_release_protocol::trust;
 
@@ -451,17 +451,7 @@ fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Resul
     let all = g.runtime.executions_of(&s.key);
     let executions = all
         .iter()
-        .map(|e| ExecutionSummary {
-            command_id: e.id.clone(),
-            state: match e.state() {
-                ExecState::Queued => ExecutionState::Queued,
-                ExecState::Running => ExecutionState::Running,
-                ExecState::Lingering(_) => ExecutionState::Lingering,
-                ExecState::Resolved(_) => ExecutionState::Resolved,
-                ExecState::FailedToStart => ExecutionState::FailedToStart,
-            },
-            background: e.background,
-        })
+        .map(|e| ExecutionSummary { command_id: e.id.clone(), state: e.state().into(), background: e.background })
         .collect();
     let running = all.iter().filter(|e| e.state().is_unresolved()).count();
     let pending = lock(&s.state).pending();

@@ -333,6 +333,33 @@ pub enum ExecutionState {
     FailedToStart,
 }
 
+impl From<winx_release_engine::executions::ExecState> for ExecutionState {
+    fn from(s: winx_release_engine::executions::ExecState) -> ExecutionState {
+        use winx_release_engine::executions::ExecState;
+        match s {
+            ExecState::Queued => ExecutionState::Queued,
+            ExecState::Running => ExecutionState::Running,
+            ExecState::Lingering(_) => ExecutionState::Lingering,
+            ExecState::Resolved(_) => ExecutionState::Resolved,
+            ExecState::FailedToStart => ExecutionState::FailedToStart,
+        }
+    }
+}
+
+impl ExecutionState {
+    /// What a command's reply says of an execution in this state:
+    /// `completed` once nothing of it can run, `queued` while it waits,
+    /// else `running` (a command whose shell is done while what it left
+    /// behind runs is still `running`). The one mapping every reply uses.
+    pub fn status(self) -> ExecStatus {
+        match self {
+            ExecutionState::Resolved | ExecutionState::FailedToStart => ExecStatus::Completed,
+            ExecutionState::Queued => ExecStatus::Queued,
+            ExecutionState::Running | ExecutionState::Lingering => ExecStatus::Running,
+        }
+    }
+}
+
 /// One execution in a [`StatusReply`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionSummary {

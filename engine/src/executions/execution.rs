@@ -54,6 +54,18 @@ impl ExecState {
     pub fn is_unresolved(self) -> bool {
         matches!(self, ExecState::Running | ExecState::Lingering(_))
     }
+
+    /// The exit code a reply reports: the leader's once the execution is
+    /// resolved (`None` when it is not known: a record an earlier runtime
+    /// left without one), 127 for a command that could not start, `None`
+    /// while anything of it may run. The one rule every reply uses.
+    pub fn exit_code(self) -> Option<i64> {
+        match self {
+            ExecState::Resolved(code) => code.map(i64::from),
+            ExecState::FailedToStart => Some(127),
+            ExecState::Queued | ExecState::Running | ExecState::Lingering(_) => None,
+        }
+    }
 }
 
 /// One execution of a session's command.
