@@ -81,7 +81,8 @@ impl Runtime {
     pub(super) fn note_cgroup_members(&self, e: &Execution) {
         let Some(cg) = &e.cgroup else { return };
         if let Ok(pids) = cgroup::procs(cg) {
-            e.members.note(pids.into_iter().filter_map(|p| super::probe::start_time_of(p).map(|st| (p, st))));
+            let seen = pids.into_iter().filter_map(|p| super::probe::start_time_of(p).map(|st| (p, st)));
+            e.members.note(super::union::not_leader(e, seen));
         }
     }
 

@@ -56,7 +56,7 @@ impl Runtime {
         if let Some(cg) = &e.cgroup {
             match cgroup::procs(cg) {
                 Ok(pids) => {
-                    e.members.note(pids.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st))));
+                    e.members.note(not_leader(e, pids.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
                     let left: Vec<i32> = pids.into_iter().filter(|p| reported.insert(*p)).collect();
                     if !left.is_empty() {
                         found.push(format!(
@@ -76,7 +76,7 @@ impl Runtime {
                 roots.extend(&remembered);
                 roots.extend(e.leader().map(|l| l.pid));
                 sure.extend(probe.descendants(&roots));
-                e.members.note(sure.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st))));
+                e.members.note(not_leader(e, sure.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
                 let left: Vec<i32> = sure.into_iter().chain(doubtful).filter(|p| reported.insert(*p)).collect();
                 if !left.is_empty() {
                     found.push(format!("command {} left process(es) {left:?} running", e.id));
@@ -106,4 +106,14 @@ impl Runtime {
         tracing::warn!(command_id = %e.id, error = %err, "could not record an execution's members");
         Some(format!("cannot record the processes of command {} durably: {err}", e.id))
     }
+}
+
+/// The processes of `seen` other than `e`'s leader, which its record names
+/// already (pid and start time): members are the processes it started.
+pub(super) fn not_leader<'a>(
+    e: &'a Execution,
+    seen: impl IntoIterator<Item = (i32, u64)> + 'a,
+) -> impl Iterator<Item = (i32, u64)> + 'a {
+    let leader = e.leader().map(|l| (l.pid, l.start_time));
+    seen.into_iter().filter(move |m| Some(*m) != leader)
 }
