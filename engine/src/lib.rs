@@ -16,14 +16,13 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Mutex;
 //! use std::time::Duration;
 //!
 //! use winx_release_engine::executions::{
 //!     ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
 //! };
 //! use winx_release_engine::read::{read_pinned, Keep};
-//! use winx_release_engine::{recovery, release, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+//! use winx_release_engine::{recovery, release, Admission, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let workspace = tmp.path().canonicalize()?.join("ws");
@@ -41,7 +40,7 @@
 //!
 //! // A session: its directory, its identity, its admission barrier.
 //! let session = SessionKey::of_dir(layout.create_session_dir("thread-1")?)?;
-//! let barrier = Mutex::new(());
+//! let barrier = Admission::new();
 //!
 //! // The agent wrote a helper and read it: the read pinned the object it
 //! // read and the bytes it returned (no-follow, one link, identity stable).
@@ -54,7 +53,7 @@
 //!
 //! // A command of the session, started under the barrier, leaves a process behind.
 //! let command = {
-//!     let _admission = barrier.lock().unwrap();
+//!     let _admission = barrier.enter();
 //!     let e = runtime.submit(Spawn {
 //!         thread: "thread-1".into(),
 //!         workspace: layout.workspace().into(),
@@ -69,9 +68,9 @@
 //!
 //! // The release asks the runtime who still runs, under the barrier.
 //! let release_now = || {
-//!     let _admission = barrier.lock().unwrap();
+//!     let admission = barrier.enter();
 //!     let owner = OwnerAnswer { liveness: runtime.liveness(&session), pending: 0, exempt: vec![std::process::id() as i32] };
-//!     release(&request, &owner, &ReleaseOptions::default())
+//!     release(&request, &admission, &owner, &ReleaseOptions::default())
 //! };
 //! let report = release_now();
 //! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
@@ -103,6 +102,7 @@
 #![deny(unsafe_code)]
 
 // The supported API: what a guardian implements, calls and reads.
+pub mod admission;
 pub mod audit;
 pub mod executions;
 pub mod fault;
@@ -142,6 +142,7 @@ pub mod rehash;
 #[allow(unsafe_code)]
 pub mod uring;
 
+pub use admission::{Admission, AdmissionGuard};
 pub use error::{Denial, Reason, Refusal, TargetCode, TargetReason};
 pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;

@@ -34,6 +34,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
+use crate::admission::AdmissionGuard;
 use crate::error::{Reason, Refusal, TargetCode, TargetReason};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Pin;
@@ -231,8 +232,9 @@ impl ReleaseReport {
 /// the bytes re-hashed), `scan` (the backing roots, beside the re-hash),
 /// `in_use`, `capture` and `finish`.
 ///
-/// The caller holds the session's admission barrier for the whole call and
-/// answers for its executions through `owner`; the engine never signals or
+/// The caller holds the session's admission barrier for the whole call
+/// (`admission`: the compiler checks that one is held, see
+/// [`crate::admission`]) and answers for its executions through `owner`; the engine never signals or
 /// kills a process. Blocking: a release reads every target and walks the
 /// backing roots (run it on a blocking thread in an async guardian). Never
 /// panics on bad input.
@@ -274,7 +276,14 @@ impl ReleaseReport {
 /// - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
 /// - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
-pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
+pub fn release(
+    req: &ReleaseRequest<'_>,
+    admission: &AdmissionGuard<'_>,
+    owner: &dyn RuntimeOwner,
+    opts: &ReleaseOptions<'_>,
+) -> ReleaseReport {
+    // Held for the whole call by the caller; nothing to do with it here.
+    let _ = admission;
     // The paths as reports name them (a non-UTF-8 byte shown as U+FFFD).
     let paths: Vec<String> = req.targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
     if !cfg!(target_os = "linux") {

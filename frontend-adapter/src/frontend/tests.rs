@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::layout::{session_name, Layout};
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
 use winx_release_engine::{IdleOwner, Target};
@@ -73,7 +74,7 @@ impl Env {
                     thread_id: req["thread_id"].as_str().unwrap(),
                     targets: &targets,
                 };
-                let report = release(&rr, &IdleOwner, &ReleaseOptions::default());
+                let report = release(&rr, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
                 Some(json!({"ok": true, "report": report}))
             }
             _ => Some(json!({"ok": false, "error": {"code": "unknown_op", "message": op}})),
