@@ -304,7 +304,7 @@ fn request_level_codes_and_their_order() {
     check(release_req("t1", ws, vec![with_path(&format!("{sds}/none"))]), "not_found");
     let mut no_token = good.clone();
     no_token.as_object_mut().unwrap().remove("artifact_generation");
-    check(release_req("t1", ws, vec![no_token]), "read_required");
+    check(release_req("t1", ws, vec![no_token]), "invalid_input");
     let mut bad_token = good.clone();
     bad_token["artifact_generation"] = json!("g1.zz");
     check(release_req("t1", ws, vec![bad_token]), "read_required");
