@@ -47,7 +47,7 @@
 //!     Ok(None) => match req
 //!         .check_shape()
 //!         .and_then(|()| req.check_binding(Some(session)))
-//!         .and_then(|()| req.targets(&key, session, &layout))
+//!         .and_then(|b| req.targets(&key, b, &layout))
 //!     {
 //!         Err(e) => ReleaseResult::denied(&paths, &e),
 //!         Ok(targets) => {

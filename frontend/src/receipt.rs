@@ -42,6 +42,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use winx_release_engine::ReleaseReport;
+
 use crate::request::{ReleaseArgs, ReleaseEntry};
 use crate::result::ReleaseResult;
 use crate::token::frame;
@@ -155,6 +157,23 @@ impl ReceiptStore {
     /// As [`ReceiptStore::find`].
     pub fn lookup(&self, req: &ReleaseArgs) -> io::Result<Option<Value>> {
         durable::lookup(self, req)
+    }
+
+    /// The answer to `req` whose release returned `report`: a run that
+    /// touched the filesystem is recorded as a receipt, durably, before it
+    /// is answered (its `receipt_id` the request's fingerprint); when the
+    /// receipt cannot be written, the answer is `failed` with
+    /// `receipt_unavailable` and every target's outcome. A run that touched
+    /// nothing is answered as it is, unrecorded.
+    pub fn answer(&self, req: &ReleaseArgs, report: &ReleaseReport) -> ReleaseResult {
+        if !report.touched {
+            return ReleaseResult::of_report(report, None);
+        }
+        let result = ReleaseResult::of_report(report, Some(Fingerprint::of(req).to_hex()));
+        match self.record(req, &result) {
+            Ok(_) => result,
+            Err(e) => result.receipt_unavailable(&e),
+        }
     }
 
     /// Records `result` (the release result, `replayed: false`) as the
@@ -315,6 +334,47 @@ mod tests {
             "bytes_reclaimed": 4096, "receipt_id": "k",
             "files": [{"file_path": "/x", "outcome": "released", "reason": null, "bytes_reclaimed": 4096}]}))
         .unwrap()
+    }
+
+    /// `answer` records a touching run before answering, and nothing else;
+    /// a receipt that cannot be written fails the answer.
+    #[test]
+    fn answer_records_touching_runs_only() {
+        use winx_release_engine::{Outcome, Status, TargetResult};
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        let file = TargetResult {
+            file_path: "/x".into(),
+            outcome: Outcome::Released,
+            reason: None,
+            bytes_reclaimed: 8,
+            quarantine_path: None,
+        };
+        let mut report = ReleaseReport {
+            status: Status::Denied,
+            error_code: None,
+            detail: None,
+            touched: false,
+            bytes_reclaimed: 0,
+            files: vec![],
+        };
+        let a = store.answer(&r, &report);
+        assert_eq!((a.status, a.receipt_id.as_deref()), (Status::Denied, None));
+        assert!(!store.dir().exists(), "a denial is not recorded");
+        report =
+            ReleaseReport { status: Status::Completed, touched: true, bytes_reclaimed: 8, files: vec![file], ..report };
+        let a = store.answer(&r, &report);
+        assert_eq!(a.receipt_id, Some(Fingerprint::of(&r).to_hex()));
+        assert_eq!(store.find(&r).unwrap(), Some(ReleaseResult { replayed: true, ..a }));
+        // The shard is a file: the receipt cannot be written.
+        let other = req("t2", "/ws");
+        let shard = store.path_of(&Fingerprint::of(&other)).parent().unwrap().to_path_buf();
+        assert!(!shard.exists(), "another shard than t1's");
+        std::fs::write(&shard, b"").unwrap();
+        let a = store.answer(&other, &report);
+        assert_eq!((a.status, a.error_code), (Status::Failed, Some(crate::ReleaseCode::ReceiptUnavailable)));
+        assert_eq!(a.files, report.files);
     }
 
     /// `find` gives the recorded result, typed, marked replayed.

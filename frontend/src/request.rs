@@ -211,12 +211,13 @@ impl ReleaseArgs {
     }
 
     /// Step 4: the request belongs to `session`, the thread and workspace
-    /// the host initialised (`None`: the host knows no such thread).
+    /// the host initialised (`None`: the host knows no such thread). Returns
+    /// that session's binding.
     ///
     /// # Errors
     /// `thread_mismatch` (unknown or another thread), `workspace_mismatch`
     /// (`workspace_root` not exactly the initialised one).
-    pub fn check_binding(&self, session: Option<Binding<'_>>) -> Result<(), FrontendError> {
+    pub fn check_binding<'b>(&self, session: Option<Binding<'b>>) -> Result<Binding<'b>, FrontendError> {
         let Some(b) = session.filter(|b| b.thread_id == self.thread_id) else {
             let msg = format!("thread {:?} is not initialised: call Initialize first", self.thread_id);
             return Err(FrontendError::new(Reason::ThreadMismatch, msg));
@@ -225,7 +226,7 @@ impl ReleaseArgs {
             let msg = format!("workspace_root is not the initialised workspace {:?}", b.workspace_root);
             return Err(FrontendError::new(Reason::WorkspaceMismatch, msg));
         }
-        Ok(())
+        Ok(b)
     }
 
     /// Step 5: the pinned targets. Every path is placed and opened through
@@ -403,7 +404,7 @@ mod tests {
         assert_eq!(r(&["/w/*.py"]).check_shape().unwrap_err().code.as_str(), "glob_not_allowed");
         let one = r(&["/w/a"]);
         let b = Binding { thread_id: "t", workspace_root: "/w" };
-        assert!(one.check_binding(Some(b)).is_ok());
+        assert_eq!(one.check_binding(Some(b)), Ok(b));
         assert_eq!(one.check_binding(None).unwrap_err().code.as_str(), "thread_mismatch");
         let other = Binding { thread_id: "u", ..b };
         assert_eq!(one.check_binding(Some(other)).unwrap_err().code.as_str(), "thread_mismatch");

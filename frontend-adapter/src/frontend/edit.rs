@@ -80,13 +80,13 @@ impl Frontend {
         let slot = self.inflight(&fp);
         let result = {
             let _serial = lock(&slot);
-            self.release_serialised(r, &fp)
+            self.release_serialised(r)
         };
         self.inflight_done(&fp, slot);
         result
     }
 
-    fn release_serialised(&self, r: &ReleaseArgs, fp: &Fingerprint) -> Value {
+    fn release_serialised(&self, r: &ReleaseArgs) -> Value {
         let paths = r.paths();
         // replay
         match self.receipts.find(r) {
@@ -111,15 +111,8 @@ impl Frontend {
             Ok(report) => report,
             Err(result) => return result.to_value(),
         };
-        // The receipt, then the answer.
-        if !report.touched {
-            return ReleaseResult::of_report(&report, None).to_value();
-        }
-        let result = ReleaseResult::of_report(&report, Some(fp.to_hex()));
-        match self.receipts.record(r, &result) {
-            Ok(_) => result.to_value(),
-            Err(e) => result.receipt_unavailable(&e).to_value(),
-        }
+        // The receipt (when the run touched anything), then the answer.
+        self.receipts.answer(r, &report).to_value()
     }
 
     /// Step `owner`: embedded, platform, guardian reachable, capability,
