@@ -1,6 +1,7 @@
 //! Where things live: the workspace's session and scratch directories, the
 //! data directory's backing roots and journals, the guardian socket.
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Denial, Reason};
 use crate::preflight::exact::check_exact;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{mkdir_beneath, open_dir_abs};
 
 /// Name of the workspace's private state directory.
@@ -42,6 +44,7 @@ pub fn is_session_name(name: &str) -> bool {
 /// # References
 /// - [`getpwuid_r(3)`](https://man7.org/linux/man-pages/man3/getpwuid_r.3.html)
 ///   (through [`std::env::home_dir`], which reads it when `HOME` is unset)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(x);
@@ -128,6 +131,7 @@ impl Layout {
     /// # References
     /// - [`mkdirat(2)`](https://man7.org/linux/man-pages/man2/mkdirat.2.html)
     /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn create_session_dir(&self, thread_id: &str) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
@@ -137,6 +141,7 @@ impl Layout {
 
     /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
     /// it, never following a link.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
@@ -166,6 +171,7 @@ impl Layout {
 /// - [`lstat(2)`](https://man7.org/linux/man-pages/man2/lstat.2.html)
 /// - [XDG Base Directory Specification](https://specifications.freedesktop.org/basedir-spec/latest/)
 ///   (`XDG_RUNTIME_DIR`, which `pam_systemd` sets to `/run/user/<uid>`)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn default_socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("WINX_GUARDIAN_SOCKET").filter(|v| !v.is_empty()) {
         return PathBuf::from(p);
@@ -185,6 +191,7 @@ pub fn default_socket_path() -> PathBuf {
 }
 
 /// Whether `dir` is a directory, not a link, owned by `uid`, mode 0700.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn private_dir_of(dir: &Path, uid: rustix::process::Uid) -> bool {
     rustix::fs::lstat(dir).is_ok_and(|st| {
         rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
@@ -193,7 +200,7 @@ fn private_dir_of(dir: &Path, uid: rustix::process::Uid) -> bool {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", not(winx_foreign)))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

@@ -96,14 +96,25 @@
 //! barrier's contract, the owner's answers, threads and rings, the files the
 //! engine owns) is in `docs/DESIGN.md`, section "Embedding".
 //!
-//! Linux only: the engine calls Linux system calls directly and does not
-//! build elsewhere.
+//! # Platforms
+//!
+//! The engine does its work on Linux only (it calls Linux system calls
+//! through directory handles, io_uring, cgroups and `/proc`). It builds on
+//! every platform (macOS and Windows too, for a host that ships there):
+//! elsewhere it is its types, the [`Admission`] barrier and the path rules,
+//! [`release()`] answers every target `unsupported_platform` and
+//! [`read::read_pinned`] refuses with [`Reason::UnsupportedPlatform`]; the
+//! Linux-only dependencies (`rustix`, `io-uring`, `libc`) are not pulled in.
+//! On Linux, `--cfg winx_foreign` builds that other path (CI checks it).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-// The supported API: what a guardian implements, calls and reads.
+// The supported API: what a guardian implements, calls and reads. The
+// modules marked Linux-only do not exist elsewhere (see "Platforms").
 pub mod admission;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod audit;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod executions;
 pub mod fault;
 pub mod identity;
@@ -112,21 +123,31 @@ pub mod owner;
 pub mod preflight;
 // `/proc` reading; public for the engine's own cost test (`in_use_cost`).
 #[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod procfs;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod quota;
 pub mod read;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod recovery;
 pub mod release;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod resolve;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod retention;
 pub mod revision;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod scan;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod sys;
 
 mod error;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod generation;
 pub(crate) mod hash;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod no_space;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod quarantine;
 
 // Internals that this workspace's own tests, benches and fuzz targets
@@ -135,11 +156,14 @@ pub(crate) mod quarantine;
 // from the docs, and not a supported API of the engine. Nothing else is
 // hidden; the frontend adapter uses none of them.
 #[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod journal;
 #[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod rehash;
 #[doc(hidden)]
 #[allow(unsafe_code)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod uring;
 
 pub use admission::{Admission, AdmissionGuard};

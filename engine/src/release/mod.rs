@@ -29,29 +29,51 @@
 //! - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::collections::HashSet;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::io;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::admission::AdmissionGuard;
-use crate::error::{Reason, Refusal, TargetCode, TargetReason};
-use crate::fault::{FaultHook, FaultPoint};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::error::Refusal;
+use crate::error::{Reason, TargetCode, TargetReason};
+use crate::fault::FaultHook;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::fault::FaultPoint;
 use crate::identity::Pin;
 use crate::layout::Layout;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::no_space::reason_of;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::owner::RuntimeOwner;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::scan::{ScanBackend, ScanLimits, SharedScanner};
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod backing;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod capture;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod check;
 mod display;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod in_use;
+// Every platform but Linux: `release()` answers `unsupported_platform`.
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+mod foreign;
 
 pub use crate::preflight::MAX_TARGETS;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+pub use foreign::release;
 
 /// One target of a release: its exact path and what its read pinned.
 ///
@@ -84,17 +106,21 @@ pub struct ReleaseRequest<'a> {
     pub targets: &'a [Target],
 }
 
-/// Knobs of one release.
+/// Knobs of one release. Off Linux only `faults` exists: build it with
+/// `..ReleaseOptions::default()` to compile everywhere.
 pub struct ReleaseOptions<'a> {
     /// The scan bound.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub scan_limits: ScanLimits,
     /// The scan backend (default: [`crate::scan::auto_backend`]), used when
     /// there is no `scanner`.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub backend: &'a dyn ScanBackend,
     /// The shared, cached scanner a long-lived owner holds (the guardian):
     /// the scan then reuses a walk that started after the targets were
     /// checked and reads only the directories that changed
     /// ([`SharedScanner`]). `None` (the default): a fresh scan on `backend`.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub scanner: Option<&'a SharedScanner>,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
@@ -103,8 +129,11 @@ pub struct ReleaseOptions<'a> {
 impl Default for ReleaseOptions<'_> {
     fn default() -> Self {
         ReleaseOptions {
+            #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scan_limits: ScanLimits::default(),
+            #[cfg(all(target_os = "linux", not(winx_foreign)))]
             backend: crate::scan::auto_backend(),
+            #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scanner: None,
             faults: None,
         }
@@ -276,6 +305,7 @@ impl ReleaseReport {
 /// - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
 /// - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn release(
     req: &ReleaseRequest<'_>,
     admission: &AdmissionGuard<'_>,
@@ -365,12 +395,14 @@ pub fn release(
 /// The wall time of each step of one release, logged at `debug` level
 /// (`RUST_LOG=winx_release_engine::release=debug`; benches/PROFILE.md reads
 /// it). Only a run that reaches `finish` is logged.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 struct StepTimes {
     last: std::time::Instant,
     start: std::time::Instant,
     marks: Vec<(&'static str, u128)>,
 }
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 impl StepTimes {
     fn start() -> StepTimes {
         let now = std::time::Instant::now();
@@ -392,6 +424,7 @@ impl StepTimes {
     }
 }
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
     match opts.faults {
         Some(h) => h.at(&point),
@@ -403,6 +436,7 @@ fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
 /// with `reason` (`no_space` or `io_error`, which is also the request's
 /// `errorCode`, see [`ReleaseReport::request_code`]), the rest
 /// `not_attempted`.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn failed_untouched(paths: &[String], reason: TargetReason, detail: String) -> ReleaseReport {
     let files = paths
         .iter()
