@@ -41,8 +41,12 @@ use crate::layout::{self, Layout};
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 
 pub(crate) mod exact;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod reserved;
 mod rules;
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use reserved::write_reaches_reserved;
 pub use rules::{check_exact, check_shape, in_reserved_namespace, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use rules::{place_helper, HelperPath};

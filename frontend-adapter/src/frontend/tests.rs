@@ -522,6 +522,11 @@ fn replace_writes_quotas_and_reserved_namespace() {
     std::os::unix::fs::symlink(q.join("captured"), env.ws.join("alias")).unwrap();
     assert_eq!(code(&write("t1", &format!("{ws}/alias"), "x")), "reserved_namespace");
     assert_eq!(std::fs::read(q.join("captured")).unwrap(), b"keep");
+    // A hard link of a captured object (the engine's one alias rule).
+    std::fs::hard_link(q.join("captured"), env.ws.join("hardalias")).unwrap();
+    assert_eq!(code(&write("t1", &format!("{ws}/hardalias"), "x")), "reserved_namespace");
+    assert_eq!(std::fs::read(env.ws.join("hardalias")).unwrap(), b"keep");
+    std::fs::remove_file(env.ws.join("hardalias")).unwrap();
     std::fs::remove_file(q.join("captured")).unwrap();
 
     // Quotas: 128 files per session, counted across one request.
