@@ -195,7 +195,10 @@ pub enum Status {
 pub struct ReleaseReport {
     /// Overall status.
     pub status: Status,
-    /// The request-level reason, for `denied` and `invalid_input`.
+    /// The request-level reason, for `denied` and `invalid_input`
+    /// (`errorCode` in JSON, as in the contract's result; `error_code` is
+    /// read too, from an older guardian).
+    #[serde(rename = "errorCode", alias = "error_code")]
     pub error_code: Option<Reason>,
     /// A human-readable detail of a denial or failure.
     pub detail: Option<String>,
