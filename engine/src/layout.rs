@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Denial, Reason};
+use crate::error::{Reason, Refusal};
 use crate::preflight::exact::check_exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{mkdir_beneath, open_dir_abs};
@@ -62,6 +62,11 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/winx-{}/data", rustix::process::getuid().as_raw()))
 }
 
+/// A layout refused: `reason` about `path`.
+fn refused(reason: Reason, path: &Path, what: &str) -> Refusal {
+    Refusal::whole(0, reason, format!("{}: {what}", path.display()))
+}
+
 /// The paths of one workspace and the data directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -74,14 +79,14 @@ impl Layout {
     ///
     /// Fails with `path_not_exact` when the workspace is not an exact
     /// absolute path (it must already be canonical).
-    pub fn new(workspace: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Result<Layout, Denial> {
+    pub fn new(workspace: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Result<Layout, Refusal> {
         let workspace = workspace.into();
         let s =
-            workspace.to_str().ok_or_else(|| Denial::at(Reason::PathNotExact, &workspace, "workspace is not UTF-8"))?;
-        check_exact(s).map_err(|r| Denial::at(r, &workspace, "workspace is not an exact path"))?;
+            workspace.to_str().ok_or_else(|| refused(Reason::PathNotExact, &workspace, "workspace is not UTF-8"))?;
+        check_exact(s).map_err(|r| refused(r, &workspace, "workspace is not an exact path"))?;
         let data_dir = data_dir.into();
         if !data_dir.is_absolute() {
-            return Err(Denial::at(Reason::PathNotExact, data_dir, "data dir must be absolute"));
+            return Err(refused(Reason::PathNotExact, &data_dir, "data dir must be absolute"));
         }
         Ok(Layout { workspace, data_dir })
     }

@@ -167,7 +167,7 @@ pub mod rehash;
 pub mod uring;
 
 pub use admission::{Admission, AdmissionGuard};
-pub use error::{Denial, Reason, Refusal, TargetCode, TargetReason};
+pub use error::{Reason, Refusal, TargetCode, TargetReason};
 pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};

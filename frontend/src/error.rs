@@ -13,6 +13,7 @@ use std::fmt;
 use winx_release_engine::{Reason, Refusal};
 
 /// A wire code the frontend reports as `errorCode` or as a per-file reason.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Code {
     /// A reason code of the contract's section 4.

@@ -22,6 +22,7 @@ pub const RELEASE_MODE: &str = "release_temporary";
 /// The request-level `errorCode` of a release result: a contract code, or
 /// the frontend's own `receipt_unavailable` (a run that touched the
 /// filesystem but whose receipt could not be written).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseCode {
     /// A contract reason code (request- or target-level).
