@@ -91,10 +91,21 @@
 //! ```
 //!
 //! `engine/examples/tokio_guardian.rs` shows the same from an async guardian:
-//! the release is blocking work, run with `tokio::task::spawn_blocking` while
-//! the barrier's guard is held. What an embedder must get right (the
-//! barrier's contract, the owner's answers, threads and rings, the files the
-//! engine owns) is in `docs/DESIGN.md`, section "Embedding".
+//! everything blocking runs with `tokio::task::spawn_blocking` (the barrier
+//! taken there), and a command's end is awaited on the reactor through
+//! `Execution::end_signal` (Linux).
+//!
+//! An MCP server that offers releases also links the frontend library,
+//! `winx-release-frontend`: generation tokens ([`Pin`] bound to a thread,
+//! workspace and path), receipts, the request's checks in the contract's
+//! order and the result JSON; `frontend/examples/winx_host.rs` is a host
+//! that is frontend and runtime in one process, with glue only. What an
+//! embedder must get right (the barrier's contract, the owner's answers,
+//! async hosts, `RuntimeOptions` in a process with children of its own,
+//! `Runtime::leave`, several processes on one data directory, recovery's
+//! workspace list, the receipt format, the error types, threads and rings,
+//! the files the engine owns) is in `docs/DESIGN.md`, section "Embedding
+//! the engine in another guardian".
 //!
 //! # Platforms
 //!
