@@ -14,7 +14,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend};
 use winx_release_engine::uring::UringBackend;
-use winx_release_engine::{release, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target};
+use winx_release_engine::{
+    release, Admission, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target,
+};
 
 mod common;
 
@@ -59,7 +61,7 @@ fn release_end_to_end(c: &mut Criterion) {
                 |targets| {
                     let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };
                     let opts = ReleaseOptions { backend, ..ReleaseOptions::default() };
-                    let report = release(&req, &IdleOwner, &opts);
+                    let report = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
                     assert_eq!(report.status, Status::Completed, "{report:?}");
                     report.bytes_reclaimed
                 },

@@ -23,7 +23,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::scan::SharedScanner;
-use winx_release_engine::{release, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target};
+use winx_release_engine::{
+    release, Admission, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target,
+};
 
 mod common;
 
@@ -63,7 +65,7 @@ fn release_single(c: &mut Criterion) {
     let run = |targets: Vec<Target>, scanner: Option<&SharedScanner>| {
         let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };
         let opts = ReleaseOptions { scanner, ..ReleaseOptions::default() };
-        let report = release(&req, &IdleOwner, &opts);
+        let report = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
         assert_eq!(report.status, Status::Completed, "{report:?}");
         report.bytes_reclaimed
     };

@@ -1,4 +1,13 @@
-//! Reason codes of the contract (section 4), as typed errors.
+//! Reason codes of the contract (section 4), and the engine's one error
+//! type.
+//!
+//! [`Refusal`] is what every fallible call of the engine that refuses a
+//! request returns (a reason, each target's own, one human line); the codes
+//! it carries are [`Reason`] (request-level) and, for outcomes of a run that
+//! touched the filesystem, [`TargetReason`]; [`TargetCode`] is either, as a
+//! report's per-target `reason`. I/O failures of the engine's own files are
+//! `std::io::Error`, which [`crate::release()`] reports as `no_space` or
+//! `io_error`.
 
 use std::fmt;
 
@@ -306,40 +315,6 @@ impl fmt::Display for TargetCode {
         f.write_str(self.code())
     }
 }
-
-/// A refusal together with the path it concerns, if any.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Denial {
-    /// The reason code.
-    pub reason: Reason,
-    /// The offending path (a target, or a backing-root entry), when known.
-    pub path: Option<std::path::PathBuf>,
-    /// A human-readable detail.
-    pub detail: String,
-}
-
-impl Denial {
-    /// A denial without a path.
-    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
-        Denial { reason, path: None, detail: detail.into() }
-    }
-
-    /// A denial about `path`.
-    pub fn at(reason: Reason, path: impl Into<std::path::PathBuf>, detail: impl Into<String>) -> Self {
-        Denial { reason, path: Some(path.into()), detail: detail.into() }
-    }
-}
-
-impl fmt::Display for Denial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.path {
-            Some(p) => write!(f, "{}: {} ({})", self.reason, p.display(), self.detail),
-            None => write!(f, "{}: {}", self.reason, self.detail),
-        }
-    }
-}
-
-impl std::error::Error for Denial {}
 
 /// A request refused before anything was touched: the request's reason,
 /// each target's own reason (in request order), and one line naming the

@@ -13,8 +13,10 @@
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 //! - [`ioctl_iflags(2)`](https://man7.org/linux/man-pages/man2/ioctl_iflags.2.html) (`FS_IOC_GETVERSION`)
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::AsFd;
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Statx, StatxFlags};
 
 /// The (device, inode) pair that names one physical object.
@@ -58,6 +60,7 @@ pub struct Identity {
 }
 
 /// The statx fields identity needs.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) const IDENTITY_MASK: StatxFlags = StatxFlags::TYPE
     .union(StatxFlags::MODE)
     .union(StatxFlags::NLINK)
@@ -70,6 +73,7 @@ pub(crate) const IDENTITY_MASK: StatxFlags = StatxFlags::TYPE
 impl Identity {
     /// Builds an identity from a `statx` result (no generation number: that
     /// needs an open file, see [`Identity::of_fd`]).
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub(crate) fn from_statx(st: &Statx) -> Identity {
         let btime =
             (st.stx_mask & StatxFlags::BTIME.bits() != 0).then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec));
@@ -93,6 +97,7 @@ impl Identity {
     /// # References
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html) with `AT_EMPTY_PATH`
     /// - `FS_IOC_GETVERSION` (`engine/src/generation.rs`)
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn of_fd<Fd: AsFd>(fd: Fd) -> std::io::Result<Identity> {
         let st = rustix::fs::statx(fd.as_fd(), c"", AtFlags::EMPTY_PATH, IDENTITY_MASK)?;
         let mut id = Identity::from_statx(&st);
@@ -110,6 +115,7 @@ impl Identity {
     /// # References
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html),
     ///   [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn of_name<Fd: AsFd>(dir: Fd, name: &str) -> std::io::Result<Option<Identity>> {
         let dir = dir.as_fd();
         let st = match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK) {
@@ -135,16 +141,18 @@ impl Identity {
     }
 
     /// The object's file type.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn file_type(&self) -> FileType {
         FileType::from_raw_mode(self.mode)
     }
 
-    /// Whether it is a regular file.
+    /// Whether it is a regular file (`S_IFREG` in its mode).
     pub fn is_regular(&self) -> bool {
-        self.file_type() == FileType::RegularFile
+        self.mode & 0o170_000 == 0o100_000
     }
 
     /// Bytes its removal frees: allocated blocks × 512.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub(crate) fn allocated_bytes(&self) -> u64 {
         self.blocks.saturating_mul(512)
     }
@@ -200,6 +208,7 @@ impl Pin {
     /// # References
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
     /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn of_fd<Fd: AsFd>(fd: Fd) -> std::io::Result<Pin> {
         let id = Identity::of_fd(fd.as_fd())?;
         let (digest, _) = crate::hash::sha256_fd(fd.as_fd())?;

@@ -1,13 +1,15 @@
 //! Where things live: the workspace's session and scratch directories, the
 //! data directory's backing roots and journals, the guardian socket.
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Denial, Reason};
+use crate::error::{Reason, Refusal};
 use crate::preflight::exact::check_exact;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{mkdir_beneath, open_dir_abs};
 
 /// Name of the workspace's private state directory.
@@ -42,6 +44,7 @@ pub fn is_session_name(name: &str) -> bool {
 /// # References
 /// - [`getpwuid_r(3)`](https://man7.org/linux/man-pages/man3/getpwuid_r.3.html)
 ///   (through [`std::env::home_dir`], which reads it when `HOME` is unset)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(x);
@@ -59,6 +62,11 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/winx-{}/data", rustix::process::getuid().as_raw()))
 }
 
+/// A layout refused: `reason` about `path`.
+fn refused(reason: Reason, path: &Path, what: &str) -> Refusal {
+    Refusal::whole(0, reason, format!("{}: {what}", path.display()))
+}
+
 /// The paths of one workspace and the data directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -71,14 +79,14 @@ impl Layout {
     ///
     /// Fails with `path_not_exact` when the workspace is not an exact
     /// absolute path (it must already be canonical).
-    pub fn new(workspace: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Result<Layout, Denial> {
+    pub fn new(workspace: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> Result<Layout, Refusal> {
         let workspace = workspace.into();
         let s =
-            workspace.to_str().ok_or_else(|| Denial::at(Reason::PathNotExact, &workspace, "workspace is not UTF-8"))?;
-        check_exact(s).map_err(|r| Denial::at(r, &workspace, "workspace is not an exact path"))?;
+            workspace.to_str().ok_or_else(|| refused(Reason::PathNotExact, &workspace, "workspace is not UTF-8"))?;
+        check_exact(s).map_err(|r| refused(r, &workspace, "workspace is not an exact path"))?;
         let data_dir = data_dir.into();
         if !data_dir.is_absolute() {
-            return Err(Denial::at(Reason::PathNotExact, data_dir, "data dir must be absolute"));
+            return Err(refused(Reason::PathNotExact, &data_dir, "data dir must be absolute"));
         }
         Ok(Layout { workspace, data_dir })
     }
@@ -128,6 +136,7 @@ impl Layout {
     /// # References
     /// - [`mkdirat(2)`](https://man7.org/linux/man-pages/man2/mkdirat.2.html)
     /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn create_session_dir(&self, thread_id: &str) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
@@ -137,6 +146,7 @@ impl Layout {
 
     /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
     /// it, never following a link.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
@@ -166,6 +176,7 @@ impl Layout {
 /// - [`lstat(2)`](https://man7.org/linux/man-pages/man2/lstat.2.html)
 /// - [XDG Base Directory Specification](https://specifications.freedesktop.org/basedir-spec/latest/)
 ///   (`XDG_RUNTIME_DIR`, which `pam_systemd` sets to `/run/user/<uid>`)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn default_socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("WINX_GUARDIAN_SOCKET").filter(|v| !v.is_empty()) {
         return PathBuf::from(p);
@@ -185,6 +196,7 @@ pub fn default_socket_path() -> PathBuf {
 }
 
 /// Whether `dir` is a directory, not a link, owned by `uid`, mode 0700.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn private_dir_of(dir: &Path, uid: rustix::process::Uid) -> bool {
     rustix::fs::lstat(dir).is_ok_and(|st| {
         rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
@@ -193,7 +205,7 @@ fn private_dir_of(dir: &Path, uid: rustix::process::Uid) -> bool {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", not(winx_foreign)))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

@@ -16,14 +16,13 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Mutex;
 //! use std::time::Duration;
 //!
 //! use winx_release_engine::executions::{
 //!     ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
 //! };
 //! use winx_release_engine::read::{read_pinned, Keep};
-//! use winx_release_engine::{recovery, release, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+//! use winx_release_engine::{recovery, release, Admission, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let workspace = tmp.path().canonicalize()?.join("ws");
@@ -41,7 +40,7 @@
 //!
 //! // A session: its directory, its identity, its admission barrier.
 //! let session = SessionKey::of_dir(layout.create_session_dir("thread-1")?)?;
-//! let barrier = Mutex::new(());
+//! let barrier = Admission::new();
 //!
 //! // The agent wrote a helper and read it: the read pinned the object it
 //! // read and the bytes it returned (no-follow, one link, identity stable).
@@ -54,7 +53,7 @@
 //!
 //! // A command of the session, started under the barrier, leaves a process behind.
 //! let command = {
-//!     let _admission = barrier.lock().unwrap();
+//!     let _admission = barrier.enter();
 //!     let e = runtime.submit(Spawn {
 //!         thread: "thread-1".into(),
 //!         workspace: layout.workspace().into(),
@@ -69,9 +68,9 @@
 //!
 //! // The release asks the runtime who still runs, under the barrier.
 //! let release_now = || {
-//!     let _admission = barrier.lock().unwrap();
+//!     let admission = barrier.enter();
 //!     let owner = OwnerAnswer { liveness: runtime.liveness(&session), pending: 0, exempt: vec![std::process::id() as i32] };
-//!     release(&request, &owner, &ReleaseOptions::default())
+//!     release(&request, &admission, &owner, &ReleaseOptions::default())
 //! };
 //! let report = release_now();
 //! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
@@ -92,18 +91,41 @@
 //! ```
 //!
 //! `engine/examples/tokio_guardian.rs` shows the same from an async guardian:
-//! the release is blocking work, run with `tokio::task::spawn_blocking` while
-//! the barrier's guard is held. What an embedder must get right (the
-//! barrier's contract, the owner's answers, threads and rings, the files the
-//! engine owns) is in `docs/DESIGN.md`, section "Embedding".
+//! everything blocking runs with `tokio::task::spawn_blocking` (the barrier
+//! taken there), and a command's end is awaited on the reactor through
+//! `Execution::end_signal` (Linux).
 //!
-//! Linux only: the engine calls Linux system calls directly and does not
-//! build elsewhere.
+//! An MCP server that offers releases also links the frontend library,
+//! `winx-release-frontend`: generation tokens ([`Pin`] bound to a thread,
+//! workspace and path), receipts, the request's checks in the contract's
+//! order and the result JSON; `frontend/examples/winx_host.rs` is a host
+//! that is frontend and runtime in one process, with glue only. What an
+//! embedder must get right (the barrier's contract, the owner's answers,
+//! async hosts, `RuntimeOptions` in a process with children of its own,
+//! `Runtime::leave`, several processes on one data directory, recovery's
+//! workspace list, the receipt format, the error types, threads and rings,
+//! the files the engine owns) is in `docs/DESIGN.md`, section "Embedding
+//! the engine in another guardian".
+//!
+//! # Platforms
+//!
+//! The engine does its work on Linux only (it calls Linux system calls
+//! through directory handles, io_uring, cgroups and `/proc`). It builds on
+//! every platform (macOS and Windows too, for a host that ships there):
+//! elsewhere it is its types, the [`Admission`] barrier and the path rules,
+//! [`release()`] answers every target `unsupported_platform` and
+//! [`read::read_pinned`] refuses with [`Reason::UnsupportedPlatform`]; the
+//! Linux-only dependencies (`rustix`, `io-uring`, `libc`) are not pulled in.
+//! On Linux, `--cfg winx_foreign` builds that other path (CI checks it).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-// The supported API: what a guardian implements, calls and reads.
+// The supported API: what a guardian implements, calls and reads. The
+// modules marked Linux-only do not exist elsewhere (see "Platforms").
+pub mod admission;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod audit;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod executions;
 pub mod fault;
 pub mod identity;
@@ -112,21 +134,31 @@ pub mod owner;
 pub mod preflight;
 // `/proc` reading; public for the engine's own cost test (`in_use_cost`).
 #[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod procfs;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod quota;
 pub mod read;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod recovery;
 pub mod release;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod resolve;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod retention;
 pub mod revision;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod scan;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod sys;
 
 mod error;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod generation;
 pub(crate) mod hash;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod no_space;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod quarantine;
 
 // Internals that this workspace's own tests, benches and fuzz targets
@@ -135,14 +167,18 @@ pub(crate) mod quarantine;
 // from the docs, and not a supported API of the engine. Nothing else is
 // hidden; the frontend adapter uses none of them.
 #[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod journal;
 #[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod rehash;
 #[doc(hidden)]
 #[allow(unsafe_code)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod uring;
 
-pub use error::{Denial, Reason, Refusal, TargetCode, TargetReason};
+pub use admission::{Admission, AdmissionGuard};
+pub use error::{Reason, Refusal, TargetCode, TargetReason};
 pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};

@@ -22,20 +22,31 @@
 //! - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::ffi::OsString;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::{Component, Path};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use std::path::Component;
+use std::path::Path;
 
 use crate::error::Reason;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::hash::{read_and_hash, HASH_CHUNK};
-use crate::identity::{Identity, Pin};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::identity::Identity;
+use crate::identity::Pin;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::preflight::{check_exact, in_reserved_namespace};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::rehash::{self, HashJob, RehashOptions};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_regular_beneath};
 
 pub use crate::hash::{Head, Keep};
 
 /// How often a read is tried before a file that keeps changing is refused.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 const READ_TRIES: usize = 3;
 
 /// What one consistent read of a helper gave.
@@ -69,6 +80,7 @@ impl PinnedRead {
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
     let mut before = Identity::of_fd(fd).map_err(|_| Reason::NotFound)?;
     let mut buf = vec![0u8; HASH_CHUNK];
@@ -84,11 +96,13 @@ pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
 }
 
 /// Whether `after` is the object `before` was, unchanged.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn unchanged(before: &Identity, after: &Identity) -> bool {
     Pin::new(before, [0; 32]).matches_identity(after)
 }
 
 /// The components of `path` below `session_dir`, both exact absolute paths.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn below(session_dir: &Path, path: &Path) -> Result<Vec<OsString>, Reason> {
     check_exact(session_dir)?;
     check_exact(path)?;
@@ -148,12 +162,22 @@ fn below(session_dir: &Path, path: &Path) -> Result<Vec<OsString>, Reason> {
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 pub fn read_pinned(session_dir: &Path, path: &Path, keep: Keep) -> Result<PinnedRead, Reason> {
-    let rel = below(session_dir, path)?;
-    let dir = open_dir_abs(session_dir).map_err(|e| e.reason())?;
-    read_rel(dir.as_fd(), &rel, keep)
+    #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+    {
+        // Every platform but Linux: reads say so.
+        let _ = (session_dir, path, keep);
+        Err(Reason::UnsupportedPlatform)
+    }
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
+    {
+        let rel = below(session_dir, path)?;
+        let dir = open_dir_abs(session_dir).map_err(|e| e.reason())?;
+        read_rel(dir.as_fd(), &rel, keep)
+    }
 }
 
 /// Opens `rel` below the opened directory `dir` and reads it consistently.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn read_rel(dir: BorrowedFd<'_>, rel: &[OsString], keep: Keep) -> Result<PinnedRead, Reason> {
     let opened = open_regular_beneath(dir, rel)?;
     let read = read_fd(opened.file.as_fd(), keep)?;
@@ -179,6 +203,7 @@ fn read_rel(dir: BorrowedFd<'_>, rel: &[OsString], keep: Keep) -> Result<PinnedR
 /// # References
 /// - [`io_uring_enter(2)`](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html) (`IORING_OP_READ`)
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn read_pinned_all<P: AsRef<Path> + Sync>(
     session_dir: &Path,
     paths: &[P],

@@ -8,6 +8,7 @@ use std::fs;
 use std::process::Command;
 
 use common::{snapshot, target, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status};
 use winx_release_engine::Reason;
@@ -41,6 +42,7 @@ fn two_paths_to_one_file_through_a_bind_mount_are_refused() {
         let t = [target(&h), target(&alias)];
         let r = release(
             &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
+            &Admission::new().enter(),
             &IdleOwner,
             &ReleaseOptions::default(),
         );

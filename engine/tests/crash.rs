@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{target, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::owner::IdleOwner;
@@ -67,7 +68,7 @@ fn crash_child() {
     let req = ReleaseRequest { layout: &layout, thread_id: &spec.thread, targets: &spec.targets };
     // What the release answered, for the parent's diagnostics (a release
     // killed before it answered leaves none).
-    let report = release(&req, &IdleOwner, &opts);
+    let report = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
     let _ = fs::write(spec.data_dir.join("crash-report.json"), serde_json::to_vec(&report).unwrap_or_default());
 }
 

@@ -24,6 +24,7 @@ use std::process::{Child, Command, Stdio};
 
 use common::ns::{in_mount_namespace, is_root, mount};
 use common::target;
+use winx_release_engine::admission::Admission;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target};
@@ -88,7 +89,7 @@ impl World {
 
     fn release(&self, targets: &[Target]) -> ReleaseReport {
         let req = ReleaseRequest { layout: &self.layout, thread_id: &self.thread, targets };
-        release(&req, &IdleOwner, &ReleaseOptions::default())
+        release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default())
     }
 }
 

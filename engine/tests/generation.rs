@@ -8,6 +8,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use common::{pin, snapshot, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest, Status, Target};
 use winx_release_engine::Reason;
@@ -50,6 +51,7 @@ fn recreated_file_under_a_reused_inode_within_one_tick_requires_a_new_read() {
     let t = [Target::new(&h, stale)];
     let r = release(
         &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
+        &Admission::new().enter(),
         &IdleOwner,
         &ReleaseOptions::default(),
     );
@@ -63,6 +65,7 @@ fn recreated_file_under_a_reused_inode_within_one_tick_requires_a_new_read() {
     let t = [Target::new(&h, now)];
     let r = release(
         &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
+        &Admission::new().enter(),
         &IdleOwner,
         &ReleaseOptions::default(),
     );

@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use common::ns::{fill, in_mount_namespace, is_root, mount};
 use common::{target, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::owner::IdleOwner;
@@ -48,7 +49,7 @@ fn a_full_filesystem_fails_the_request_with_no_space_naming_it() {
         let targets = [target(&helper)];
         fill(&mnt);
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets: &targets };
-        let r = release(&req, &IdleOwner, &ReleaseOptions::default());
+        let r = release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
         assert_eq!((r.status, r.touched), (Status::Failed, false), "{r:?}");
         assert_eq!(r.request_code(), NO_SPACE, "{r:?}");
         assert_eq!(r.files[0].outcome, Outcome::Failed);
@@ -84,7 +85,7 @@ fn no_space_at_a_target_is_its_reason() {
     };
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
     let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
-    let r = release(&req, &IdleOwner, &opts);
+    let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
     assert_eq!(r.status, Status::Partial, "{r:?}");
     let got: Vec<_> = r.files.iter().map(|f| (f.outcome, f.reason.map(|c| c.code()))).collect();
     assert_eq!(

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use common::{target, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::identity::Identity;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status};
@@ -68,7 +69,7 @@ where
                 }
             });
             let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: std::slice::from_ref(&t) };
-            let r = release(&req, &IdleOwner, &ReleaseOptions::default());
+            let r = release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
             stop.store(true, Ordering::Relaxed);
             r
         });

@@ -8,6 +8,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use common::{target, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::preflight::preflight;
 use winx_release_engine::read::{read_pinned, read_pinned_all, Keep};
@@ -16,7 +17,7 @@ use winx_release_engine::Reason;
 
 fn run(fx: &Fixture, targets: &[Target]) -> winx_release_engine::ReleaseReport {
     let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets };
-    release(&req, &IdleOwner, &ReleaseOptions::default())
+    release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default())
 }
 
 #[test]

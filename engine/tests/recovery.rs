@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{target, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::identity::Identity;
 use winx_release_engine::journal::{entry_name, rename_noreplace, Quarantine};
@@ -138,7 +139,12 @@ fn recovery_beside_a_release_in_flight_waits_or_refuses() {
     std::thread::scope(|s| {
         let releasing = s.spawn(|| {
             let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
-            release(&ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t }, &IdleOwner, &opts)
+            release(
+                &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
+                &Admission::new().enter(),
+                &IdleOwner,
+                &opts,
+            )
         });
         at_rx.recv().unwrap();
         let journals: Vec<_> = fs::read_dir(fx.layout.journal_dir()).unwrap().collect();

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{pin, snapshot, target, unpinned, Fixture};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::{FaultHook, FaultPoint};
 use winx_release_engine::owner::{IdleOwner, RuntimeOwner};
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target};
@@ -22,7 +23,7 @@ fn run(fx: &Fixture, targets: &[Target]) -> ReleaseReport {
 
 fn run_with(fx: &Fixture, targets: &[Target], owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
     let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets };
-    release(&req, owner, opts)
+    release(&req, &Admission::new().enter(), owner, opts)
 }
 
 fn with_faults<F: FaultHook>(hook: &F) -> ReleaseOptions<'_> {

@@ -1,12 +1,14 @@
-//! Frontend-side adapter of winx-release: everything the MCP frontend does,
-//! independent of the MCP transport.
+//! This project's own MCP frontend, independent of the MCP transport: the
+//! tools over this project's guardian protocol.
+//!
+//! The rules it shares with any other MCP server live in the frontend
+//! library, `winx-release-frontend`, and are re-exported here: [`token`],
+//! [`receipt`], [`error`], and the release request checks and result
+//! ([`winx_release_frontend::request`], [`ReleaseResult`]). Another server
+//! links that library and the engine, not this crate.
 //!
 //! - [`wire`]: tool arguments, parsed from JSON with unknown fields refused,
-//!   and the shape rules of `EditFiles`;
-//! - [`token`]: generation tokens (HMAC-SHA256 under a process secret over
-//!   length-framed fields);
-//! - [`receipt`]: durable receipts of releases that touched the filesystem,
-//!   replayed by request fingerprint;
+//!   and the classification of `EditFiles` into a release or writes;
 //! - [`frontend`]: [`Frontend`], whose tool methods take the arguments as
 //!   JSON and return the contract's `structuredContent` objects;
 //! - [`policy`]: what the shell modes allow;
@@ -20,13 +22,12 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod error;
 pub mod frontend;
 pub mod policy;
-pub mod receipt;
 pub mod schema;
-pub mod token;
 pub mod wire;
+
+pub use winx_release_frontend::{error, receipt, token};
 
 mod command_result;
 mod embedded;
@@ -37,4 +38,5 @@ pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher
 pub use receipt::{Fingerprint, ReceiptStore};
 pub use schema::{tool_specs, ToolSpec};
 pub use token::{TokenKey, TokenSubject};
+pub use winx_release_frontend::{ReleaseCode, ReleaseResult};
 pub use wire::EditRequest;

@@ -16,21 +16,22 @@
 //! - otherwise `operation` is absent or `"edit"`, and every entry must be
 //!   `mode: "replace"` with `content`; any other mode is `invalid_input`.
 //!
-//! The order of checks is: the top-level shape (`invalid_input`), then
-//! `mixed_modes`, then `verification_not_allowed`, then each entry's shape
-//! (`invalid_input`, a malformed `expected_revision` included). The path rules
-//! (`file_count`, `duplicate_path`, `path_not_exact`, `glob_not_allowed`) are
-//! checked by the engine's `path_rules::check_shape`, which the frontend runs after its receipt
-//! lookup.
+//! The order of checks is: the top-level shape (`invalid_input`), then, for
+//! a release, the frontend library's [`request::of_args`]: `mixed_modes`,
+//! `verification_not_allowed`, each entry's shape (`invalid_input`, a
+//! missing token or revision and a malformed `expected_revision` included).
+//! The path rules (`file_count`, `duplicate_path`, `path_not_exact`,
+//! `glob_not_allowed`) are [`ReleaseArgs::check_shape`], which the frontend
+//! runs after its receipt lookup.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use winx_release_engine::Reason;
+use winx_release_frontend::request;
 
 use crate::error::FrontendError;
 
-/// The `mode` and `operation` value of a release.
-pub const RELEASE_MODE: &str = "release_temporary";
+pub use winx_release_frontend::request::{EditFilesArgs, ReleaseArgs, ReleaseEntry};
+pub use winx_release_frontend::result::RELEASE_MODE;
 /// The `mode` of a whole-file write.
 pub const REPLACE_MODE: &str = "replace";
 /// The explicit `operation` of a non-release `EditFiles` request.
@@ -176,22 +177,6 @@ impl ReadFilesArgs {
     }
 }
 
-/// One release entry of `EditFiles`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReleaseEntry {
-    /// The exact path of the helper.
-    pub file_path: String,
-    /// Always `"release_temporary"`.
-    pub mode: String,
-    /// `sha256:<hex>` as `ReadFiles` returned it.
-    pub expected_revision: String,
-    /// The token `ReadFiles` returned; absent or `null` fails with
-    /// `read_required`.
-    #[serde(default)]
-    pub artifact_generation: Option<String>,
-}
-
 /// One whole-file write entry of `EditFiles`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,42 +187,6 @@ pub struct ReplaceEntry {
     pub mode: String,
     /// The new content.
     pub content: String,
-}
-
-/// The top-level object of `EditFiles`, entries still unparsed.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EditFilesArgs {
-    /// The thread, from `Initialize`.
-    pub thread_id: String,
-    /// The exact workspace root `Initialize` returned.
-    pub workspace_root: String,
-    /// `"release_temporary"`, `"edit"`, or absent.
-    #[serde(default)]
-    pub operation: Option<String>,
-    /// The entries, in order.
-    pub files: Vec<Value>,
-    /// A command to run after a write (not with a release).
-    #[serde(default)]
-    pub verify_command: Option<String>,
-}
-
-/// A release request, parsed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReleaseArgs {
-    /// The thread.
-    pub thread_id: String,
-    /// The workspace root as given.
-    pub workspace_root: String,
-    /// The entries, in order.
-    pub entries: Vec<ReleaseEntry>,
-}
-
-impl ReleaseArgs {
-    /// The requested paths, in order.
-    pub fn paths(&self) -> Vec<String> {
-        self.entries.iter().map(|e| e.file_path.clone()).collect()
-    }
 }
 
 /// A whole-file write request, parsed.
@@ -283,63 +232,17 @@ pub struct EditParseError {
     pub paths: Vec<String>,
 }
 
-fn best_effort_paths(v: &Value) -> Vec<String> {
-    match v.get("files") {
-        Some(Value::Array(a)) => {
-            a.iter().map(|e| e.get("file_path").and_then(Value::as_str).unwrap_or_default().to_owned()).collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// Parses and classifies `EditFiles` arguments (see the module docs for the
-/// rules and their order). Path rules are left to the engine's `path_rules::check_shape`.
+/// rules and their order). Path rules are left to [`ReleaseArgs::check_shape`].
 pub fn parse_edit_files(v: &Value) -> Result<EditRequest, EditParseError> {
-    let paths = best_effort_paths(v);
+    let paths = request::paths_of(v);
     let fail = |error: FrontendError, release: bool| EditParseError { error, release, paths: paths.clone() };
-    let looks_like_release = v.get("operation").and_then(Value::as_str) == Some(RELEASE_MODE)
-        || v.get("files")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|e| e.get("mode").and_then(Value::as_str) == Some(RELEASE_MODE)));
+    let looks_like_release = request::looks_like_release(v);
     let args: EditFilesArgs = from_value("EditFiles arguments", v).map_err(|e| fail(e, looks_like_release))?;
-    let mut modes = Vec::with_capacity(args.files.len());
-    for (i, f) in args.files.iter().enumerate() {
-        match f.get("mode").and_then(Value::as_str) {
-            Some(m) if f.is_object() => modes.push(m),
-            _ => {
-                let msg = format!("files[{i}] lacks a string \"mode\"");
-                return Err(fail(FrontendError::invalid(msg), looks_like_release));
-            }
-        }
-    }
+    let modes = request::modes(&args).map_err(|e| fail(e, looks_like_release))?;
     let release = args.operation.as_deref() == Some(RELEASE_MODE) || modes.contains(&RELEASE_MODE);
     if release {
-        if let Some(op) = args.operation.as_deref().filter(|op| *op != RELEASE_MODE) {
-            let msg = format!("a release cannot be mixed into operation {op:?}");
-            return Err(fail(FrontendError::new(Reason::MixedModes, msg), true));
-        }
-        if let Some(i) = modes.iter().position(|m| *m != RELEASE_MODE) {
-            let msg = format!("files[{i}] has mode {:?}: every entry of a release is \"release_temporary\"", modes[i]);
-            return Err(fail(FrontendError::new(Reason::MixedModes, msg), true));
-        }
-        if args.verify_command.is_some() {
-            let msg = "verify_command is not accepted with a release";
-            return Err(fail(FrontendError::new(Reason::VerificationNotAllowed, msg), true));
-        }
-        let mut entries = Vec::with_capacity(args.files.len());
-        for (i, f) in args.files.iter().enumerate() {
-            let e: ReleaseEntry = from_value(&format!("files[{i}]"), f).map_err(|e| fail(e, true))?;
-            if winx_release_engine::revision::parse(&e.expected_revision).is_none() {
-                let msg = format!("files[{i}].expected_revision is not \"sha256:<64 lowercase hex>\"");
-                return Err(fail(FrontendError::invalid(msg), true));
-            }
-            entries.push(e);
-        }
-        return Ok(EditRequest::Release(ReleaseArgs {
-            thread_id: args.thread_id,
-            workspace_root: args.workspace_root,
-            entries,
-        }));
+        return request::of_args(&args, &modes).map(EditRequest::Release).map_err(|e| fail(e, true));
     }
     if let Some(op) = args.operation.as_deref().filter(|op| *op != EDIT_OPERATION) {
         return Err(fail(FrontendError::invalid(format!("unknown operation {op:?}")), false));
@@ -505,14 +408,16 @@ mod tests {
         }
     }
 
+    /// The contract: a release entry without `artifact_generation` is
+    /// `invalid_input`, and the message says to read the file first.
     #[test]
-    fn missing_token_parses() {
+    fn missing_token_is_invalid_input() {
         let v = json!({"thread_id": "t", "workspace_root": "/w", "files": [{"file_path": "/a",
             "mode": "release_temporary", "expected_revision": REV}]});
-        match parse_edit_files(&v) {
-            Ok(EditRequest::Release(r)) => assert_eq!(r.entries[0].artifact_generation, None),
-            other => panic!("{other:?}"),
-        }
+        let e = parse_edit_files(&v).unwrap_err();
+        assert!(e.release);
+        assert_eq!(e.error.code.as_str(), "invalid_input");
+        assert!(e.error.message.contains("ReadFiles"), "{}", e.error.message);
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn leader_exited(g: &Arc<Guardian>, e: &Arc<Execution>) {
     }
     let Some(key) = e.session else { return };
     let Some(session) = g.session_by_key(&key) else { return };
-    let _admission = lock(&session.admission);
+    let _admission = session.admission.enter();
     free_and_start_next(g, &session, e);
 }
 

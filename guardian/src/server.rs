@@ -420,7 +420,7 @@ fn exec_op(
     let layout = layout_of(g, workspace, thread)?;
     let session = register(g, layout, thread)?;
     let submitted = {
-        let _admission = lock(&session.admission);
+        let _admission = session.admission.enter();
         exec::submit(g, &session, command, background)
     };
     let e = submitted.map_err(|err| (ErrorCode::IoError, err.to_string()))?;
@@ -474,7 +474,7 @@ fn release_op(
     };
     let t0 = std::time::Instant::now();
     let (report, liveness_us) = {
-        let _admission = lock(&session.admission);
+        let admission = session.admission.enter();
         // Under the barrier nothing of this session starts: what runs now
         // can only end.
         let pending = lock(&session.state).pending();
@@ -485,7 +485,8 @@ fn release_op(
         // The request's own path to the session (which may differ from the
         // one the session was first opened through: a bind mount).
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
-        (release(&req, &owner, &ReleaseOptions { scanner: Some(&g.scanner), ..ReleaseOptions::default() }), liveness_us)
+        let opts = ReleaseOptions { scanner: Some(&g.scanner), ..ReleaseOptions::default() };
+        (release(&req, &admission, &owner, &opts), liveness_us)
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");
     tracing::debug!(total_us = t0.elapsed().as_micros(), liveness_us, "release op (us)");

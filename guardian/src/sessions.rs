@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use winx_release_engine::admission::Admission;
 use winx_release_engine::executions::{Execution, Runtime, SessionKey};
 use winx_release_engine::layout::Layout;
 
@@ -72,7 +73,7 @@ pub struct Session {
     pub session_dir: PathBuf,
     /// The admission barrier: held by a release for its whole run, and
     /// briefly by anything that starts a command.
-    pub admission: Mutex<()>,
+    pub admission: Admission,
     /// Its foreground queue.
     pub state: Mutex<SessionState>,
 }
@@ -178,7 +179,7 @@ impl Guardian {
                     session_dir: layout.session_dir(thread),
                     layout,
                     thread: thread.to_owned(),
-                    admission: Mutex::new(()),
+                    admission: Admission::new(),
                     state: Mutex::new(SessionState::default()),
                 })
             })

@@ -164,7 +164,7 @@ pub(super) fn shape_checks(w: &World, s: &mut Session) -> anyhow::Result<()> {
             with(&|a| a["files"][0].as_object_mut().map(|o| o.remove("expected_revision")).map_or((), |_| ())),
             "invalid_input",
         ),
-        ("no token: read_required", with(&|a| a["files"][0]["artifact_generation"] = Value::Null), "read_required"),
+        ("no token: invalid_input", with(&|a| a["files"][0]["artifact_generation"] = Value::Null), "invalid_input"),
         (
             "a forged token: read_required",
             with(&|a| a["files"][0]["artifact_generation"] = json!("AAAA")),

@@ -447,7 +447,11 @@ pub fn source_release(w: &World, sess: &mut Session) -> anyhow::Result<Option<Va
     if read.value["files"][0].get("temporary_artifact").is_some() {
         w.findings.mismatch("ReadFiles of a source file", "no temporary_artifact", read.value.clone());
     }
-    let t = [Pinned { path: src.clone(), gen: 0, revision, token: None, size: 0 }];
+    // ReadFiles gives a source file no token; a request without one is
+    // `invalid_input` before any path rule (contract section 4), so the
+    // request carries a well-formed token that placement refuses first.
+    let token = Some(format!("g1.{}", "0".repeat(64)));
+    let t = [Pinned { path: src.clone(), gen: 0, revision, token, size: 0 }];
     let expect = Expect::Denied { codes: &["not_session_helper"], kind: "released_source" };
     let v = ops::release(w, sess, sess.home, &t, expect, &HashSet::new())?;
     w.workspaces[sess.ws].sources.lock().unwrap_or_else(|e| e.into_inner()).verify(

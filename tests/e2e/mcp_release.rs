@@ -135,10 +135,13 @@ async fn targets_that_are_not_this_sessions_unchanged_helpers_are_refused() {
     let v = refused(&env, &mcp, pair, "denied", "not_found").await;
     assert_eq!(v["files"][1]["reason"], "not_found", "{v}");
 
-    // read_required: no token, a malformed one, another file's, a changed file.
+    // No token: invalid_input, whose message says to read first (contract
+    // section 4).
     let mut no_token = one(&h, &rev, &generation);
     no_token["files"][0].as_object_mut().unwrap().remove("artifact_generation");
-    refused(&env, &mcp, no_token, "denied", "read_required").await;
+    let v = refused(&env, &mcp, no_token, "invalid_input", "invalid_input").await;
+    assert!(v["message"].as_str().unwrap().contains("ReadFiles"), "{v}");
+    // read_required: a malformed token, another file's, a changed file.
     refused(&env, &mcp, one(&h, &rev, "not-a-token"), "denied", "read_required").await;
     let (g, g_rev, _) = helper(&env, &mcp, "t1", "g.py", "hello\n").await;
     assert_eq!(g_rev, rev, "same bytes, same revision");

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::end::{EndSignal, EndSignals};
 use super::members::Members;
 use super::record::{Leader, Record, RecordState, OUTPUT_FILE};
 use super::SessionKey;
@@ -99,6 +100,7 @@ pub struct Execution {
     pub(crate) members: Members,
     state: Mutex<ExecState>,
     cv: Condvar,
+    ends: EndSignals,
 }
 
 impl Execution {
@@ -120,6 +122,7 @@ impl Execution {
             members: Members::default(),
             state: Mutex::new(state),
             cv: Condvar::new(),
+            ends: EndSignals::default(),
         }
     }
 
@@ -158,6 +161,21 @@ impl Execution {
     pub(crate) fn set(&self, s: ExecState) {
         *lock(&self.state) = s;
         self.cv.notify_all();
+        self.ends.notify();
+    }
+
+    /// A descriptor that becomes readable whenever this execution's state
+    /// changes, and at once when it is already final: an async host
+    /// registers it with its reactor instead of blocking a thread in
+    /// [`Execution::wait_until`] (see [`EndSignal`]).
+    ///
+    /// # Errors
+    /// `eventfd(2)` failed (the descriptor table is full).
+    pub fn end_signal(&self) -> std::io::Result<EndSignal> {
+        let st = lock(&self.state);
+        // Under the state lock: a change after this point pokes the new
+        // signal, one before it is seen in `st`.
+        self.ends.add(st.is_final())
     }
 
     /// Its leader process, once spawned.

@@ -54,6 +54,7 @@
 //! ```
 
 pub mod cgroup;
+mod end;
 mod execution;
 mod members;
 pub(crate) mod probe;
@@ -67,6 +68,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use end::EndSignal;
 pub use execution::{read_tail, ExecState, Execution, INLINE_OUTPUT_BYTES};
 pub use record::Leader;
 pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};

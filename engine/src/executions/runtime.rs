@@ -49,6 +49,10 @@ pub struct RuntimeOptions {
     pub move_self: bool,
     /// Make this process a child subreaper, so that orphans of its commands
     /// are reparented to it (and reaped by the runtime) rather than to init.
+    /// The runtime then reaps every exited child of this process that is not
+    /// a leader once [`Runtime::sigchld_flag`] is set: a host with children
+    /// of its own sets this false, or keeps that flag unset (docs/DESIGN.md,
+    /// "Embedding").
     pub subreaper: bool,
     /// Adopt the unresolved executions of `D/executions` that this runtime
     /// did not start (a guardian does; a second runtime beside a guardian,

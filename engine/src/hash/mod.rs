@@ -3,9 +3,12 @@
 //! # References
 //! - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::io;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::{AsFd, BorrowedFd};
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use sha2::{Digest, Sha256};
 
 mod head;
@@ -13,6 +16,7 @@ mod head;
 pub use head::{Head, Keep};
 
 /// Read buffer size for hashing.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub const HASH_CHUNK: usize = 256 * 1024;
 
 /// Hashes every byte readable from `fd`, from offset 0, with `pread`.
@@ -22,12 +26,14 @@ pub const HASH_CHUNK: usize = 256 * 1024;
 ///
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn sha256_fd<Fd: AsFd>(fd: Fd) -> io::Result<([u8; 32], u64)> {
     let mut buf = vec![0u8; HASH_CHUNK];
     sha256_fd_with(fd.as_fd(), &mut buf)
 }
 
 /// Like [`sha256_fd`], with a caller-provided buffer.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn sha256_fd_with<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> io::Result<([u8; 32], u64)> {
     let r = read_and_hash(fd, buf, Keep::Nothing)?;
     Ok((r.digest, r.len))
@@ -35,6 +41,7 @@ pub fn sha256_fd_with<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> io::Result<([u8; 32],
 
 /// What reading a whole file gave: its digest, length and first bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub struct ReadBytes {
     /// SHA-256 of every byte read.
     pub digest: [u8; 32],
@@ -54,6 +61,7 @@ pub struct ReadBytes {
 ///
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep) -> io::Result<ReadBytes> {
     let mut hasher = Sha256::new();
     let mut head = Head::new(keep);
@@ -67,6 +75,7 @@ pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep) -> io::Result
 /// Reads `fd` from offset 0 with `pread` into `buf`, handing each read to
 /// `each`, until the end of the file or `end` bytes. Returns the bytes
 /// read. The one synchronous read loop of this module.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], end: u64, each: &mut dyn FnMut(&[u8])) -> io::Result<u64> {
     let mut off = 0u64;
     while off < end {
@@ -92,6 +101,7 @@ fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], end: u64, each: &mut dyn FnMut(
 /// five times the speed of SHA-256 here. Both are cryptographic hashes
 /// (collisions cost ~2^128 work), so captured bytes with the check's
 /// fingerprint are the bytes the check proved equal to the pin.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub type Fingerprint = [u8; 32];
 
 /// BLAKE3 of the bytes readable from `fd` from offset 0, with `pread` into
@@ -101,6 +111,7 @@ pub type Fingerprint = [u8; 32];
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 /// - [BLAKE3](https://github.com/BLAKE3-team/BLAKE3-specs/blob/master/blake3.pdf)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn fingerprint_fd<Fd: AsFd>(fd: Fd, buf: &mut [u8], limit: u64) -> io::Result<(Fingerprint, u64)> {
     let mut hasher = blake3::Hasher::new();
     let len = pread_all(fd.as_fd(), buf, limit.saturating_add(1), &mut |data| {
@@ -109,7 +120,7 @@ pub fn fingerprint_fd<Fd: AsFd>(fd: Fd, buf: &mut [u8], limit: u64) -> io::Resul
     Ok((*hasher.finalize().as_bytes(), len))
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", not(winx_foreign)))]
 mod tests {
     use std::io::Write;
 

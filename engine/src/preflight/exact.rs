@@ -3,7 +3,6 @@
 //! too.
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 
 use crate::error::Reason;
 
@@ -20,7 +19,8 @@ pub const MAX_NAME_BYTES: usize = 255;
 /// # Errors
 /// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
 pub fn check_exact(path: impl AsRef<OsStr>) -> Result<(), Reason> {
-    let path = path.as_ref().as_bytes();
+    // The platform's encoding of the path: its bytes on Unix.
+    let path = path.as_ref().as_encoded_bytes();
     if path.first() != Some(&b'/') || path.contains(&0) || path.len() > MAX_PATH_BYTES {
         return Err(Reason::PathNotExact);
     }

@@ -21,25 +21,38 @@
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 //! - [`path_resolution(7)`](https://man7.org/linux/man-pages/man7/path_resolution.7.html)
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::collections::HashMap;
 use std::ffi::OsStr;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use std::path::PathBuf;
 
-use crate::error::{Reason, Refusal};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::error::Reason;
+use crate::error::Refusal;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::identity::{Identity, PhysicalId};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::layout::{self, Layout};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 
 pub(crate) mod exact;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod reserved;
 mod rules;
 
-pub use rules::{
-    check_exact, check_shape, in_reserved_namespace, place_helper, HelperPath, MAX_NAME_BYTES, MAX_PATH_BYTES,
-    MAX_TARGETS,
-};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use reserved::write_reaches_reserved;
+pub use rules::{check_exact, check_shape, in_reserved_namespace, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use rules::{place_helper, HelperPath};
 
 /// One target that passed the preflight: opened, regular, one link.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 #[derive(Debug)]
 pub struct Preflighted {
     /// Its index in the request.
@@ -55,6 +68,7 @@ pub struct Preflighted {
 }
 
 /// The session directory and every target of a request, opened.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 #[derive(Debug)]
 pub struct Preflight {
     /// The session directory, opened through handles from `/`.
@@ -75,6 +89,7 @@ pub struct Preflight {
 ///
 /// # References
 /// - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Reason> {
     let ws = open_dir_abs(layout.workspace()).map_err(|e| e.reason())?;
     let session = layout::session_name(thread_id);
@@ -106,6 +121,7 @@ pub fn shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
 /// [`Reason::DuplicatePath`], [`Reason::PathNotExact`],
 /// [`Reason::GlobNotAllowed`], [`Reason::ReservedNamespace`],
 /// [`Reason::OtherSession`] or [`Reason::NotSessionHelper`].
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) -> Result<Vec<HelperPath>, Refusal> {
     shape(paths)?;
     let mut own = vec![None; paths.len()];
@@ -143,6 +159,7 @@ pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) 
 /// # References
 /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> Result<Preflight, Refusal> {
     let n = helpers.len();
     let session_path = layout.session_dir(thread_id);
@@ -230,6 +247,7 @@ pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> R
 /// # Ok(())
 /// # }
 /// ```
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn preflight<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) -> Result<Preflight, Refusal> {
     open_all(layout, thread_id, place_all(layout, thread_id, paths)?)
 }

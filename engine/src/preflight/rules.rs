@@ -4,12 +4,18 @@
 //! a path that would need normalising is refused, so two distinct accepted
 //! strings never name the same pathname.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use std::ffi::OsString;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::unix::ffi::OsStrExt;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::path::{Path, PathBuf};
 
 use crate::error::Reason;
-use crate::layout::{self, Layout};
+use crate::layout;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::layout::Layout;
 
 pub use super::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
 
@@ -44,10 +50,11 @@ pub fn check_shape<P: AsRef<OsStr>>(paths: &[P]) -> Result<(), (Reason, Vec<Opti
 /// Whether any component of `path` is in the reserved `.winx-release-*`
 /// namespace.
 pub fn in_reserved_namespace(path: impl AsRef<OsStr>) -> bool {
-    path.as_ref().as_bytes().split(|&b| b == b'/').any(|c| c.starts_with(layout::RESERVED_PREFIX.as_bytes()))
+    path.as_ref().as_encoded_bytes().split(|&b| b == b'/').any(|c| c.starts_with(layout::RESERVED_PREFIX.as_bytes()))
 }
 
 /// A path accepted as a candidate helper of one session.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HelperPath {
     /// The exact path as requested.
@@ -56,6 +63,7 @@ pub struct HelperPath {
     pub rel: Vec<OsString>,
 }
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 impl HelperPath {
     /// The final component.
     pub fn name(&self) -> &OsStr {
@@ -81,6 +89,7 @@ impl HelperPath {
 /// [`Reason::OtherSession`] (below another session directory of the same
 /// workspace), [`Reason::NotSessionHelper`] (anything else that is not
 /// strictly below this session's directory).
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn place_helper(layout: &Layout, thread_id: &str, path: impl AsRef<OsStr>) -> Result<HelperPath, Reason> {
     let path = path.as_ref();
     check_exact(path)?;

@@ -85,4 +85,23 @@ mod tests {
         let r = ReleaseReport::denied(&["/w/a".into(), "/w/b".into()], Reason::InUse, &[], "process 7 holds it");
         assert_eq!(r.to_string(), "release denied (in_use): 0 bytes reclaimed; process 7 holds it\n  denied /w/a (in_use)\n  denied /w/b (in_use)");
     }
+
+    /// The report's JSON names are the contract's (`errorCode`, the
+    /// outcomes and codes in snake case); an older guardian's
+    /// `error_code` still reads.
+    #[test]
+    fn the_reports_json_names_are_the_contracts() {
+        let r = ReleaseReport::denied(&["/w/a".into()], Reason::InUse, &[], "held");
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["errorCode"], "in_use", "{v}");
+        assert!(v.get("error_code").is_none(), "{v}");
+        assert_eq!(
+            (&v["status"], &v["files"][0]["outcome"], &v["files"][0]["reason"]),
+            (&"denied".into(), &"denied".into(), &"in_use".into())
+        );
+        let mut old = v.clone();
+        let code = old.as_object_mut().unwrap().remove("errorCode").unwrap();
+        old["error_code"] = code;
+        assert_eq!(serde_json::from_value::<ReleaseReport>(old).unwrap(), r);
+    }
 }

@@ -29,28 +29,51 @@
 //! - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::collections::HashSet;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::io;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use crate::error::{Reason, Refusal, TargetCode, TargetReason};
-use crate::fault::{FaultHook, FaultPoint};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::admission::AdmissionGuard;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::error::Refusal;
+use crate::error::{Reason, TargetCode, TargetReason};
+use crate::fault::FaultHook;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::fault::FaultPoint;
 use crate::identity::Pin;
 use crate::layout::Layout;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::no_space::reason_of;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::owner::RuntimeOwner;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::scan::{ScanBackend, ScanLimits, SharedScanner};
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod backing;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod capture;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod check;
 mod display;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod in_use;
+// Every platform but Linux: `release()` answers `unsupported_platform`.
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+mod foreign;
 
 pub use crate::preflight::MAX_TARGETS;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+pub use foreign::release;
 
 /// One target of a release: its exact path and what its read pinned.
 ///
@@ -83,17 +106,21 @@ pub struct ReleaseRequest<'a> {
     pub targets: &'a [Target],
 }
 
-/// Knobs of one release.
+/// Knobs of one release. Off Linux only `faults` exists: build it with
+/// `..ReleaseOptions::default()` to compile everywhere.
 pub struct ReleaseOptions<'a> {
     /// The scan bound.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub scan_limits: ScanLimits,
     /// The scan backend (default: [`crate::scan::auto_backend`]), used when
     /// there is no `scanner`.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub backend: &'a dyn ScanBackend,
     /// The shared, cached scanner a long-lived owner holds (the guardian):
     /// the scan then reuses a walk that started after the targets were
     /// checked and reads only the directories that changed
     /// ([`SharedScanner`]). `None` (the default): a fresh scan on `backend`.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub scanner: Option<&'a SharedScanner>,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
@@ -102,8 +129,11 @@ pub struct ReleaseOptions<'a> {
 impl Default for ReleaseOptions<'_> {
     fn default() -> Self {
         ReleaseOptions {
+            #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scan_limits: ScanLimits::default(),
+            #[cfg(all(target_os = "linux", not(winx_foreign)))]
             backend: crate::scan::auto_backend(),
+            #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scanner: None,
             faults: None,
         }
@@ -165,7 +195,10 @@ pub enum Status {
 pub struct ReleaseReport {
     /// Overall status.
     pub status: Status,
-    /// The request-level reason, for `denied` and `invalid_input`.
+    /// The request-level reason, for `denied` and `invalid_input`
+    /// (`errorCode` in JSON, as in the contract's result; `error_code` is
+    /// read too, from an older guardian).
+    #[serde(rename = "errorCode", alias = "error_code")]
     pub error_code: Option<Reason>,
     /// A human-readable detail of a denial or failure.
     pub detail: Option<String>,
@@ -231,8 +264,9 @@ impl ReleaseReport {
 /// the bytes re-hashed), `scan` (the backing roots, beside the re-hash),
 /// `in_use`, `capture` and `finish`.
 ///
-/// The caller holds the session's admission barrier for the whole call and
-/// answers for its executions through `owner`; the engine never signals or
+/// The caller holds the session's admission barrier for the whole call
+/// (`admission`: the compiler checks that one is held, see
+/// [`crate::admission`]) and answers for its executions through `owner`; the engine never signals or
 /// kills a process. Blocking: a release reads every target and walks the
 /// backing roots (run it on a blocking thread in an async guardian). Never
 /// panics on bad input.
@@ -274,7 +308,15 @@ impl ReleaseReport {
 /// - [`unlinkat(2)`](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
 /// - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
-pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub fn release(
+    req: &ReleaseRequest<'_>,
+    admission: &AdmissionGuard<'_>,
+    owner: &dyn RuntimeOwner,
+    opts: &ReleaseOptions<'_>,
+) -> ReleaseReport {
+    // Held for the whole call by the caller; nothing to do with it here.
+    let _ = admission;
     // The paths as reports name them (a non-UTF-8 byte shown as U+FFFD).
     let paths: Vec<String> = req.targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
     if !cfg!(target_os = "linux") {
@@ -356,12 +398,14 @@ pub fn release(req: &ReleaseRequest<'_>, owner: &dyn RuntimeOwner, opts: &Releas
 /// The wall time of each step of one release, logged at `debug` level
 /// (`RUST_LOG=winx_release_engine::release=debug`; benches/PROFILE.md reads
 /// it). Only a run that reaches `finish` is logged.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 struct StepTimes {
     last: std::time::Instant,
     start: std::time::Instant,
     marks: Vec<(&'static str, u128)>,
 }
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 impl StepTimes {
     fn start() -> StepTimes {
         let now = std::time::Instant::now();
@@ -383,6 +427,7 @@ impl StepTimes {
     }
 }
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
     match opts.faults {
         Some(h) => h.at(&point),
@@ -394,6 +439,7 @@ fn fault(opts: &ReleaseOptions<'_>, point: FaultPoint<'_>) -> io::Result<()> {
 /// with `reason` (`no_space` or `io_error`, which is also the request's
 /// `errorCode`, see [`ReleaseReport::request_code`]), the rest
 /// `not_attempted`.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn failed_untouched(paths: &[String], reason: TargetReason, detail: String) -> ReleaseReport {
     let files = paths
         .iter()

@@ -17,8 +17,8 @@ mod write;
 
 pub use crate::command_result::CommandResult;
 
-pub use edit::{ReleaseCode, ReleaseResult};
 pub use read::{read_files_result, read_status, FailedFile, ReadEntry, ReadFile, TemporaryArtifact};
+pub use winx_release_frontend::{ReleaseCode, ReleaseResult};
 
 use std::collections::HashMap;
 use std::fmt;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use winx_release_engine::admission::Admission;
 use winx_release_engine::layout::{session_name, Layout};
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
 use winx_release_engine::{IdleOwner, Target};
@@ -73,7 +74,7 @@ impl Env {
                     thread_id: req["thread_id"].as_str().unwrap(),
                     targets: &targets,
                 };
-                let report = release(&rr, &IdleOwner, &ReleaseOptions::default());
+                let report = release(&rr, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
                 Some(json!({"ok": true, "report": report}))
             }
             _ => Some(json!({"ok": false, "error": {"code": "unknown_op", "message": op}})),
@@ -303,7 +304,7 @@ fn request_level_codes_and_their_order() {
     check(release_req("t1", ws, vec![with_path(&format!("{sds}/none"))]), "not_found");
     let mut no_token = good.clone();
     no_token.as_object_mut().unwrap().remove("artifact_generation");
-    check(release_req("t1", ws, vec![no_token]), "read_required");
+    check(release_req("t1", ws, vec![no_token]), "invalid_input");
     let mut bad_token = good.clone();
     bad_token["artifact_generation"] = json!("g1.zz");
     check(release_req("t1", ws, vec![bad_token]), "read_required");
@@ -521,6 +522,11 @@ fn replace_writes_quotas_and_reserved_namespace() {
     std::os::unix::fs::symlink(q.join("captured"), env.ws.join("alias")).unwrap();
     assert_eq!(code(&write("t1", &format!("{ws}/alias"), "x")), "reserved_namespace");
     assert_eq!(std::fs::read(q.join("captured")).unwrap(), b"keep");
+    // A hard link of a captured object (the engine's one alias rule).
+    std::fs::hard_link(q.join("captured"), env.ws.join("hardalias")).unwrap();
+    assert_eq!(code(&write("t1", &format!("{ws}/hardalias"), "x")), "reserved_namespace");
+    assert_eq!(std::fs::read(env.ws.join("hardalias")).unwrap(), b"keep");
+    std::fs::remove_file(env.ws.join("hardalias")).unwrap();
     std::fs::remove_file(q.join("captured")).unwrap();
 
     // Quotas: 128 files per session, counted across one request.

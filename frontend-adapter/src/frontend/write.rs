@@ -8,10 +8,12 @@
 //! 3. policy (`policy_denied`): `architect` refuses; `code_writer` needs the
 //!    requested path *and* the resolved target to match `allowed_globs`, and
 //!    the `verify_command`, if any, to be an allowed command;
-//! 4. the reserved namespace (`reserved_namespace`): the requested path, and
-//!    the target it resolves to (an existing file through its links, or the
-//!    canonical existing ancestor plus the missing components), may not have
-//!    a `.winx-release-*` component; a dangling link is `symlink`, a
+//! 4. the reserved namespace (`reserved_namespace`), the engine's
+//!    `write_reaches_reserved`: the requested path, and the target it
+//!    resolves to (an existing file through its links, or the canonical
+//!    existing ancestor plus the missing components), may not have a
+//!    `.winx-release-*` component, and an existing file with other links may
+//!    not have one of them in a quarantine; a dangling link is `symlink`, a
 //!    directory or special file `not_regular_file`;
 //! 5. quotas (`quota_exceeded`, status `denied`): a target inside a session
 //!    directory `…/.winx/tmp/session-<16 hex>/…` is checked with
@@ -41,7 +43,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use serde_json::{json, Value};
 use winx_release_engine::audit::audit;
 use winx_release_engine::layout::{self, is_session_name};
-use winx_release_engine::preflight::{check_shape, in_reserved_namespace};
+use winx_release_engine::preflight::{check_shape, write_reaches_reserved};
 use winx_release_engine::quota::{write_allowed, QuotaLock, Usage};
 use winx_release_engine::resolve::{mkdir_beneath, open_dir_abs};
 use winx_release_engine::Reason;
@@ -130,7 +132,7 @@ pub(crate) fn resolve(path: &str) -> Result<Plan, Code> {
         target.push(m);
     }
     target.push(&name);
-    if in_reserved_namespace(utf8(&target)?) {
+    if write_reaches_reserved(p, &target) {
         return Err(Reason::ReservedNamespace.into());
     }
     let existing = match fs::symlink_metadata(&target) {
@@ -264,7 +266,9 @@ impl Frontend {
         for (i, e) in w.entries.iter().enumerate() {
             own[i] = if !session.policy.mutation_allowed(ws, Path::new(&e.file_path)) {
                 Some(Code::from(Reason::PolicyDenied))
-            } else if in_reserved_namespace(&e.file_path) {
+            } else if write_reaches_reserved(Path::new(&e.file_path), Path::new(&e.file_path)) {
+                // By name, before the path is resolved (a dangling link in
+                // the namespace is still `reserved_namespace`).
                 Some(Reason::ReservedNamespace.into())
             } else {
                 match resolve(&e.file_path) {

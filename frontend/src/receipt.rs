@@ -20,20 +20,33 @@
 //! result; a lookup returns a receipt only when all of them equal the
 //! request's, so a request of another thread or workspace can never fetch it.
 //! Only runs that touched the filesystem are recorded; pure denials are not.
+//!
+//! The file is a JSON object: `version` ([`RECEIPT_VERSION`]),
+//! `receipt_id` (the fingerprint, hex), `thread_id`, `workspace_root`,
+//! `entries` (the request's entries as parsed), `recorded_at_unix`, and
+//! `result`: the [`ReleaseResult`] as first returned. Retention
+//! (`winx-release guardian --keep-receipts-days`) removes receipts by age.
+//!
+//! A host finds the receipt of a request under the session's admission
+//! barrier, and records one before it answers, under the same barrier: so
+//! two identical requests of one session never both run.
+//!
+//! Off Linux no release ever touches the filesystem: there is nothing to
+//! record, [`ReceiptStore::find`] finds nothing and
+//! [`ReceiptStore::record`] fails with `Unsupported`.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use winx_release_engine::sys::{create_private_dir_all, fsync_dir, write_durable};
 
+use winx_release_engine::ReleaseReport;
+
+use crate::request::{ReleaseArgs, ReleaseEntry};
+use crate::result::ReleaseResult;
 use crate::token::frame;
-use crate::wire::{ReleaseArgs, ReleaseEntry};
 
 /// The domain tag, the first framed field of every request fingerprint.
 pub const FINGERPRINT_DOMAIN: &str = "winx-release/release-request/v1";
@@ -126,17 +139,81 @@ impl ReceiptStore {
     /// The recorded result of `req`, marked `"replayed": true`, if a receipt
     /// of exactly this request exists. Touches nothing.
     ///
-    /// A receipt file that cannot be read or parsed is an error (the caller
-    /// fails closed); one recorded for other parameters is ignored.
+    /// # Errors
+    /// A receipt file that cannot be read or parsed (the caller fails
+    /// closed); one recorded for other parameters is ignored.
+    pub fn find(&self, req: &ReleaseArgs) -> io::Result<Option<ReleaseResult>> {
+        let Some(result) = self.lookup(req)? else { return Ok(None) };
+        serde_json::from_value(result).map(Some).map_err(|e| {
+            let msg = format!("receipt {}: result: {e}", self.path_of(&Fingerprint::of(req)).display());
+            io::Error::new(io::ErrorKind::InvalidData, msg)
+        })
+    }
+
+    /// [`ReceiptStore::find`], the result as the JSON object it was stored
+    /// as (`"replayed": true`).
+    ///
+    /// # Errors
+    /// As [`ReceiptStore::find`].
     pub fn lookup(&self, req: &ReleaseArgs) -> io::Result<Option<Value>> {
+        durable::lookup(self, req)
+    }
+
+    /// The answer to `req` whose release returned `report`: a run that
+    /// touched the filesystem is recorded as a receipt, durably, before it
+    /// is answered (its `receipt_id` the request's fingerprint); when the
+    /// receipt cannot be written, the answer is `failed` with
+    /// `receipt_unavailable` and every target's outcome. A run that touched
+    /// nothing is answered as it is, unrecorded.
+    pub fn answer(&self, req: &ReleaseArgs, report: &ReleaseReport) -> ReleaseResult {
+        if !report.touched {
+            return ReleaseResult::of_report(report, None);
+        }
+        let result = ReleaseResult::of_report(report, Some(Fingerprint::of(req).to_hex()));
+        match self.record(req, &result) {
+            Ok(_) => result,
+            Err(e) => result.receipt_unavailable(&e),
+        }
+    }
+
+    /// Records `result` (the release result, `replayed: false`) as the
+    /// receipt of `req`, durably (temporary file, fsync, rename, directory
+    /// fsync), before the caller answers.
+    ///
+    /// # Errors
+    /// The receipt could not be written: answer `failed` with
+    /// `receipt_unavailable` ([`ReleaseResult::receipt_unavailable`]).
+    pub fn record(&self, req: &ReleaseArgs, result: &ReleaseResult) -> io::Result<Fingerprint> {
+        let value = serde_json::to_value(result).map_err(io::Error::other)?;
+        durable::record(self, req, value)
+    }
+}
+
+/// The on-disk part (Linux).
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod durable {
+    use std::fs::{File, OpenOptions};
+    use std::io::{self, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::path::Path;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use serde_json::Value;
+    use winx_release_engine::sys::{create_private_dir_all, fsync_dir, write_durable};
+
+    use super::{Fingerprint, Receipt, ReceiptStore, MAX_RECEIPT_BYTES, RECEIPT_VERSION};
+    use crate::request::ReleaseArgs;
+
+    pub(super) fn lookup(store: &ReceiptStore, req: &ReleaseArgs) -> io::Result<Option<Value>> {
         let fp = Fingerprint::of(req);
+        // No-follow: a receipt is never read through a link.
         let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32;
         let open = |path: &Path| match OpenOptions::new().read(true).custom_flags(flags).open(path) {
             Ok(f) => Ok(Some(f)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io::Error::new(e.kind(), format!("receipt {}: {e}", path.display()))),
         };
-        let (path, flat) = (self.path_of(&fp), self.flat_path_of(&fp));
+        let (path, flat) = (store.path_of(&fp), store.flat_path_of(&fp));
         let (file, path) = match open(&path)? {
             Some(f) => (f, path),
             None => match open(&flat)? {
@@ -163,13 +240,12 @@ impl ReceiptStore {
         Ok(Some(result))
     }
 
-    /// Records `result` (the release result, `replayed: false`) as the
-    /// receipt of `req`, durably, before the caller answers.
-    pub fn record(&self, req: &ReleaseArgs, result: &Value) -> io::Result<Fingerprint> {
+    pub(super) fn record(store: &ReceiptStore, req: &ReleaseArgs, result: Value) -> io::Result<Fingerprint> {
         let fp = Fingerprint::of(req);
-        if !self.dir.is_dir() {
-            create_private_dir_all(&self.dir)?;
-            if let Some(parent) = self.dir.parent() {
+        let dir = store.dir();
+        if !dir.is_dir() {
+            create_private_dir_all(dir)?;
+            if let Some(parent) = dir.parent() {
                 fsync_dir(parent)?;
             }
         }
@@ -180,11 +256,11 @@ impl ReceiptStore {
             workspace_root: req.workspace_root.clone(),
             entries: req.entries.clone(),
             recorded_at_unix: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-            result: result.clone(),
+            result,
         };
         let bytes = serde_json::to_vec_pretty(&receipt).map_err(io::Error::other)?;
-        let path = self.path_of(&fp);
-        let shard = path.parent().unwrap_or(&self.dir);
+        let path = store.path_of(&fp);
+        let shard = path.parent().unwrap_or(dir);
         match std::fs::symlink_metadata(shard) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
@@ -193,29 +269,48 @@ impl ReceiptStore {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 create_private_dir_all(shard)?;
-                fsync_dir(&self.dir)?;
+                fsync_dir(dir)?;
             }
             Err(e) => return Err(e),
         }
         write_durable(&path, &bytes)?;
         Ok(fp)
     }
+
+    fn read_receipt(file: File) -> io::Result<Receipt> {
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt is not a regular file"));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_RECEIPT_BYTES + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_RECEIPT_BYTES {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt too large"));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
 }
 
-fn read_receipt(file: File) -> io::Result<Receipt> {
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt is not a regular file"));
+/// Off Linux nothing is ever touched: nothing to find, nothing to record.
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+mod durable {
+    use std::io;
+
+    use serde_json::Value;
+
+    use super::{Fingerprint, ReceiptStore};
+    use crate::request::ReleaseArgs;
+
+    pub(super) fn lookup(_: &ReceiptStore, _: &ReleaseArgs) -> io::Result<Option<Value>> {
+        Ok(None)
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_RECEIPT_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_RECEIPT_BYTES {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "receipt too large"));
+
+    pub(super) fn record(_: &ReceiptStore, _: &ReleaseArgs, _: Value) -> io::Result<Fingerprint> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "receipts are recorded on Linux only"))
     }
-    serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", not(winx_foreign)))]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -234,9 +329,83 @@ mod tests {
         }
     }
 
-    fn result() -> Value {
-        json!({"status": "completed", "operation": "release_temporary", "replayed": false, "bytes_reclaimed": 4096,
-            "files": [{"file_path": "/x", "outcome": "released", "reason": null, "bytes_reclaimed": 4096}]})
+    fn result() -> ReleaseResult {
+        serde_json::from_value(json!({"status": "completed", "operation": "release_temporary", "replayed": false,
+            "bytes_reclaimed": 4096, "receipt_id": "k",
+            "files": [{"file_path": "/x", "outcome": "released", "reason": null, "bytes_reclaimed": 4096}]}))
+        .unwrap()
+    }
+
+    /// `answer` records a touching run before answering, and nothing else;
+    /// a receipt that cannot be written fails the answer.
+    #[test]
+    fn answer_records_touching_runs_only() {
+        use winx_release_engine::{Outcome, Status, TargetResult};
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        let file = TargetResult {
+            file_path: "/x".into(),
+            outcome: Outcome::Released,
+            reason: None,
+            bytes_reclaimed: 8,
+            quarantine_path: None,
+        };
+        let mut report = ReleaseReport {
+            status: Status::Denied,
+            error_code: None,
+            detail: None,
+            touched: false,
+            bytes_reclaimed: 0,
+            files: vec![],
+        };
+        let a = store.answer(&r, &report);
+        assert_eq!((a.status, a.receipt_id.as_deref()), (Status::Denied, None));
+        assert!(!store.dir().exists(), "a denial is not recorded");
+        report =
+            ReleaseReport { status: Status::Completed, touched: true, bytes_reclaimed: 8, files: vec![file], ..report };
+        let a = store.answer(&r, &report);
+        assert_eq!(a.receipt_id, Some(Fingerprint::of(&r).to_hex()));
+        assert_eq!(store.find(&r).unwrap(), Some(ReleaseResult { replayed: true, ..a }));
+        // The shard is a file: the receipt cannot be written.
+        let other = req("t2", "/ws");
+        let shard = store.path_of(&Fingerprint::of(&other)).parent().unwrap().to_path_buf();
+        assert!(!shard.exists(), "another shard than t1's");
+        std::fs::write(&shard, b"").unwrap();
+        let a = store.answer(&other, &report);
+        assert_eq!((a.status, a.error_code), (Status::Failed, Some(crate::ReleaseCode::ReceiptUnavailable)));
+        assert_eq!(a.files, report.files);
+    }
+
+    /// `find` gives the recorded result, typed, marked replayed.
+    #[test]
+    fn find_gives_the_typed_result_replayed() {
+        let d = tempfile::tempdir().unwrap();
+        let store = ReceiptStore::new(d.path());
+        let r = req("t1", "/ws");
+        assert_eq!(store.find(&r).unwrap(), None);
+        store.record(&r, &result()).unwrap();
+        let got = store.find(&r).unwrap().unwrap();
+        assert_eq!(got, ReleaseResult { replayed: true, ..result() });
+        assert_eq!(store.find(&req("t2", "/ws")).unwrap(), None);
+        // A stored result that is not a release result is an error, not a
+        // replay.
+        std::fs::write(
+            store.path_of(&Fingerprint::of(&r)),
+            serde_json::to_vec(&Receipt {
+                version: RECEIPT_VERSION,
+                receipt_id: Fingerprint::of(&r).to_hex(),
+                thread_id: "t1".into(),
+                workspace_root: "/ws".into(),
+                entries: r.entries.clone(),
+                recorded_at_unix: 0,
+                result: json!({"status": "maybe"}),
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(store.lookup(&r).unwrap().is_some());
+        assert_eq!(store.find(&r).unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]
@@ -251,7 +420,7 @@ mod tests {
         assert_eq!(mode, 0o700);
         let got = store.lookup(&r).unwrap().unwrap();
         assert_eq!(got["replayed"], json!(true));
-        assert_eq!(got["files"], result()["files"]);
+        assert_eq!(got["files"], result().to_value()["files"]);
         // Nothing but the receipt's shard in the directory, and nothing but
         // the receipt in the shard (no temporary left over).
         let names: Vec<_> = std::fs::read_dir(store.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();

@@ -1,15 +1,19 @@
-//! Typed errors and the wire codes they map to.
+//! The library's one error type, [`FrontendError`], and the wire codes it
+//! maps to.
 //!
-//! Every refusal the frontend makes carries a [`Code`]: one of the contract's
-//! reason codes ([`Reason`], section 4), or one of the two codes the frontend
-//! adds for ordinary file tools ([`Code::QuotaExceeded`], named by the
-//! contract's section 3 for writes, and [`Code::IoError`]).
+//! Every refusal carries a [`Code`]: one of the contract's reason codes
+//! ([`Reason`], section 4), or one of the two codes a frontend adds for
+//! ordinary file tools ([`Code::QuotaExceeded`], named by the contract's
+//! section 3 for writes, and [`Code::IoError`]). A refusal of a request with
+//! several targets also names each target's own code, where it has one
+//! ([`FrontendError::targets`]); the others take the request's.
 
 use std::fmt;
 
-use winx_release_engine::Reason;
+use winx_release_engine::{Reason, Refusal};
 
 /// A wire code the frontend reports as `errorCode` or as a per-file reason.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Code {
     /// A reason code of the contract's section 4.
@@ -60,19 +64,34 @@ impl fmt::Display for Code {
     }
 }
 
-/// A refusal of a whole request: its code and a human-readable message.
+/// A refusal of a whole request: its code, a human-readable message, and
+/// each target's own code where it has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrontendError {
-    /// The wire code.
+    /// The wire code (the request's `errorCode`).
     pub code: Code,
     /// What went wrong, for people.
     pub message: String,
+    /// Each target's own code, in request order, where it has one; empty or
+    /// `None`: the request's [`FrontendError::code`].
+    pub targets: Vec<Option<Code>>,
 }
 
 impl FrontendError {
     /// A refusal with `code` and `message`.
     pub fn new(code: impl Into<Code>, message: impl Into<String>) -> FrontendError {
-        FrontendError { code: code.into(), message: message.into() }
+        FrontendError { code: code.into(), message: message.into(), targets: Vec::new() }
+    }
+
+    /// The same refusal naming each target's own code (request order).
+    pub fn with_targets(mut self, targets: Vec<Option<Code>>) -> FrontendError {
+        self.targets = targets;
+        self
+    }
+
+    /// The code of target `i`: its own, else the request's.
+    pub fn code_of(&self, i: usize) -> Code {
+        self.targets.get(i).copied().flatten().unwrap_or(self.code)
     }
 
     /// Shorthand for an `invalid_input` refusal.
@@ -94,6 +113,15 @@ impl fmt::Display for FrontendError {
 
 impl std::error::Error for FrontendError {}
 
+/// The engine's refusal (shape, placement, a target's checks) as the
+/// frontend's: the same reason, detail and per-target reasons.
+impl From<Refusal> for FrontendError {
+    fn from(f: Refusal) -> FrontendError {
+        let targets = f.own.iter().map(|o| o.map(Code::from)).collect();
+        FrontendError::new(f.reason, f.detail).with_targets(targets)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +133,21 @@ mod tests {
         assert_eq!(Code::QuotaExceeded.status(), "denied");
         assert_eq!(Code::QuotaExceeded.as_str(), "quota_exceeded");
         assert_eq!(FrontendError::invalid("x").to_string(), "invalid_input: x");
+    }
+
+    #[test]
+    fn per_target_codes() {
+        let e = FrontendError::new(Reason::NotFound, "m").with_targets(vec![None, Some(Reason::Symlink.into())]);
+        assert_eq!(
+            (e.code_of(0), e.code_of(1), e.code_of(5)),
+            (Reason::NotFound.into(), Reason::Symlink.into(), Reason::NotFound.into())
+        );
+        let f = Refusal { reason: Reason::Hardlink, own: vec![Some(Reason::Hardlink), None], detail: "d".into() };
+        let e = FrontendError::from(f);
+        assert_eq!(
+            (e.code, e.code_of(0), e.code_of(1), e.message.as_str()),
+            (Reason::Hardlink.into(), Reason::Hardlink.into(), Reason::Hardlink.into(), "d")
+        );
+        assert_eq!(e.targets, vec![Some(Reason::Hardlink.into()), None]);
     }
 }

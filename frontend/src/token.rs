@@ -97,10 +97,17 @@ impl fmt::Debug for TokenKey {
 }
 
 impl TokenKey {
-    /// A key with a fresh random secret from the OS.
+    /// A key with a fresh random secret from the OS: one per frontend
+    /// process, so that a restart expires every earlier token.
+    ///
+    /// # Errors
+    /// The OS's random source failed.
+    ///
+    /// # References
+    /// - [`getrandom(2)`](https://man7.org/linux/man-pages/man2/getrandom.2.html)
     pub fn generate() -> io::Result<TokenKey> {
         let mut secret = [0u8; 32];
-        winx_release_engine::sys::fill_random(&mut secret)?;
+        getrandom::fill(&mut secret).map_err(|e| io::Error::other(format!("random secret: {e}")))?;
         Ok(TokenKey { secret })
     }
 
