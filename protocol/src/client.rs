@@ -23,7 +23,7 @@ use serde_json::Value;
 use winx_release_engine::{Reason, ReleaseReport, Target};
 
 use crate::messages::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
-pub use crate::messages::{ExecReply, Hello, SessionOpened, StatusReply};
+pub use crate::messages::{ExecReply, GuardianStatus, Hello, SessionOpened, StatusReply, StopReply};
 
 /// This client's name in `hello`.
 pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSION"));
@@ -262,7 +262,24 @@ impl GuardianClient {
 
     /// `session_open`: registers the session and creates its directory.
     pub fn session_open(&mut self, workspace: &str, thread_id: &str) -> Result<SessionOpened, ClientError> {
-        let req = Request::SessionOpen { workspace: workspace.to_owned(), thread_id: thread_id.to_owned() };
+        self.session_open_with(workspace, thread_id, None, None)
+    }
+
+    /// `session_open` that also records the thread's shell mode and its
+    /// `code_writer_config` (what an operator's release runs under).
+    pub fn session_open_with(
+        &mut self,
+        workspace: &str,
+        thread_id: &str,
+        mode_name: Option<&str>,
+        code_writer_config: Option<&Value>,
+    ) -> Result<SessionOpened, ClientError> {
+        let req = Request::SessionOpen {
+            workspace: workspace.to_owned(),
+            thread_id: thread_id.to_owned(),
+            mode_name: mode_name.map(str::to_owned),
+            code_writer_config: code_writer_config.cloned(),
+        };
         self.call(req, self.timeouts.io)
     }
 
@@ -310,6 +327,18 @@ impl GuardianClient {
         thread_id: &str,
         targets: &[Target],
     ) -> Result<ReleaseReport, ClientError> {
+        self.release_with(workspace, thread_id, targets, false)
+    }
+
+    /// [`GuardianClient::release`]; with `dry_run`, the guardian runs every
+    /// check under the barrier and captures nothing.
+    pub fn release_with(
+        &mut self,
+        workspace: &str,
+        thread_id: &str,
+        targets: &[Target],
+        dry_run: bool,
+    ) -> Result<ReleaseReport, ClientError> {
         match &self.hello {
             Some(h) if h.supports_temporary_release() => {}
             Some(_) => {
@@ -321,6 +350,7 @@ impl GuardianClient {
             workspace: workspace.to_owned(),
             thread_id: thread_id.to_owned(),
             targets: targets.to_vec(),
+            dry_run,
         };
         let reply: ReleaseReply = self.call(req, self.timeouts.release)?;
         Ok(reply.report)
@@ -330,6 +360,18 @@ impl GuardianClient {
     pub fn status(&mut self, workspace: &str, thread_id: &str) -> Result<StatusReply, ClientError> {
         let req = Request::Status { workspace: workspace.to_owned(), thread_id: thread_id.to_owned() };
         self.call(req, self.timeouts.io)
+    }
+
+    /// `guardian_status`: pid, liveness, sessions and running executions.
+    pub fn guardian_status(&mut self) -> Result<GuardianStatus, ClientError> {
+        self.call(Request::GuardianStatus {}, self.timeouts.io)
+    }
+
+    /// `stop`: asks the guardian to stop as on SIGTERM. Refused
+    /// ([`ClientError::Remote`] `execution_active`, naming them) while
+    /// executions run, unless `force`.
+    pub fn stop(&mut self, force: bool) -> Result<StopReply, ClientError> {
+        self.call(Request::Stop { force }, self.timeouts.io)
     }
 }
 

@@ -129,6 +129,9 @@ pub struct FrontendConfig {
     /// How long a helper write waits for its workspace's quota lock (a
     /// command may hold `flock "$PWD"`) before it is refused.
     pub quota_lock_wait: Duration,
+    /// Send every release as a dry run: the guardian runs every check under
+    /// the barrier and captures nothing (`winx-release release --dry-run`).
+    pub dry_run: bool,
 }
 
 impl FrontendConfig {
@@ -143,6 +146,7 @@ impl FrontendConfig {
             timeouts: Timeouts::default(),
             launch_wait: Duration::from_secs(10),
             quota_lock_wait: winx_release_engine::quota::QUOTA_LOCK_WAIT,
+            dry_run: false,
         }
     }
 
@@ -175,6 +179,7 @@ impl fmt::Debug for FrontendConfig {
             .field("timeouts", &self.timeouts)
             .field("launch_wait", &self.launch_wait)
             .field("quota_lock_wait", &self.quota_lock_wait)
+            .field("dry_run", &self.dry_run)
             .finish()
     }
 }
@@ -333,7 +338,12 @@ impl Frontend {
                     liveness = json!(hello.liveness);
                     guardian_info = json!({"socket": self.config.socket_path, "guardian": hello.guardian,
                         "instance": hello.instance, "capabilities": hello.capabilities});
-                    if let Err(e) = client.session_open(&workspace, &thread_id) {
+                    // The mode is recorded with the guardian: an operator's
+                    // `winx-release release` runs under it.
+                    let config = a.code_writer_config.as_ref().and_then(|c| serde_json::to_value(c).ok());
+                    if let Err(e) =
+                        client.session_open_with(&workspace, &thread_id, Some(mode.as_str()), config.as_ref())
+                    {
                         notes.push(format!("session_open: {e}; session directory created by the frontend"));
                     }
                     if hello.supports_temporary_release() {
