@@ -173,7 +173,13 @@ fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     // A directory it did not create is never chmodded: an untrusted one
     // (another owner, not 0700, a link) is refused.
     let dir = trust::socket_dir(socket);
-    trust::trusted_socket_dir(dir, true).map_err(|e| context(e, format!("socket directory {}", dir.display())))?;
+    trust::trusted_socket_dir(dir, true).map_err(|e| {
+        let e = context(e, format!("socket directory {}", dir.display()));
+        match winx_release_protocol::client::socket_advice(socket) {
+            Some(a) => std::io::Error::new(e.kind(), format!("{e}; {a}")),
+            None => e,
+        }
+    })?;
     if let Ok(meta) = std::fs::symlink_metadata(socket) {
         if !meta.file_type().is_socket() {
             let msg = format!("{} exists and is not a socket; not removing it", socket.display());

@@ -292,6 +292,19 @@ async fn an_unreachable_guardian_names_the_socket_the_cause_and_the_fix() {
     for part in [sock.to_str().unwrap(), "0755", "winx-release guardian", "--socket", "WINX_GUARDIAN_SOCKET"] {
         assert!(detail.contains(part), "{part:?} missing from {detail:?}");
     }
+    // The command it suggests names a socket a guardian can listen on (not
+    // the open directory's).
+    let suggested = detail
+        .split("`winx-release guardian --socket ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap_or_else(|| panic!("no suggested command in {detail:?}"));
+    assert_ne!(suggested, sock.to_str().unwrap(), "{detail}");
+    let dir = Path::new(suggested).parent().unwrap();
+    match fs::symlink_metadata(dir) {
+        Ok(m) => assert!(m.is_dir() && m.permissions().mode() & 0o7777 == 0o700, "{detail}"),
+        Err(_) => assert!(dir.parent().unwrap().is_dir(), "{detail}"),
+    }
     let bash = mcp.call("BashCommand", json!({"thread_id": "u", "command": "true"})).await;
     assert_eq!(bash["status"], "denied", "{bash}");
     assert_eq!(bash["errorCode"], "owner_unavailable", "{bash}");
