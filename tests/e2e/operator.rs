@@ -193,7 +193,6 @@ async fn operator_release_refused_while_a_command_runs_then_completes() {
     mcp.stop().await;
 
     // Without a guardian nothing is released.
-    drop(release);
     env.kill_guardian();
     let out = env
         .command(&["release", "--workspace", &ws, "--thread", "rel", "--socket", &sock, "--all", "--json"])
