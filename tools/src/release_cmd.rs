@@ -80,8 +80,8 @@ fn refused(paths: &[String], code: &str, message: String, dry_run: bool) -> Valu
 }
 
 fn release(args: &ReleaseArgs, socket: &Path, ws: &str) -> anyhow::Result<Value> {
-    let session_dir = winx_release_engine::layout::default_data_dir();
-    let layout = winx_release_engine::Layout::new(ws, &session_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let data_dir = winx_release_engine::layout::default_data_dir();
+    let layout = winx_release_engine::Layout::new(ws, &data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
     let dir = layout.session_dir(&args.thread);
     let named: Vec<String> =
         if args.all { helpers_of(&dir) } else { args.paths.iter().map(|p| p.to_string_lossy().into_owned()).collect() };
