@@ -113,6 +113,11 @@ fn scan_missing_root_is_empty_and_several_roots_share_the_bound() {
     let out = bin().arg("scan").arg(tmp.path().join("missing")).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json_of(&out)["entries"], 0);
+    // Counted empty, and said so on stderr.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing does not exist; counted as empty"), "{err}");
+    let out = bin().arg("scan").arg(&a).output().unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = bin().arg("scan").arg(&a).arg(&b).output().unwrap();
     assert_eq!(json_of(&out)["entries"], 12);
     let out = bin().args(["scan", "--max-entries", "11"]).arg(&a).arg(&b).output().unwrap();
@@ -158,6 +163,18 @@ fn usage_errors_exit_2_and_runtime_errors_exit_1_without_panics() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(!err.contains("panicked"));
+    // A recovery of a workspace that is not there says so, exit 1, and
+    // prints no report.
+    let data = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["recover", "--workspace", "/definitely/not/here"])
+        .env("XDG_DATA_HOME", data.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim(), "winx-release: workspace /definitely/not/here does not exist; nothing was recovered");
+    assert!(out.stdout.is_empty());
 }
 
 #[test]
@@ -215,4 +232,6 @@ fn completions_and_man_page_are_printed() {
     for sub in ["WINX-RELEASE MCP", "WINX-RELEASE GUARDIAN", "\\-\\-text\\-result", "\\-\\-keep\\-executions"] {
         assert!(page.contains(sub), "{sub:?} missing from the man page");
     }
+    // No pointer to per-subcommand pages that are not installed.
+    assert!(!page.contains("winx\\-release\\-scan(1)") && !page.contains("(1)\n"), "{page}");
 }

@@ -593,3 +593,31 @@ fn bytes_reclaimed_counts_only_what_the_removal_freed() {
     io::Read::read_to_end(&mut f, &mut bytes).unwrap();
     assert_eq!(bytes.len(), 20_000);
 }
+
+/// `dry_run`: every check runs (an active execution and a changed file are
+/// still refused), a run that passes them touches nothing (no journal, no
+/// quarantine, the helper in place) and says so; the same targets then
+/// release for real.
+#[test]
+fn a_dry_run_runs_every_check_and_captures_nothing() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"dry");
+    let changed = fx.helper("c.txt", b"before");
+    let (t, c) = (target(&h), target(&changed));
+    fs::write(&changed, b"after!").unwrap();
+    let dry = ReleaseOptions { dry_run: true, ..ReleaseOptions::default() };
+    let busy = Owner { supports: true, running: 1, pending: 0 };
+    assert_denied_with(&fx, std::slice::from_ref(&t), Reason::ExecutionActive, &busy, &dry);
+    assert_denied_with(&fx, &[t.clone(), c], Reason::ReadRequired, &IdleOwner, &dry);
+    let (before_ws, before_data) = (snapshot(fx.ws()), snapshot(fx.layout.data_dir()));
+    let r = run_with(&fx, std::slice::from_ref(&t), &IdleOwner, &dry);
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+    assert!(!r.touched && r.bytes_reclaimed == 0, "{r:?}");
+    assert_eq!(r.files[0].outcome, Outcome::NotAttempted, "{r:?}");
+    assert!(r.detail.as_deref().is_some_and(|d| d.contains("dry run")), "{r:?}");
+    assert_eq!(snapshot(fx.ws()), before_ws, "a dry run changed the workspace");
+    assert_eq!(snapshot(fx.layout.data_dir()), before_data, "a dry run changed the data dir");
+    let r = run(&fx, &[t]);
+    assert_eq!(r.files[0].outcome, Outcome::Released, "{r:?}");
+    assert!(!h.exists());
+}

@@ -17,9 +17,11 @@ mod recover;
 mod retention;
 mod server;
 mod sessions;
+mod stop;
 
 pub use server::{serve, serve_with, ServeOptions};
 pub use sessions::Guardian;
+pub use stop::stop_blockers;
 
 /// Capabilities this guardian advertises in `hello`.
 pub const CAPABILITIES: &[&str] = &["temporary_release", "executions"];

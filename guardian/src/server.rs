@@ -23,7 +23,7 @@ use crate::activation;
 use crate::error::context;
 use crate::exec;
 use crate::pool::Pool;
-use crate::sessions::{lock, Guardian};
+use crate::sessions::{lock, Guardian, RecordedPolicy};
 use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
@@ -96,7 +96,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
         tracing::info!(reason = %runtime.liveness_reason(), "liveness: cgroup");
     }
     signal_hook::flag::register(signal_hook::consts::SIGCHLD, runtime.sigchld_flag())?;
-    let guardian = Arc::new(Guardian::new(data_dir, runtime.clone()));
+    let guardian = Arc::new(Guardian::new(data_dir, runtime.clone()).with_shutdown(shutdown.clone()));
     {
         let (on_exit, on_resolved) = (Arc::downgrade(&guardian), Arc::downgrade(&guardian));
         runtime.set_hooks(
@@ -173,7 +173,13 @@ fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     // A directory it did not create is never chmodded: an untrusted one
     // (another owner, not 0700, a link) is refused.
     let dir = trust::socket_dir(socket);
-    trust::trusted_socket_dir(dir, true).map_err(|e| context(e, format!("socket directory {}", dir.display())))?;
+    trust::trusted_socket_dir(dir, true).map_err(|e| {
+        let e = context(e, format!("socket directory {}", dir.display()));
+        match winx_release_protocol::client::socket_advice(socket) {
+            Some(a) => std::io::Error::new(e.kind(), format!("{e}; {a}")),
+            None => e,
+        }
+    })?;
     if let Ok(meta) = std::fs::symlink_metadata(socket) {
         if !meta.file_type().is_socket() {
             let msg = format!("{} exists and is not a socket; not removing it", socket.display());
@@ -356,7 +362,10 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
                 },
             ))
         }
-        Request::SessionOpen { workspace, thread_id } => session_open(g, id, &workspace, &thread_id),
+        Request::SessionOpen { workspace, thread_id, mode_name, code_writer_config } => {
+            let policy = mode_name.map(|mode_name| RecordedPolicy { mode_name, code_writer_config });
+            session_open(g, id, &workspace, &thread_id, policy)
+        }
         Request::Exec { workspace, thread_id, command, wait_for_seconds, is_background } => {
             let r = exec_op(g, id, &workspace, &thread_id, &command, wait_for_seconds, is_background);
             // A command completed (or was left running): retention catches
@@ -369,12 +378,16 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
             g.retention.kick(None);
             r
         }
-        Request::Release { workspace, thread_id, targets } => {
-            let r = release_op(g, id, &workspace, &thread_id, &targets);
+        Request::Release { workspace, thread_id, targets, dry_run } => {
+            let r = release_op(g, id, &workspace, &thread_id, &targets, dry_run);
             g.retention.kick(Some(&workspace));
             r
         }
         Request::Status { workspace, thread_id } => status_op(g, id, &workspace, &thread_id),
+        Request::GuardianStatus {} => Ok(ok_line(id, &crate::stop::guardian_status(g))),
+        Request::Stop { force } => crate::stop::stop(g, force)
+            .map(|r| ok_line(id, &r))
+            .map_err(|m| (ErrorCode::Reason(Reason::ExecutionActive), m)),
     };
     reply.unwrap_or_else(|(code, message)| error_line(id, code, &message))
 }
@@ -389,9 +402,20 @@ fn layout_of(g: &Arc<Guardian>, workspace: &str, thread: &str) -> Result<Layout,
     Layout::new(workspace, &g.data_dir).map_err(|d| (ErrorCode::Reason(d.reason), d.to_string()))
 }
 
-fn session_open(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
+fn session_open(
+    g: &Arc<Guardian>,
+    id: u64,
+    workspace: &str,
+    thread: &str,
+    policy: Option<RecordedPolicy>,
+) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     let s = register(g, layout, thread)?;
+    // The latest Initialize's mode is the thread's (a frontend that does
+    // not send one leaves what was recorded).
+    if let Some(p) = policy {
+        *lock(&s.policy) = Some(p);
+    }
     Ok(ok_line(
         id,
         &SessionOpened { session_dir: s.session_dir.display().to_string(), instance: Some(g.instance.clone()) },
@@ -446,7 +470,15 @@ fn exec_status(g: &Arc<Guardian>, id: u64, command_id: &str, wait: Option<f64>) 
 fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     let Some(s) = g.session(&layout, thread) else {
-        return Ok(ok_line(id, &StatusReply { known: false, running: 0, pending: 0, executions: vec![] }));
+        let reply = StatusReply {
+            known: false,
+            running: 0,
+            pending: 0,
+            executions: vec![],
+            mode_name: None,
+            code_writer_config: None,
+        };
+        return Ok(ok_line(id, &reply));
     };
     let all = g.runtime.executions_of(&s.key);
     let executions = all
@@ -455,7 +487,12 @@ fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Resul
         .collect();
     let running = all.iter().filter(|e| e.state().is_unresolved()).count();
     let pending = lock(&s.state).pending();
-    Ok(ok_line(id, &StatusReply { known: true, running, pending, executions }))
+    let recorded = lock(&s.policy).clone();
+    let (mode_name, code_writer_config) = match recorded {
+        Some(p) => (Some(p.mode_name), p.code_writer_config),
+        None => (None, None),
+    };
+    Ok(ok_line(id, &StatusReply { known: true, running, pending, executions, mode_name, code_writer_config }))
 }
 
 fn release_op(
@@ -464,6 +501,7 @@ fn release_op(
     workspace: &str,
     thread: &str,
     targets: &[Target],
+    dry_run: bool,
 ) -> Result<Vec<u8>, OpError> {
     let layout = layout_of(g, workspace, thread)?;
     let paths: Vec<String> = targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
@@ -485,7 +523,7 @@ fn release_op(
         // The request's own path to the session (which may differ from the
         // one the session was first opened through: a bind mount).
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
-        let opts = ReleaseOptions { scanner: Some(&g.scanner), ..ReleaseOptions::default() };
+        let opts = ReleaseOptions { scanner: Some(&g.scanner), dry_run, ..ReleaseOptions::default() };
         (release(&req, &admission, &owner, &opts), liveness_us)
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use winx_release_engine::admission::Admission;
@@ -59,6 +60,8 @@ pub struct Guardian {
     /// The backing-root scans every release shares, and their directory
     /// cache (off when `WINX_RELEASE_NO_SCAN_CACHE` is set).
     pub scanner: winx_release_engine::scan::SharedScanner,
+    /// Set to stop the guardian as SIGTERM does (the `stop` op).
+    pub shutdown: Arc<AtomicBool>,
 }
 
 /// One session owned by the guardian.
@@ -76,6 +79,19 @@ pub struct Session {
     pub admission: Admission,
     /// Its foreground queue.
     pub state: Mutex<SessionState>,
+    /// The shell mode and `code_writer_config` the frontend recorded at
+    /// `session_open` (`None`: not recorded), which an operator's release
+    /// runs under.
+    pub policy: Mutex<Option<RecordedPolicy>>,
+}
+
+/// A thread's shell mode as its frontend's `Initialize` had it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedPolicy {
+    /// `wcgw`, `architect` or `code_writer`.
+    pub mode_name: String,
+    /// The `code_writer_config`, if any.
+    pub code_writer_config: Option<serde_json::Value>,
 }
 
 /// The foreground queue of one session (the runtime holds the executions).
@@ -111,7 +127,15 @@ impl Guardian {
                 s.cache().set_enabled(std::env::var_os("WINX_RELEASE_NO_SCAN_CACHE").is_none());
                 s
             },
+            shutdown: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The guardian with `flag` as its stop flag (the one its signal
+    /// handlers set).
+    pub fn with_shutdown(mut self, flag: Arc<AtomicBool>) -> Guardian {
+        self.shutdown = flag;
+        self
     }
 
     /// Every session.
@@ -181,6 +205,7 @@ impl Guardian {
                     thread: thread.to_owned(),
                     admission: Admission::new(),
                     state: Mutex::new(SessionState::default()),
+                    policy: Mutex::new(None),
                 })
             })
             .clone())

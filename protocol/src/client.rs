@@ -23,7 +23,7 @@ use serde_json::Value;
 use winx_release_engine::{Reason, ReleaseReport, Target};
 
 use crate::messages::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
-pub use crate::messages::{ExecReply, Hello, SessionOpened, StatusReply};
+pub use crate::messages::{ExecReply, GuardianStatus, Hello, SessionOpened, StatusReply, StopReply};
 
 /// This client's name in `hello`.
 pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSION"));
@@ -41,6 +41,59 @@ pub fn default_socket_path() -> PathBuf {
 /// `--socket PATH` when given, else [`default_socket_path`].
 pub fn resolve_socket_path(explicit: Option<&Path>) -> PathBuf {
     explicit.map(Path::to_path_buf).unwrap_or_else(default_socket_path)
+}
+
+/// A note on the environment when it explains why `socket` cannot be used:
+/// `XDG_RUNTIME_DIR` unset or empty while `socket` is `/winx/...` (what
+/// `--socket "$XDG_RUNTIME_DIR/winx/guardian.sock"` becomes then), or an
+/// `XDG_RUNTIME_DIR` that `socket` lies below and that is not a writable
+/// directory. `None` when the environment is not the cause.
+pub fn socket_advice(socket: &Path) -> Option<String> {
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR");
+    let empty = xdg.as_ref().is_none_or(|v| v.is_empty());
+    if empty && socket.starts_with("/winx") {
+        return Some(format!(
+            "XDG_RUNTIME_DIR is {}, so \"$XDG_RUNTIME_DIR/winx/...\" became {}; leave --socket out (the default here \
+             is {})",
+            if xdg.is_none() { "not set" } else { "empty" },
+            socket.display(),
+            default_socket_path().display()
+        ));
+    }
+    let x = PathBuf::from(xdg.filter(|v| !v.is_empty())?);
+    if !socket.starts_with(&x) {
+        return None;
+    }
+    let why = match std::fs::metadata(&x) {
+        Err(e) => e.to_string(),
+        Ok(m) if !m.is_dir() => "is not a directory".to_owned(),
+        Ok(_) => match rustix::fs::access(&x, rustix::fs::Access::WRITE_OK) {
+            Ok(()) => return None,
+            Err(e) => format!("is not writable ({e})"),
+        },
+    };
+    Some(format!("XDG_RUNTIME_DIR={} is unusable: {why}", x.display()))
+}
+
+/// A socket path a guardian can listen on for this user: `tried` when its
+/// directory is trusted, or missing below a directory that exists;
+/// otherwise the default path ([`default_socket_path`]) or
+/// `/tmp/winx-<uid>/guardian.sock`, whichever passes that test first
+/// (`tried` when none does). What a "start one with" hint names.
+pub fn usable_socket_path(tried: &Path) -> PathBuf {
+    let usable = |sock: &Path| {
+        let dir = trust::socket_dir(sock);
+        match trust::trusted_socket_dir(dir, false) {
+            Ok(_) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                dir.parent().is_some_and(|p| rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok())
+            }
+            Err(_) => false,
+        }
+    };
+    let uid = rustix::process::getuid().as_raw();
+    let fallback = PathBuf::from(format!("/tmp/winx-{uid}/guardian.sock"));
+    [tried.to_path_buf(), default_socket_path(), fallback].into_iter().find(|p| usable(p)).unwrap_or(tried.into())
 }
 
 /// Where a transport error happened.
@@ -262,7 +315,24 @@ impl GuardianClient {
 
     /// `session_open`: registers the session and creates its directory.
     pub fn session_open(&mut self, workspace: &str, thread_id: &str) -> Result<SessionOpened, ClientError> {
-        let req = Request::SessionOpen { workspace: workspace.to_owned(), thread_id: thread_id.to_owned() };
+        self.session_open_with(workspace, thread_id, None, None)
+    }
+
+    /// `session_open` that also records the thread's shell mode and its
+    /// `code_writer_config` (what an operator's release runs under).
+    pub fn session_open_with(
+        &mut self,
+        workspace: &str,
+        thread_id: &str,
+        mode_name: Option<&str>,
+        code_writer_config: Option<&Value>,
+    ) -> Result<SessionOpened, ClientError> {
+        let req = Request::SessionOpen {
+            workspace: workspace.to_owned(),
+            thread_id: thread_id.to_owned(),
+            mode_name: mode_name.map(str::to_owned),
+            code_writer_config: code_writer_config.cloned(),
+        };
         self.call(req, self.timeouts.io)
     }
 
@@ -310,6 +380,18 @@ impl GuardianClient {
         thread_id: &str,
         targets: &[Target],
     ) -> Result<ReleaseReport, ClientError> {
+        self.release_with(workspace, thread_id, targets, false)
+    }
+
+    /// [`GuardianClient::release`]; with `dry_run`, the guardian runs every
+    /// check under the barrier and captures nothing.
+    pub fn release_with(
+        &mut self,
+        workspace: &str,
+        thread_id: &str,
+        targets: &[Target],
+        dry_run: bool,
+    ) -> Result<ReleaseReport, ClientError> {
         match &self.hello {
             Some(h) if h.supports_temporary_release() => {}
             Some(_) => {
@@ -321,6 +403,7 @@ impl GuardianClient {
             workspace: workspace.to_owned(),
             thread_id: thread_id.to_owned(),
             targets: targets.to_vec(),
+            dry_run,
         };
         let reply: ReleaseReply = self.call(req, self.timeouts.release)?;
         Ok(reply.report)
@@ -330,6 +413,18 @@ impl GuardianClient {
     pub fn status(&mut self, workspace: &str, thread_id: &str) -> Result<StatusReply, ClientError> {
         let req = Request::Status { workspace: workspace.to_owned(), thread_id: thread_id.to_owned() };
         self.call(req, self.timeouts.io)
+    }
+
+    /// `guardian_status`: pid, liveness, sessions and running executions.
+    pub fn guardian_status(&mut self) -> Result<GuardianStatus, ClientError> {
+        self.call(Request::GuardianStatus {}, self.timeouts.io)
+    }
+
+    /// `stop`: asks the guardian to stop as on SIGTERM. Refused
+    /// ([`ClientError::Remote`] `execution_active`, naming them) while
+    /// executions run, unless `force`.
+    pub fn stop(&mut self, force: bool) -> Result<StopReply, ClientError> {
+        self.call(Request::Stop { force }, self.timeouts.io)
     }
 }
 

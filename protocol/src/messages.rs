@@ -43,6 +43,15 @@ pub enum Request {
         workspace: String,
         /// The thread.
         thread_id: String,
+        /// The thread's shell mode at `Initialize` (`wcgw`, `architect`,
+        /// `code_writer`), recorded for an operator's release; absent from
+        /// older frontends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode_name: Option<String>,
+        /// The `code_writer_config` given at `Initialize`, recorded with
+        /// the mode.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code_writer_config: Option<Value>,
     },
     /// Runs `bash -c command`; answered with [`ExecReply`].
     Exec {
@@ -80,6 +89,10 @@ pub enum Request {
         thread_id: String,
         /// The pinned targets.
         targets: Vec<Target>,
+        /// Run every check under the barrier (through `in_use`) and stop
+        /// there: nothing is captured (an operator's `--dry-run`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dry_run: bool,
     },
     /// The session's executions (diagnostics); answered with [`StatusReply`].
     Status {
@@ -88,11 +101,22 @@ pub enum Request {
         /// The thread.
         thread_id: String,
     },
+    /// The guardian as a whole: pid, liveness, sessions, running
+    /// executions; answered with [`GuardianStatus`].
+    GuardianStatus {},
+    /// Stop as on SIGTERM; answered with [`StopReply`], or refused with
+    /// `execution_active` naming what runs, unless `force`.
+    Stop {
+        /// Stop even while executions run.
+        #[serde(default)]
+        force: bool,
+    },
 }
 
 impl Request {
     /// Every op name this protocol version knows.
-    pub const OPS: &'static [&'static str] = &["hello", "session_open", "exec", "exec_status", "release", "status"];
+    pub const OPS: &'static [&'static str] =
+        &["hello", "session_open", "exec", "exec_status", "release", "status", "guardian_status", "stop"];
 
     /// The wire name of this request's op.
     pub fn op(&self) -> &'static str {
@@ -103,6 +127,8 @@ impl Request {
             Request::ExecStatus { .. } => "exec_status",
             Request::Release { .. } => "release",
             Request::Status { .. } => "status",
+            Request::GuardianStatus {} => "guardian_status",
+            Request::Stop { .. } => "stop",
         }
     }
 }
@@ -383,6 +409,77 @@ pub struct StatusReply {
     /// Every execution of the session.
     #[serde(default)]
     pub executions: Vec<ExecutionSummary>,
+    /// The shell mode recorded at `session_open` (`None`: not recorded,
+    /// an older frontend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_name: Option<String>,
+    /// The `code_writer_config` recorded with the mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_writer_config: Option<Value>,
+}
+
+/// One session in a [`GuardianStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// The workspace, as the session was first opened.
+    pub workspace: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The session directory.
+    pub session_dir: String,
+    /// The shell mode recorded at `session_open`, if any.
+    #[serde(default)]
+    pub mode_name: Option<String>,
+    /// Its executions running or unresolved.
+    pub running: usize,
+}
+
+/// One running or unresolved execution in a [`GuardianStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningExecution {
+    /// The command id.
+    pub command_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Its workspace.
+    pub workspace: String,
+    /// Where it is (`queued`, `running`, `lingering`).
+    pub state: ExecutionState,
+    /// Whether it runs in the background.
+    pub background: bool,
+    /// Whether this guardian found it left by an earlier one.
+    #[serde(default)]
+    pub adopted: bool,
+}
+
+/// The `guardian_status` reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardianStatus {
+    /// Name and version of the guardian.
+    pub guardian: String,
+    /// Its pid.
+    pub pid: u64,
+    /// Its random instance id.
+    pub instance: String,
+    /// `cgroup` or `proc`.
+    pub liveness: String,
+    /// Its data directory `D`.
+    pub data_dir: String,
+    /// The sessions it has registered.
+    pub sessions: Vec<SessionSummary>,
+    /// Its executions that run or are unresolved (what would block a stop).
+    pub running: Vec<RunningExecution>,
+}
+
+/// The `stop` reply: the guardian stops once the reply is out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopReply {
+    /// Always true.
+    pub stopping: bool,
+    /// What ran when `force` stopped it anyway (they keep running: nothing
+    /// is signalled).
+    #[serde(default)]
+    pub running: Vec<RunningExecution>,
 }
 
 #[derive(Serialize)]
@@ -448,7 +545,18 @@ mod tests {
     #[test]
     fn every_request_round_trips() {
         round_trip(Request::Hello { protocol: 1, client: "c/1".into() });
-        round_trip(Request::SessionOpen { workspace: "/w".into(), thread_id: "t".into() });
+        round_trip(Request::SessionOpen {
+            workspace: "/w".into(),
+            thread_id: "t".into(),
+            mode_name: None,
+            code_writer_config: None,
+        });
+        round_trip(Request::SessionOpen {
+            workspace: "/w".into(),
+            thread_id: "t".into(),
+            mode_name: Some("architect".into()),
+            code_writer_config: Some(serde_json::json!({"allowed_globs": ["*.py"]})),
+        });
         round_trip(Request::Exec {
             workspace: "/w".into(),
             thread_id: "t".into(),
@@ -461,9 +569,17 @@ mod tests {
             command_id: "ab".into(),
             wait_for_seconds: None,
         });
-        round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![] });
+        round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![], dry_run: false });
+        round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![], dry_run: true });
         round_trip(Request::Status { workspace: "/w".into(), thread_id: "t".into() });
-        assert_eq!(Request::OPS.len(), 6);
+        round_trip(Request::GuardianStatus {});
+        round_trip(Request::Stop { force: true });
+        assert_eq!(Request::OPS.len(), 8);
+        // An older frontend's lines still parse: no mode, no dry_run.
+        let old = parse_request(br#"{"id":1,"op":"release","workspace":"/w","thread_id":"t","targets":[]}"#).unwrap();
+        assert!(matches!(old.request, Request::Release { dry_run: false, .. }));
+        let stop = parse_request(br#"{"id":2,"op":"stop"}"#).unwrap();
+        assert_eq!(stop.request, Request::Stop { force: false });
     }
 
     #[test]

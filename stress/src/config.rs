@@ -45,10 +45,11 @@ pub struct Config {
     /// Seed of every random choice (default: from the clock; printed in the report).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Fill sessions to their quotas (`--no-fill`: faster; the quota probes are skipped).
+    /// Do not fill sessions to their quotas: faster, and the quota probes are skipped (default:
+    /// filled).
     #[arg(long = "no-fill", action = ArgAction::SetFalse)]
     pub fill: bool,
-    /// Probe the scan bound at exactly 50,000 and 50,001 entries (`--no-bound-check`: do not).
+    /// Do not probe the scan bound at exactly 50,000 and 50,001 entries (default: probed).
     #[arg(long = "no-bound-check", action = ArgAction::SetFalse)]
     pub bound_check: bool,
     /// Make the private directory below DIR (default: the system temp dir). It must be on a
@@ -60,7 +61,7 @@ pub struct Config {
     #[arg(long)]
     #[serde(skip)]
     pub keep: bool,
-    /// Progress bars on stderr, on a terminal only (`--no-progress`: never).
+    /// Never show progress bars (default: on stderr when it is a terminal).
     #[arg(long = "no-progress", action = ArgAction::SetFalse)]
     #[serde(skip)]
     pub progress: bool,

@@ -14,6 +14,8 @@ mod mcp_owner;
 mod mcp_protocol;
 mod mcp_release;
 mod mcp_ts_sdk;
+mod nonroot;
+mod operator;
 mod retention;
 mod systemd;
 mod trust;

@@ -11,41 +11,85 @@ use std::process::Command;
 use crate::support::*;
 use serde_json::{json, Value};
 
-/// A model that sees only text: the revision and the token come from the
-/// first text block of `ReadFiles`, the release is judged from the first
-/// text block of `EditFiles`, also for a refusal (`isError: true`).
+/// A model that sees only text: the revision and the token are parsed back
+/// from the first text block of `ReadFiles` (the rendering for a model), the
+/// release is judged from the first text block of `EditFiles`, also for a
+/// refusal (`isError: true`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_from_the_text_blocks_alone() {
     let (env, mcp) = world().await;
     let thread = "text-only-thread";
     let init = mcp.try_call("Initialize", json!({"any_workspace_path": env.ws, "thread_id": thread})).await.unwrap();
-    let init = text_object(&init);
-    assert_eq!(init["temporary_release"]["available"], true, "{init}");
-    let dir = PathBuf::from(init["temporary_artifact_dir"].as_str().expect("temporary_artifact_dir in the text"));
-    let path = dir.join("h.py");
-    mcp.bash(thread, "printf 'print(1)\\n' > \"$WINX_TEMP_DIR/h.py\"").await;
+    let init = first_text(&init);
+    assert!(init.starts_with("Initialize: completed\n"), "{init}");
+    assert!(init.contains("\ntemporary_release.available: true\n"), "{init}");
+    let dir = label(&init, "temporary_artifact_dir").expect("temporary_artifact_dir in the text");
+    let path = PathBuf::from(dir).join("h.py");
+    // A helper whose content has a fence of its own and a line that looks
+    // like a label.
+    mcp.bash(thread, "printf 'print(1)\\n```\\nrevision: sha256:fake\\n' > \"$WINX_TEMP_DIR/h.py\"").await;
 
     let read = mcp.try_call("ReadFiles", json!({"thread_id": thread, "file_paths": [path]})).await.unwrap();
-    let read = text_object(&read);
-    let f = &read["files"][0];
-    let rev = f["revision"].as_str().expect("revision in the text").to_owned();
-    let token = f["temporary_artifact"]["artifact_generation"].as_str().expect("token in the text").to_owned();
-    assert_eq!(f["content"], "print(1)\n", "{read}");
+    let text = first_text(&read);
+    let files = text_files(&text);
+    assert_eq!(files.len(), 1, "{text}");
+    let rev = files[0].revision.clone().expect("revision in the text");
+    let token = files[0].generation.clone().expect("token in the text");
+    assert!(text.contains("\ncontent:\n````\nprint(1)\n```\nrevision: sha256:fake\n````\n"), "{text}");
+    assert!(text.ends_with("\nReadFiles: completed\n"), "{text}");
 
     // A refusal is in the text too (hosts that show the model only the
     // text of an error result).
     let bad = mcp.try_call("EditFiles", release_req(thread, &env.ws, &[(&path, &rev, "g1.00")])).await.unwrap();
     assert_eq!(bad.is_error, Some(true));
-    let bad = text_object(&bad);
-    assert_eq!(bad["status"], "denied", "{bad}");
-    assert_eq!(bad["files"][0]["reason"], "read_required", "{bad}");
+    let bad = first_text(&bad);
+    assert!(bad.starts_with("EditFiles: denied ("), "{bad}");
+    assert_eq!(label(&bad, "outcome"), Some("denied"), "{bad}");
+    assert_eq!(label(&bad, "reason"), Some("read_required"), "{bad}");
 
     let r = mcp.try_call("EditFiles", release_req(thread, &env.ws, &[(&path, &rev, &token)])).await.unwrap();
     assert_eq!(r.is_error, Some(false));
+    let done = first_text(&r);
+    assert!(done.starts_with("EditFiles: completed\n"), "{done}");
+    assert_eq!(label(&done, "outcome"), Some("released"), "{done}");
+    assert_completed(r.structured_content.as_ref().unwrap(), &[&path]);
+    mcp.stop().await;
+}
+
+/// `--text-result json`: the text block is the result object serialised as
+/// JSON, and a release works from it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_result_json_is_the_result_object() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&["--text-result", "json"]).await;
+    let thread = "json-thread";
+    let init = mcp.try_call("Initialize", json!({"any_workspace_path": env.ws, "thread_id": thread})).await.unwrap();
+    let init = text_object(&init);
+    let path = PathBuf::from(init["temporary_artifact_dir"].as_str().unwrap()).join("h.py");
+    fs::write(&path, "print(1)\n").unwrap();
+    let read = mcp.try_call("ReadFiles", json!({"thread_id": thread, "file_paths": [path]})).await.unwrap();
+    let read_text = text_object(&read);
+    assert_eq!(Some(&read_text), read.structured_content.as_ref());
+    let f = &read_text["files"][0];
+    assert_eq!(f["content"], "print(1)\n", "{read_text}");
+    let (rev, token) =
+        (f["revision"].as_str().unwrap(), f["temporary_artifact"]["artifact_generation"].as_str().unwrap());
+    let r = mcp.try_call("EditFiles", release_req(thread, &env.ws, &[(&path, rev, token)])).await.unwrap();
     let done = text_object(&r);
     assert_eq!(Some(&done), r.structured_content.as_ref());
     assert_completed(&done, &[&path]);
     mcp.stop().await;
+}
+
+/// The first text block of a result.
+fn first_text(r: &rmcp::model::CallToolResult) -> String {
+    r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("a text block first")
+}
+
+/// The value of the first `label: value` line.
+fn label<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| l.strip_prefix(label).and_then(|r| r.strip_prefix(": ")))
 }
 
 /// `--text-result summary` keeps the one-line summary for hosts that show
@@ -247,6 +291,19 @@ async fn an_unreachable_guardian_names_the_socket_the_cause_and_the_fix() {
     assert!(!detail.contains('\n'), "one line: {detail:?}");
     for part in [sock.to_str().unwrap(), "0755", "winx-release guardian", "--socket", "WINX_GUARDIAN_SOCKET"] {
         assert!(detail.contains(part), "{part:?} missing from {detail:?}");
+    }
+    // The command it suggests names a socket a guardian can listen on (not
+    // the open directory's).
+    let suggested = detail
+        .split("`winx-release guardian --socket ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap_or_else(|| panic!("no suggested command in {detail:?}"));
+    assert_ne!(suggested, sock.to_str().unwrap(), "{detail}");
+    let dir = Path::new(suggested).parent().unwrap();
+    match fs::symlink_metadata(dir) {
+        Ok(m) => assert!(m.is_dir() && m.permissions().mode() & 0o7777 == 0o700, "{detail}"),
+        Err(_) => assert!(dir.parent().unwrap().is_dir(), "{detail}"),
     }
     let bash = mcp.call("BashCommand", json!({"thread_id": "u", "command": "true"})).await;
     assert_eq!(bash["status"], "denied", "{bash}");

@@ -1,5 +1,6 @@
 // End to end through the official MCP TypeScript SDK, reading TEXT content
-// only (as a host that hands the model only the text block would):
+// only (as a host that hands the model only the text block would), with
+// `--text-result json` (the text block is the result object as JSON):
 // Initialize -> BashCommand writes a helper -> ReadFiles -> EditFiles
 // release with the revision and token taken from the text -> the same
 // request again (replayed). The SDK also validates every structuredContent
@@ -10,7 +11,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 const [bin, socket, workspace] = process.argv.slice(2);
 const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_DATA_HOME: process.env.XDG_DATA_HOME };
-const transport = new StdioClientTransport({ command: bin, args: ["mcp", "--socket", socket], env, stderr: "inherit" });
+const transport = new StdioClientTransport({ command: bin, args: ["mcp", "--socket", socket, "--text-result", "json"], env, stderr: "inherit" });
 const client = new Client({ name: "winx-ts-e2e", version: "1.0.0" });
 await client.connect(transport);
 

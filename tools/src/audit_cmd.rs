@@ -13,9 +13,12 @@ pub struct AuditArgs {
     /// The workspace root to audit.
     #[arg(long)]
     workspace: PathBuf,
-    /// The guardian socket whose liveness mode is reported (default as for `mcp`).
+    /// The guardian socket whose liveness mode and threads are reported (default as for `mcp`).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// One JSON object (the default when standard output is not a terminal); else a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Audits the workspace and prints its report; deletes nothing.
@@ -38,14 +41,128 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
     let socket = winx_release_protocol::resolve_socket_path(args.socket.as_deref());
     let timeouts =
         winx_release_protocol::client::Timeouts { io: std::time::Duration::from_secs(2), ..Default::default() };
-    let liveness =
-        winx_release_protocol::GuardianClient::connect_hello(&socket, timeouts).ok().and_then(|(_, h)| h.liveness);
+    let mut threads = std::collections::HashMap::new();
+    let liveness = match winx_release_protocol::GuardianClient::connect_hello(&socket, timeouts) {
+        Ok((mut c, h)) => {
+            // Which thread each session directory is, as far as that
+            // guardian has them registered.
+            if let Ok(st) = c.guardian_status() {
+                threads.extend(st.sessions.into_iter().map(|s| (s.session_dir, s.thread_id)));
+            }
+            h.liveness
+        }
+        Err(_) => None,
+    };
     if let Some(obj) = v.as_object_mut() {
         obj.insert("liveness".into(), serde_json::json!(liveness));
     }
+    // Sessions with nothing in them are counted, not listed: a session
+    // directory stays after its helpers are released (the audit deletes
+    // nothing), and would otherwise be listed for ever.
+    let now = std::time::SystemTime::now();
+    let mut empty = 0u64;
+    if let Some(list) = v.get_mut("sessions").and_then(serde_json::Value::as_array_mut) {
+        list.retain(|s| {
+            let none = ["files", "quarantined_entries", "other_entries"].iter().all(|k| s[*k] == 0);
+            empty += u64::from(none);
+            !none
+        });
+        for s in list.iter_mut() {
+            let path = s["path"].as_str().unwrap_or_default().to_owned();
+            s["thread_id"] = serde_json::json!(threads.get(&path));
+            s["helpers"] = serde_json::json!(helpers(std::path::Path::new(&path), now));
+        }
+    }
+    v["empty_sessions"] = serde_json::json!(empty);
     // Which data directory `D` was looked at (contract section 1: it falls
     // back to the password database's home when HOME is unset).
     v["data_dir"] = serde_json::json!(layout.data_dir());
-    print_json(&v)?;
+    use std::io::IsTerminal;
+    if args.json || !std::io::stdout().is_terminal() {
+        print_json(&v)?;
+    } else {
+        print_table(&v);
+    }
     Ok(EXIT_OK)
+}
+
+/// The helpers of one session directory: path, size and age (seconds since
+/// the last modification), without following links, reserved namespace
+/// left out.
+fn helpers(dir: &std::path::Path, now: std::time::SystemTime) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(winx_release_engine::layout::RESERVED_PREFIX) {
+                continue;
+            }
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                let age = m.modified().ok().and_then(|t| now.duration_since(t).ok()).map(|d| d.as_secs());
+                out.push(serde_json::json!({"path": e.path(), "size": m.len(), "age_seconds": age}));
+            }
+        }
+    }
+    out.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+    out
+}
+
+/// A duration for a person: `42s`, `17m`, `5h`, `3d`.
+fn age(secs: Option<u64>) -> String {
+    match secs {
+        None => "?".into(),
+        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) if s < 172_800 => format!("{}h", s / 3600),
+        Some(s) => format!("{}d", s / 86_400),
+    }
+}
+
+fn print_table(v: &serde_json::Value) {
+    use winx_release_engine::quota;
+    println!(
+        "workspace {} (liveness {})",
+        v["workspace"].as_str().unwrap_or("?"),
+        v["liveness"].as_str().unwrap_or("no guardian")
+    );
+    let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
+    for s in &sessions {
+        println!();
+        println!(
+            "{}  thread {}  {}/{} files  {}/{} bytes{}{}",
+            s["session"].as_str().unwrap_or("?"),
+            s["thread_id"].as_str().unwrap_or("(not registered with a guardian)"),
+            s["files"],
+            quota::MAX_SESSION_FILES,
+            s["bytes"],
+            quota::MAX_SESSION_BYTES,
+            if s["over_quota"] == true { "  OVER QUOTA" } else { "" },
+            if s["past_ttl"] == true { "  past the 24 h TTL" } else { "" },
+        );
+        for h in s["helpers"].as_array().into_iter().flatten() {
+            println!(
+                "  {:>10}  {:>5}  {}",
+                h["size"],
+                age(h["age_seconds"].as_u64()),
+                h["path"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    println!();
+    println!(
+        "{} session(s) listed, {} empty not listed; {}/{} helper bytes in the workspace{}; backing entries {}/50000",
+        sessions.len(),
+        v["empty_sessions"],
+        v["total_bytes"],
+        quota::MAX_WORKSPACE_BYTES,
+        if v["workspace_over_quota"] == true { " (OVER QUOTA)" } else { "" },
+        v["backing_entries"],
+    );
+    println!(
+        "nothing was deleted (deletion_deferred: runtime_protection_unknown); release with `winx-release release`"
+    );
 }

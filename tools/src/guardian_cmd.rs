@@ -27,6 +27,13 @@ pub struct GuardianArgs {
     /// cgroup v2 subtree can be had, else the /proc signals) or `proc` (the /proc signals only).
     #[arg(long, value_enum, default_value_t = Liveness::Auto, env = "WINX_LIVENESS")]
     pub liveness: Liveness,
+    /// Instead of running a guardian, ask the one answering on the socket (after the trust checks a
+    /// frontend makes) to stop as on SIGTERM; refused, naming them, while an execution runs.
+    #[arg(long)]
+    pub stop: bool,
+    /// With --stop: stop even while executions run (they keep running; nothing is signalled).
+    #[arg(long, requires = "stop")]
+    pub force: bool,
 }
 
 /// `--liveness`.
@@ -38,9 +45,13 @@ pub enum Liveness {
     Proc,
 }
 
-/// Runs the guardian in the foreground until SIGTERM or SIGINT.
+/// Runs the guardian in the foreground until SIGTERM or SIGINT (or, with
+/// `--stop`, stops the running one).
 pub fn run(args: &GuardianArgs) -> anyhow::Result<u8> {
     let socket = args.socket.clone().unwrap_or_else(winx_release_engine::layout::default_socket_path);
+    if args.stop {
+        return stop(&socket, args.force);
+    }
     let data_dir = winx_release_engine::layout::default_data_dir();
     let retention = winx_release_engine::retention::RetentionPolicy {
         keep_executions: args.keep_executions,
@@ -52,4 +63,39 @@ pub fn run(args: &GuardianArgs) -> anyhow::Result<u8> {
     };
     serve_with(&socket, &data_dir, &ServeOptions { retention, liveness })?;
     Ok(EXIT_OK)
+}
+
+/// `--stop`: asks the guardian at `socket` to stop, then waits (up to 30 s)
+/// until it no longer answers. A refusal (`execution_active`) is one line
+/// naming what runs, exit 1.
+fn stop(socket: &std::path::Path, force: bool) -> anyhow::Result<u8> {
+    use winx_release_protocol::client::{ClientError, GuardianClient};
+    let (mut client, hello) = GuardianClient::connect_hello(socket, crate::status_cmd::quick())
+        .map_err(|e| anyhow::anyhow!("no guardian to stop at {}: {e}", socket.display()))?;
+    let pid = hello.pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+    match client.stop(force) {
+        Ok(reply) => {
+            drop(client);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while GuardianClient::connect(socket, crate::status_cmd::quick()).is_ok() {
+                anyhow::ensure!(
+                    std::time::Instant::now() < deadline,
+                    "the guardian (pid {pid}) still answers at {} 30 s after it was asked to stop",
+                    socket.display()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let left = if reply.running.is_empty() {
+                String::new()
+            } else {
+                format!("; {} execution(s) it ran keep running", reply.running.len())
+            };
+            println!("the guardian (pid {pid}) at {} stopped{left}", socket.display());
+            Ok(EXIT_OK)
+        }
+        Err(ClientError::Remote { code, message }) => {
+            anyhow::bail!("the guardian (pid {pid}) refused to stop ({code}): {message}")
+        }
+        Err(e) => Err(anyhow::anyhow!("stop: {e}")),
+    }
 }

@@ -1,5 +1,5 @@
 //! The `winx-release` command: guardian, MCP frontend, scan, audit,
-//! recover and stress.
+//! recover, release, status and stress.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -11,7 +11,9 @@ mod audit_cmd;
 mod guardian_cmd;
 mod mcp;
 mod recover_cmd;
+mod release_cmd;
 mod scan_cmd;
+mod status_cmd;
 mod stress_cmd;
 
 /// Exit status for success.
@@ -38,6 +40,10 @@ enum Command {
     Guardian(guardian_cmd::GuardianArgs),
     /// Run crash recovery without starting a guardian.
     Recover(recover_cmd::RecoverArgs),
+    /// Release helpers of a registered thread through the guarded path EditFiles takes; print the outcomes.
+    Release(release_cmd::ReleaseArgs),
+    /// Say whether a guardian answers on the socket a frontend would use: pid, liveness, sessions, executions.
+    Status(status_cmd::StatusArgs),
     /// Drive a real guardian and MCP frontends with an adversarial workload; check every invariant.
     Stress(winx_release_stress::Config),
     /// Run the frontend: an MCP server on stdio with Initialize, ReadFiles, EditFiles and BashCommand.
@@ -61,6 +67,8 @@ pub fn main() -> ExitCode {
         Command::Stress(a) => stress_cmd::run(&a),
         Command::Guardian(a) => guardian_cmd::run(&a),
         Command::Recover(a) => recover_cmd::run(&a),
+        Command::Release(a) => release_cmd::run(&a),
+        Command::Status(a) => status_cmd::run(&a),
         Command::Mcp(a) => mcp::run(&a),
         Command::Completions { shell } => completions(shell),
         Command::Man => man_page(),
@@ -87,7 +95,16 @@ fn man_page() -> anyhow::Result<u8> {
     use std::io::Write;
     let cmd = Cli::command();
     let mut out = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+    // The whole page, without clap_mangen's list of per-subcommand pages
+    // (`winx-release-scan(1)`, ...), which are not installed: every
+    // subcommand has a section of this page instead.
+    let top = clap_mangen::Man::new(cmd.clone());
+    top.render_title(&mut out)?;
+    top.render_name_section(&mut out)?;
+    top.render_synopsis_section(&mut out)?;
+    top.render_description_section(&mut out)?;
+    top.render_options_section(&mut out)?;
+    top.render_version_section(&mut out)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let sub = sub.clone().bin_name(format!("winx-release {}", sub.get_name()));
         writeln!(out, ".SH \"WINX-RELEASE {}\"", sub.get_name().to_uppercase())?;

@@ -81,6 +81,14 @@ pub fn run(args: &ScanArgs) -> anyhow::Result<u8> {
     let cwd = std::env::current_dir().context("current directory")?;
     let roots: Vec<PathBuf> =
         args.roots.iter().map(|r| if r.is_absolute() { r.clone() } else { cwd.join(r) }).collect();
+    for r in &roots {
+        if let Err(e) = std::fs::symlink_metadata(r) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                // Contract section 1: a backing root that does not exist is empty.
+                eprintln!("winx-release: scan root {} does not exist; counted as empty", r.display());
+            }
+        }
+    }
     let limits = ScanLimits { max_entries: args.max_entries, max_depth: args.max_depth };
     let backend = scan::backend_for(match args.backend {
         BackendChoice::Auto => scan::BackendChoice::Auto,

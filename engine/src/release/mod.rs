@@ -124,6 +124,11 @@ pub struct ReleaseOptions<'a> {
     pub scanner: Option<&'a SharedScanner>,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
+    /// Stop right after `in_use`: every check runs, nothing is journaled or
+    /// captured, and a run that passed them all reports `completed`,
+    /// `touched: false`, each target `not_attempted` (an operator's
+    /// `--dry-run`).
+    pub dry_run: bool,
 }
 
 impl Default for ReleaseOptions<'_> {
@@ -136,6 +141,7 @@ impl Default for ReleaseOptions<'_> {
             #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scanner: None,
             faults: None,
+            dry_run: false,
         }
     }
 }
@@ -381,6 +387,9 @@ pub fn release(
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
     drop(held);
+    if opts.dry_run {
+        return dry_run_report(&paths);
+    }
     // Steps `capture`, then `finish`.
     let mut run = match capture::begin(req, opts, &opened) {
         Ok(run) => run,
@@ -393,6 +402,29 @@ pub fn release(
     steps.mark("finish");
     steps.log(req.targets.len());
     report
+}
+
+/// The report of a dry run that passed every check: nothing touched, each
+/// target `not_attempted`.
+fn dry_run_report(paths: &[String]) -> ReleaseReport {
+    let files = paths
+        .iter()
+        .map(|p| TargetResult {
+            file_path: p.clone(),
+            outcome: Outcome::NotAttempted,
+            reason: None,
+            bytes_reclaimed: 0,
+            quarantine_path: None,
+        })
+        .collect();
+    ReleaseReport {
+        status: Status::Completed,
+        error_code: None,
+        detail: Some("dry run: every check passed; nothing was captured".to_owned()),
+        touched: false,
+        bytes_reclaimed: 0,
+        files,
+    }
 }
 
 /// The wall time of each step of one release, logged at `debug` level

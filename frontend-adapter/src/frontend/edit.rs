@@ -144,7 +144,7 @@ impl Frontend {
                     .into(),
             ));
         }
-        client.release(&session.workspace, &session.thread_id, targets).map_err(|e| {
+        client.release_with(&session.workspace, &session.thread_id, targets, self.config.dry_run).map_err(|e| {
             if e.outcome_unknown() {
                 return Box::new(ReleaseResult::lost_reply(&paths, &e));
             }

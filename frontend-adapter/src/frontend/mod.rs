@@ -129,6 +129,9 @@ pub struct FrontendConfig {
     /// How long a helper write waits for its workspace's quota lock (a
     /// command may hold `flock "$PWD"`) before it is refused.
     pub quota_lock_wait: Duration,
+    /// Send every release as a dry run: the guardian runs every check under
+    /// the barrier and captures nothing (`winx-release release --dry-run`).
+    pub dry_run: bool,
 }
 
 impl FrontendConfig {
@@ -143,6 +146,7 @@ impl FrontendConfig {
             timeouts: Timeouts::default(),
             launch_wait: Duration::from_secs(10),
             quota_lock_wait: winx_release_engine::quota::QUOTA_LOCK_WAIT,
+            dry_run: false,
         }
     }
 
@@ -175,6 +179,7 @@ impl fmt::Debug for FrontendConfig {
             .field("timeouts", &self.timeouts)
             .field("launch_wait", &self.launch_wait)
             .field("quota_lock_wait", &self.quota_lock_wait)
+            .field("dry_run", &self.dry_run)
             .finish()
     }
 }
@@ -274,12 +279,18 @@ impl Frontend {
     /// Connects to the guardian and says hello; at `Initialize`
     /// (`may_launch`), starts one through the launcher when none answers.
     pub(crate) fn guardian(&self, may_launch: bool) -> Result<(GuardianClient, Hello), ClientError> {
+        self.guardian_launched(may_launch).0
+    }
+
+    /// [`Frontend::guardian`], and whether this call started the guardian.
+    fn guardian_launched(&self, may_launch: bool) -> (Result<(GuardianClient, Hello), ClientError>, bool) {
         let socket = &self.config.socket_path;
         match GuardianClient::connect_hello(socket, self.config.timeouts) {
             Err(ClientError::Unavailable(first)) if may_launch => {
-                let Some(launch) = &self.config.launcher else { return Err(ClientError::Unavailable(first)) };
-                launch(socket)
-                    .map_err(|e| ClientError::Unavailable(io::Error::new(e.kind(), format!("launch: {e}"))))?;
+                let Some(launch) = &self.config.launcher else { return (Err(ClientError::Unavailable(first)), false) };
+                if let Err(e) = launch(socket) {
+                    return (Err(ClientError::Unavailable(io::Error::new(e.kind(), format!("launch: {e}")))), false);
+                }
                 let deadline = Instant::now() + self.config.launch_wait;
                 loop {
                     match GuardianClient::connect_hello(socket, self.config.timeouts) {
@@ -287,11 +298,11 @@ impl Frontend {
                             let _ = e;
                             std::thread::sleep(Duration::from_millis(50));
                         }
-                        other => return other,
+                        other => return (other, true),
                     }
                 }
             }
-            other => other,
+            other => (other, false),
         }
     }
 
@@ -327,13 +338,28 @@ impl Frontend {
         } else if !cfg!(target_os = "linux") {
             Availability::no(Reason::UnsupportedPlatform)
         } else {
-            match self.guardian(true) {
+            let (reached, launched) = self.guardian_launched(true);
+            match reached {
                 Ok((mut client, hello)) => {
+                    if launched {
+                        // Said where the user meets it: the guardian stays.
+                        notes.push(format!(
+                            "started a guardian (pid {}) at {}; it outlives this frontend: `winx-release status` \
+                             shows it, `winx-release guardian --stop` stops it",
+                            hello.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+                            self.config.socket_path.display()
+                        ));
+                    }
                     instance = hello.instance.clone();
                     liveness = json!(hello.liveness);
                     guardian_info = json!({"socket": self.config.socket_path, "guardian": hello.guardian,
                         "instance": hello.instance, "capabilities": hello.capabilities});
-                    if let Err(e) = client.session_open(&workspace, &thread_id) {
+                    // The mode is recorded with the guardian: an operator's
+                    // `winx-release release` runs under it.
+                    let config = a.code_writer_config.as_ref().and_then(|c| serde_json::to_value(c).ok());
+                    if let Err(e) =
+                        client.session_open_with(&workspace, &thread_id, Some(mode.as_str()), config.as_ref())
+                    {
                         notes.push(format!("session_open: {e}; session directory created by the frontend"));
                     }
                     if hello.supports_temporary_release() {
@@ -446,9 +472,22 @@ fn ensure_session_dir(layout: &Layout, thread_id: &str) -> Result<PathBuf, Front
 /// and what to do.
 pub(crate) fn unreachable_detail(socket: &Path, e: &ClientError) -> String {
     let s = socket.display();
+    let advice = winx_release_protocol::client::socket_advice(socket).map(|a| format!(" ({a})")).unwrap_or_default();
+    // A command that works for this user here: a socket whose directory
+    // is (or can be made) private.
+    let usable = winx_release_protocol::client::usable_socket_path(socket);
+    let u = usable.display();
+    let fix = if usable == socket {
+        format!("start one with `winx-release guardian --socket {u}`")
+    } else {
+        format!(
+            "{s} cannot hold a guardian socket: start one with `winx-release guardian --socket {u}` and pass \
+             `--socket {u}` to `winx-release mcp`"
+        )
+    };
     format!(
-        "no usable guardian at {s}: {e}; start one with `winx-release guardian --socket {s}`, pass `--socket PATH` \
-         of a running guardian to `winx-release mcp`, or set WINX_GUARDIAN_SOCKET"
+        "no usable guardian at {s}: {e}{advice}; {fix}, pass `--socket PATH` of a running guardian to \
+         `winx-release mcp`, or set WINX_GUARDIAN_SOCKET"
     )
 }
 

@@ -319,9 +319,10 @@ impl Mcp {
     }
 
     /// `tools/call`; returns `structuredContent` after checking the result's
-    /// shape: one text block holding the same object serialised as JSON,
-    /// `isError` exactly when the status is `denied`, `invalid_input` or
-    /// `failed`.
+    /// shape: one text block, the rendering for a model (its status line
+    /// says the status, and for `ReadFiles` the revisions and tokens parsed
+    /// back from it are `structuredContent`'s), `isError` exactly when the
+    /// status is `denied`, `invalid_input` or `failed`.
     pub async fn call(&self, tool: &str, args: Value) -> Value {
         let r = self.try_call(tool, args.clone()).await.unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
         let v = r.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structuredContent: {r:?}"));
@@ -330,7 +331,17 @@ impl Mcp {
         let failed = matches!(status, "denied" | "invalid_input" | "failed");
         assert_eq!(r.is_error, Some(failed), "{tool}: isError for status {status}: {v}");
         assert_eq!(r.content.len(), 1, "{tool}: one text block: {r:?}");
-        assert_eq!(text_object(&r), v, "{tool}: the text block is structuredContent");
+        let text = &r.content[0].as_text().unwrap_or_else(|| panic!("{tool}: no text block: {r:?}")).text;
+        let line = match v["errorCode"].as_str() {
+            Some(code) => format!("{tool}: {status} ({code})"),
+            None => format!("{tool}: {status}"),
+        };
+        assert!(text.lines().any(|l| l == line), "{tool}: no status line {line:?} in the text: {text}");
+        if tool == "ReadFiles" {
+            let want: Vec<TextFile> =
+                v["files"].as_array().map(|a| a.iter().map(TextFile::of_structured).collect()).unwrap_or_default();
+            assert_eq!(text_files(text), want, "ReadFiles: the text block's files are structuredContent's: {text}");
+        }
         v
     }
 
@@ -392,6 +403,55 @@ pub fn text_object(r: &CallToolResult) -> Value {
         .unwrap_or_else(|e| panic!("the first text block is not JSON ({e}): {:?}", text.text));
     assert!(v.is_object(), "the first text block is not a JSON object: {v}");
     v
+}
+
+/// What a model copies from one file of a `ReadFiles` text rendering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextFile {
+    /// `file_path:`.
+    pub path: String,
+    /// `revision:`.
+    pub revision: Option<String>,
+    /// `artifact_generation:`.
+    pub generation: Option<String>,
+}
+
+impl TextFile {
+    fn of_structured(f: &Value) -> TextFile {
+        let s = |v: &Value| v.as_str().map(str::to_owned);
+        TextFile {
+            path: f["file_path"].as_str().unwrap_or_default().to_owned(),
+            revision: s(&f["revision"]),
+            generation: s(&f["temporary_artifact"]["artifact_generation"]),
+        }
+    }
+}
+
+/// The files of a `ReadFiles` text rendering, parsed back as a test client
+/// (or a model) reads it: a block per file starting at `file_path:`, its
+/// `revision:` and `artifact_generation:` lines, and the fenced content
+/// passed over (a line inside it is never taken for a label).
+pub fn text_files(text: &str) -> Vec<TextFile> {
+    let mut files: Vec<TextFile> = Vec::new();
+    let mut fence: Option<String> = None;
+    for line in text.lines() {
+        if let Some(f) = &fence {
+            if line == f {
+                fence = None;
+            }
+            continue;
+        }
+        if line.starts_with("```") && line.bytes().all(|b| b == b'`') {
+            fence = Some(line.to_owned());
+        } else if let Some(p) = line.strip_prefix("file_path: ") {
+            files.push(TextFile { path: p.to_owned(), revision: None, generation: None });
+        } else if let (Some(r), Some(f)) = (line.strip_prefix("revision: "), files.last_mut()) {
+            f.revision = Some(r.to_owned());
+        } else if let (Some(g), Some(f)) = (line.strip_prefix("artifact_generation: "), files.last_mut()) {
+            f.generation = Some(g.to_owned());
+        }
+    }
+    files
 }
 
 /// Whether a result's status is a failure.

@@ -5,8 +5,9 @@
 //! them over MCP with the `rmcp` crate: it lists their JSON Schemas, hands
 //! each call's raw argument object to the adapter on a blocking thread, and
 //! wraps the adapter's JSON result as `structuredContent` plus one text
-//! block holding the same object serialised as JSON (or, with
-//! `--text-result summary`, a one-line summary), with `isError` when the
+//! block: a rendering for a language model (`render.rs`; with
+//! `--text-result json` the same object serialised as JSON, with
+//! `--text-result summary` a one-line summary), with `isError` when the
 //! status is `denied`, `invalid_input` or `failed`. `ReadFiles` replies are streamed as the helpers are read
 //! (`stream.rs`, `transport.rs`).
 //!
@@ -14,6 +15,7 @@
 
 mod incoming;
 mod launcher;
+mod render;
 mod result;
 mod server;
 mod stream;
@@ -46,10 +48,11 @@ pub struct McpArgs {
     /// there at `Initialize` when none answers.
     #[arg(long)]
     pub socket: Option<PathBuf>,
-    /// What each tool result's text block holds: `json`, the result object itself (the same as
-    /// `structuredContent`), or `summary`, one line (for hosts that show the model
+    /// What each tool result's text block holds: `text`, a rendering for a language model (status,
+    /// labelled fields, contents and output unescaped in fences); `json`, the result object itself
+    /// (the same as `structuredContent`); or `summary`, one line (for hosts that show the model
     /// `structuredContent`).
-    #[arg(long, value_enum, default_value = "json")]
+    #[arg(long, value_enum, default_value = "text")]
     pub text_result: TextResult,
     /// Run commands inside this process with no guardian (an embedded runtime: every release is
     /// denied with `embedded_runtime`).

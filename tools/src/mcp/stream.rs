@@ -10,16 +10,19 @@
 //! `--text-result summary` the summary), as the same [`to_call_result`] a
 //! whole result goes through makes them.
 //! So the client reads the first helpers' content while the last ones are
-//! still being hashed, and the result is the one [`Frontend::read_files`]
-//! would give, members in another order.
+//! still being hashed, and `structuredContent` is the one
+//! [`Frontend::read_files`] would give, members in another order.
 //!
-//! The text block ([`TextResult::Json`]) is the `structuredContent` object
-//! again, as a JSON string. It is written first: each entry is serialised
-//! once, its bytes go out escaped into the text block as the entries come
-//! (while later ones are still being hashed) and are kept; once the text
-//! block is closed, the kept bytes go out again as they are, as
-//! `structuredContent`. The reply is about twice as long (see
-//! benches/README.md for what that costs the client).
+//! The text block is written first, as the entries come: the rendering
+//! for a model ([`super::render`], whose status line then comes last), or
+//! with `--text-result json` the `structuredContent` object as a JSON
+//! string. Each entry's content goes into the text block's JSON string
+//! escaped once, straight from the entry the read made, and the entry is
+//! kept; once the text block is closed, the kept entries are serialised
+//! again, as `structuredContent`. No serialised copy of the reply is held:
+//! what is kept is the read's own content, once. With
+//! `--text-result summary`, `structuredContent` is written as the entries
+//! come and nothing is kept.
 //!
 //! A read that hangs (a file on a dead NFS or FUSE mount) must not hold the
 //! transport's one writer thread, and every reply queued behind this one,
@@ -38,6 +41,7 @@ use serde_json::{json, Value};
 use winx_release_frontend_adapter::frontend::{read_status, ReadEntry};
 use winx_release_frontend_adapter::Frontend;
 
+use super::render;
 use super::result::{to_call_result, TextResult};
 use super::transport::StreamedResult;
 
@@ -98,21 +102,16 @@ fn writer_with_deadline(
     })
 }
 
-/// Where the bytes of `structuredContent` go: straight out, or (the text
-/// block first) out as the characters of a JSON string, and kept to be
-/// written again as they are.
-struct Out<'a> {
+/// A writer into a JSON string: what is written goes out as the
+/// characters of a JSON string (without its quotes), escaped once.
+struct JsonString<'a> {
     w: &'a mut dyn Write,
-    /// `Some`: escape what is written, keep a copy.
-    copy: Option<Vec<u8>>,
-    /// The escaped bytes of one write, before they go out.
+    /// The escaped bytes of one write, before they go out (reused).
     escaped: Vec<u8>,
 }
 
-impl Write for Out<'_> {
+impl Write for JsonString<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let Some(copy) = &mut self.copy else { return self.w.write(buf) };
-        copy.extend_from_slice(buf);
         self.escaped.clear();
         escape_into(buf, &mut self.escaped);
         self.w.write_all(&self.escaped)?;
@@ -230,29 +229,50 @@ impl Stream<'_> {
         if let Ok(Piece::Whole(v)) = first {
             return write_rest(placeholder, to_call_result("ReadFiles", v, self.text), Written::Nothing, w);
         }
-        // With the JSON text block, the text block goes first, escaped as
-        // the entries come (while later ones are still hashed), and the
-        // same bytes, kept, are `structuredContent` at the end (a copy,
-        // no second serialisation and no second escaping).
-        let text_first = self.text == TextResult::Json;
+        // With a text block of its own (the rendering, or the JSON), the
+        // text block goes first, written as the entries come (while later
+        // ones are still hashed), and the entries are kept as they are
+        // (each content as it was read, one copy) for `structuredContent`
+        // at the end. With the summary, `structuredContent` goes first and
+        // nothing is kept.
+        let text_first = self.text != TextResult::Summary;
         w.write_all(b"{")?;
         if text_first {
             w.write_all(b"\"content\":[")?;
             write_text_block_head(w)?;
         } else {
-            w.write_all(b"\"structuredContent\":")?;
+            w.write_all(b"\"structuredContent\":{\"files\":[")?;
         }
-        let mut out = Out { w, copy: text_first.then(|| Vec::with_capacity(64 * 1024)), escaped: Vec::new() };
-        out.write_all(b"{\"files\":[")?;
+        let mut text = JsonString { w, escaped: Vec::new() };
+        match self.text {
+            TextResult::Text => render::stream_head(&mut text)?,
+            TextResult::Json => text.write_all(b"{\"files\":[")?,
+            TextResult::Summary => {}
+        }
         let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
-        let (mut read, mut failed) = (0usize, Vec::new());
-        let mut emit = |e: ReadEntry, w: &mut Out<'_>| -> io::Result<()> {
+        let (mut kept, mut read, mut failed) = (Vec::new(), 0usize, Vec::new());
+        let mode = self.text;
+        let mut emit = |e: ReadEntry, out: &mut JsonString<'_>| -> io::Result<()> {
             match e {
                 Ok(v) => {
-                    if read > 0 {
-                        w.write_all(b",")?;
+                    match mode {
+                        TextResult::Text => render::write_read_file(&v, out)?,
+                        TextResult::Json => {
+                            if read > 0 {
+                                out.write_all(b",")?;
+                            }
+                            serde_json::to_writer(&mut *out, &v)?;
+                        }
+                        TextResult::Summary => {
+                            if read > 0 {
+                                out.w.write_all(b",")?;
+                            }
+                            serde_json::to_writer(&mut *out.w, &v)?;
+                        }
                     }
-                    serde_json::to_writer(&mut *w, &v)?;
+                    if mode != TextResult::Summary {
+                        kept.push(v);
+                    }
                     read += 1;
                 }
                 Err(v) => failed.push(v),
@@ -272,7 +292,7 @@ impl Stream<'_> {
                 Err(end) => break end,
             }
             while let Some(e) = waiting.remove(&next) {
-                emit(e, &mut out)?;
+                emit(e, &mut text)?;
                 next += 1;
             }
             piece = self.next();
@@ -288,7 +308,7 @@ impl Stream<'_> {
         let last = total.max(waiting.keys().next_back().map_or(0, |k| k + 1));
         for i in next..last {
             let e = waiting.remove(&i).unwrap_or_else(|| Err(self.missing(i, end)));
-            emit(e, &mut out)?;
+            emit(e, &mut text)?;
         }
         if end == End::TimedOut {
             tracing::warn!(
@@ -297,29 +317,66 @@ impl Stream<'_> {
             );
         }
         let status = if end == End::Broken { "failed" } else { read_status(read, failed.len()) };
-        out.write_all(b"],\"failed_files\":")?;
-        serde_json::to_writer(&mut out, &failed)?;
-        out.write_all(b",\"status\":")?;
-        serde_json::to_writer(&mut out, status)?;
+        let mut tail = json!({"failed_files": failed, "status": status});
         if end == End::Broken {
-            out.write_all(b",\"errorCode\":\"internal_error\"")?;
+            tail["errorCode"] = json!("internal_error");
         }
-        out.write_all(b"}")?;
-        let Out { w, copy, .. } = out;
-        let written = match copy {
-            Some(bytes) => {
-                w.write_all(b"\"}],\"structuredContent\":")?;
-                w.write_all(&bytes)?;
-                Written::ContentAndStructured
+        let written = match self.text {
+            TextResult::Text => {
+                render::stream_tail(&tail, &mut text)?;
+                let JsonString { w, .. } = text;
+                w.write_all(b"\"}],\"structuredContent\":{\"files\":[")?;
+                write_entries(&kept, w)?;
+                write_tail(&tail, w)?;
+                (w, Written::ContentAndStructured)
             }
-            None => Written::Structured,
+            TextResult::Json => {
+                write_tail(&tail, &mut text)?;
+                let JsonString { w, .. } = text;
+                w.write_all(b"\"}],\"structuredContent\":{\"files\":[")?;
+                write_entries(&kept, w)?;
+                write_tail(&tail, w)?;
+                (w, Written::ContentAndStructured)
+            }
+            TextResult::Summary => {
+                let JsonString { w, .. } = text;
+                write_tail(&tail, w)?;
+                (w, Written::Structured)
+            }
         };
+        let (w, written) = written;
+        drop(kept);
         // The text block (when it is the summary) and `isError` as a whole
         // result of these counts would have them.
-        let mut counted = json!({"status": status, "failed_files": failed});
+        let mut counted = tail;
         counted["files"] = Value::Array(vec![Value::Null; read]);
         write_rest(placeholder, to_call_result("ReadFiles", counted, self.text), written, w)
     }
+}
+
+/// Writes the kept entries, comma-separated.
+fn write_entries(kept: &[Value], w: &mut dyn Write) -> io::Result<()> {
+    for (i, v) in kept.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *w, v)?;
+    }
+    Ok(())
+}
+
+/// Writes the end of a `ReadFiles` object after its `files`:
+/// `],"failed_files":…,"status":…` (and `errorCode`), then `}`.
+fn write_tail(tail: &Value, w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(b"],\"failed_files\":")?;
+    serde_json::to_writer(&mut *w, &tail["failed_files"])?;
+    w.write_all(b",\"status\":")?;
+    serde_json::to_writer(&mut *w, &tail["status"])?;
+    if let Some(code) = tail.get("errorCode") {
+        w.write_all(b",\"errorCode\":")?;
+        serde_json::to_writer(&mut *w, code)?;
+    }
+    w.write_all(b"}")
 }
 
 /// Writes `result` with the placeholder's protocol members: the whole
@@ -441,6 +498,33 @@ mod tests {
                 assert_eq!(streamed_with(pieces, text), want, "{order:?}");
             }
         }
+    }
+
+    /// The rendering, streamed: each file's block as a whole rendering
+    /// writes it, in request order whatever order the entries came in, the
+    /// failures, then the status line; `structuredContent` and `isError`
+    /// are the whole result's.
+    #[test]
+    fn the_streamed_rendering_ends_with_the_status() {
+        let want = whole_with(read_files_result(entries()), TextResult::Text);
+        let mut blocks = String::new();
+        for e in entries().into_iter().flatten() {
+            let mut b = Vec::new();
+            render::write_read_file(&e, &mut b).unwrap();
+            blocks.push_str(std::str::from_utf8(&b).unwrap());
+        }
+        let expected =
+            format!("ReadFiles (status at the end)\n{blocks}\nfailed: /b (not_found)\n\nReadFiles: partial\n");
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0]] {
+            let mut e: Vec<Option<ReadEntry>> = entries().into_iter().map(Some).collect();
+            let mut pieces: Vec<Piece> = order.iter().map(|&i| Piece::Entry(i, e[i].take().unwrap())).collect();
+            pieces.push(Piece::Done(4));
+            let got = streamed_with(pieces, TextResult::Text);
+            assert_eq!(got["structuredContent"], want["structuredContent"], "{order:?}");
+            assert_eq!(got["isError"], want["isError"]);
+            assert_eq!(got["content"][0]["text"].as_str(), Some(expected.as_str()), "{order:?}");
+        }
+        assert!(expected.contains("content:\n```\none\n\"two\"\\\n```\n"), "{expected}");
     }
 
     #[test]

@@ -1,0 +1,151 @@
+//! As a normal user on a machine without a systemd user manager, with the
+//! defaults only (no `--socket`, no `XDG_RUNTIME_DIR`): the frontend starts
+//! a guardian at `Initialize`, a helper is read and released, a release is
+//! refused while a command runs (through MCP and through `winx-release
+//! release`), `status` finds the guardian, `guardian --stop` stops it. And
+//! the errors a user without `XDG_RUNTIME_DIR` meets name it.
+//!
+//! Needs root to make the user (`useradd`); skipped with a printed reason
+//! otherwise (CI runs as root).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::*;
+use serde_json::{json, Value};
+
+/// A user made for one test, removed (with its `/tmp/winx-<uid>`) on drop.
+struct User {
+    name: String,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    fn make() -> Option<User> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: making a user for the non-root run needs root");
+            return None;
+        }
+        let name = format!("winxe2e{}", std::process::id());
+        let ok = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/bin/sh", "--user-group", &name])
+            .status()
+            .expect("useradd");
+        assert!(ok.success(), "useradd {name}");
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id").arg(flag).arg(&name).output().expect("id");
+            String::from_utf8_lossy(&out.stdout).trim().parse().expect("a numeric id")
+        };
+        Some(User { uid: id("-u"), gid: id("-g"), name })
+    }
+
+    /// `BIN args…` run as this user in `env`'s world.
+    fn command(&self, env: &Env, args: &[&str]) -> Command {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", &self.uid.to_string(), "--regid", &self.gid.to_string(), "--clear-groups", "--", BIN])
+            .args(args)
+            .envs(env.vars());
+        for v in Env::REMOVED {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    fn socket(&self) -> PathBuf {
+        PathBuf::from(format!("/tmp/winx-{}/guardian.sock", self.uid))
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(format!("/tmp/winx-{}", self.uid));
+        let _ = Command::new("userdel").arg(&self.name).status();
+    }
+}
+
+fn chown_tree(root: &Path, uid: u32, gid: u32) {
+    let ok = Command::new("chown").arg("-R").arg(format!("{uid}:{gid}")).arg(root).status().unwrap().success();
+    assert!(ok, "chown -R {}", root.display());
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {} / {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_normal_user_without_systemd_runs_on_the_defaults() {
+    let Some(user) = User::make() else { return };
+    // The world is dropped (its processes ended) before the user is removed.
+    let env = Env::new();
+    chown_tree(&env.root, user.uid, user.gid);
+    let wrapper =
+        ["setpriv", "--reuid", &user.uid.to_string(), "--regid", &user.gid.to_string(), "--clear-groups", "--"]
+            .map(str::to_owned);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let mcp = env.mcp_full(&wrapper, None, &[], &[]).await;
+
+    let init = mcp.init(&env.ws, "u").await;
+    assert_eq!(init["temporary_release"]["available"], true, "{init}");
+    assert_eq!(init["guardian"]["socket"], json!(user.socket()), "{init}");
+    let note = init["message"].as_str().unwrap_or_default();
+    assert!(note.contains("outlives this frontend") && note.contains("winx-release guardian --stop"), "{init}");
+
+    let (path, rev, token) = helper(&env, &mcp, "u", "h.py", "print(1)").await;
+    let done = mcp.edit(release_req("u", &env.ws, &[(&path, &rev, &token)])).await;
+    assert_completed(&done, &[&path]);
+
+    // A command runs: releases are refused, through MCP and the operator
+    // command.
+    let gate = env.root.join("gate");
+    let cmd = format!("while [ ! -e '{}' ]; do sleep 0.05; done", p(&gate));
+    let bg = mcp.call("BashCommand", json!({"thread_id": "u", "command": cmd, "is_background": true})).await;
+    assert_eq!(bg["status"], "running", "{bg}");
+    let (path2, rev2, token2) = helper(&env, &mcp, "u", "h2.txt", "two").await;
+    let refused = mcp.edit(release_req("u", &env.ws, &[(&path2, &rev2, &token2)])).await;
+    assert_eq!((refused["status"].clone(), refused["errorCode"].clone()), (json!("denied"), json!("execution_active")));
+    let out = user.command(&env, &["release", "--workspace", p(&env.ws), "--thread", "u", "--all", "--json"]).output();
+    let v = json_of(&out.unwrap());
+    assert_eq!(v["files"][0]["reason"], "execution_active", "{v}");
+    assert!(path2.exists());
+
+    // status finds it on the default socket; --stop is refused while the
+    // command runs.
+    let st = json_of(&user.command(&env, &["status", "--json"]).output().unwrap());
+    assert_eq!((st["running"].clone(), st["socket"].clone()), (json!(true), json!(user.socket())), "{st}");
+    assert_eq!(st["running_executions"].as_array().map(Vec::len), Some(1), "{st}");
+    let out = user.command(&env, &["guardian", "--stop"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // Without XDG_RUNTIME_DIR, `--socket "$XDG_RUNTIME_DIR/winx/..."` is
+    // /winx/...: the error says so, and what the default is.
+    let out = user.command(&env, &["guardian", "--socket", "/winx/guardian.sock"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("XDG_RUNTIME_DIR is not set") && err.contains(p(&user.socket())), "{err}");
+    let out = user.command(&env, &["guardian"]).env("XDG_RUNTIME_DIR", "/nonexistent-runtime-dir").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("XDG_RUNTIME_DIR=/nonexistent-runtime-dir"), "{err}");
+
+    // The command ends: the release goes through, then the guardian stops.
+    fs::write(&gate, b"").unwrap();
+    let (path2, rev2, token2) = (path2.clone(), rev2, token2);
+    let mut released = Value::Null;
+    for _ in 0..200 {
+        released = mcp.edit(release_req("u", &env.ws, &[(&path2, &rev2, &token2)])).await;
+        if released["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_completed(&released, &[&path2]);
+    let out = user.command(&env, &["guardian", "--stop"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(!user.socket().exists());
+    mcp.stop().await;
+    drop(env);
+}
