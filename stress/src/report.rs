@@ -239,7 +239,9 @@ impl Report {
         let c = &self.config;
         let _ = writeln!(
             o,
-            "winx-release stress: {:.1} s timed ({:.1} s setup), {} sessions, {} frontends, {} workspaces, seed {}",
+            "winx-release stress ({:?} mix): {:.1} s timed ({:.1} s setup), {} sessions, {} frontends, {} workspaces, \
+             seed {}",
+            c.mix,
             self.run_s,
             self.setup_s,
             c.sessions,
@@ -296,14 +298,16 @@ impl Report {
             "cpu (timed)",
             format!(
                 "guardian {:.1} s, frontends {:.1} s, this tool {:.1} s, other {:.1} s; {:.0} % of {} cores busy; \
-                 {:.1} ms per release (engine), {:.1} ms (machine)",
+                 per release: guardian {:.2} ms, frontends {:.2} ms, this tool {:.2} ms, machine {:.2} ms",
                 c.guardian_s,
                 c.frontends_s,
                 c.driver_s,
                 c.other_s,
                 c.busy_share * 100.0,
                 c.cores,
-                c.engine_ms_per_release,
+                c.guardian_ms_per_release,
+                c.frontends_ms_per_release,
+                c.driver_ms_per_release,
                 c.machine_ms_per_release
             ),
         );
