@@ -39,6 +39,20 @@ fn parse_pid_stat(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The peak resident set of process `pid` in KiB (`VmHWM` of
+/// `/proc/<pid>/status`), or `None` when it is gone.
+///
+/// # References
+/// - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    parse_vm_hwm(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line["VmHWM:".len()..].trim().strip_suffix("kB")?.trim().parse().ok()
+}
+
 /// Busy ticks of the whole machine: `/proc/stat`'s `cpu` line less `idle`
 /// and `iowait` (guest time is already inside `user`).
 fn machine_busy() -> Option<u64> {
@@ -200,6 +214,14 @@ mod tests {
         let line = "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 137 42 5 6 20 0 1 0 99 0 0";
         assert_eq!(parse_pid_stat(line), Some(137 + 42));
         assert_eq!(parse_pid_stat("garbage"), None);
+    }
+
+    #[test]
+    fn the_peak_resident_set_is_read_from_vm_hwm() {
+        let status = "Name:\tx\nVmPeak:\t  900 kB\nVmHWM:\t   4242 kB\nVmRSS:\t  4000 kB\n";
+        assert_eq!(parse_vm_hwm(status), Some(4242));
+        assert_eq!(parse_vm_hwm("Name:\tx\n"), None);
+        assert!(peak_rss_kib(std::process::id()).is_some_and(|k| k > 0));
     }
 
     #[test]

@@ -139,6 +139,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     for f in &w.frontends {
         f.shutdown(Duration::from_secs(3));
     }
+    let peak_rss = cpu::peak_rss_kib(guardian.pid());
     let code = guardian.stop(Duration::from_secs(10));
     let (mut report, fatal) = match result {
         Ok(r) => (r, None),
@@ -146,6 +147,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     };
     report.error = fatal.or_else(|| w.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone());
     report.interrupted = report.error.is_none() && w.stopping();
+    report.guardian_peak_rss_kib = peak_rss;
     if code != Some(0) {
         w.findings.note("guardian_exit_not_0");
         report.notes.insert("guardian_exit_not_0".to_owned(), 1);

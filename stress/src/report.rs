@@ -80,6 +80,10 @@ pub struct Report {
     pub throughput: Throughput,
     /// Where the CPU of the timed phase went ([`CpuReport`](crate::CpuReport)).
     pub cpu: crate::cpu::CpuReport,
+    /// The guardian's peak resident set at the end of the run, in KiB
+    /// (`VmHWM`; of the guardian restarted during the setup, in the mixed
+    /// workload).
+    pub guardian_peak_rss_kib: Option<u64>,
     /// Release answers by status.
     pub statuses: Statuses,
     /// Denials by `errorCode`.
@@ -186,6 +190,7 @@ impl Report {
                 steps_per_sec: per_sec(Stats::get(&s.steps), run_s),
             },
             cpu: Default::default(),
+            guardian_peak_rss_kib: None,
             statuses: Statuses {
                 completed: Stats::get(&s.completed),
                 partial: Stats::get(&s.partial),
@@ -319,6 +324,9 @@ impl Report {
                 self.reads, self.writes, self.quota_refusals, self.commands, self.audits, self.adversarial_changes
             ),
         );
+        if let Some(k) = self.guardian_peak_rss_kib {
+            row(&mut o, "guardian peak rss", format!("{:.1} MiB (VmHWM)", k as f64 / 1024.0));
+        }
         let b = &self.backing_entries;
         row(
             &mut o,
