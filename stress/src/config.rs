@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgAction, Args};
+use clap::{ArgAction, Args, ValueEnum};
 use serde::Serialize;
 
 /// Longest wait for one tool call.
@@ -30,6 +30,12 @@ pub struct Config {
     #[arg(long)]
     #[serde(skip)]
     pub json: bool,
+    /// What the timed phase runs: `mixed` (every kind of step, adversarial ones included) or `release`
+    /// (each session only reads and releases helpers it wrote just before, in rounds: every round tops
+    /// the sessions up to 128 helpers by tool writes, untimed, then times reads and releases until a
+    /// session has none left; the setup fills only the backing roots).
+    #[arg(long, value_enum, default_value_t = Mix::Mixed, conflicts_with = "commands")]
+    pub mix: Mix,
     /// Worker sessions, one thread each.
     #[arg(long, default_value_t = 4, value_name = "N", value_parser = count(1, 64))]
     pub sessions: usize,
@@ -93,6 +99,18 @@ pub struct Config {
     #[arg(long, default_value_t = 0, value_name = "N", requires = "commands")]
     #[serde(skip)]
     pub keep_receipts_days: u64,
+}
+
+/// What the timed phase of a stress run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mix {
+    /// Every kind of step: writes, reads, releases, replays, commands,
+    /// adversarial changes (the default).
+    Mixed,
+    /// Reads and releases only, of helpers written in an untimed top-up
+    /// before each round.
+    Release,
 }
 
 impl Config {

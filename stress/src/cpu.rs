@@ -39,6 +39,20 @@ fn parse_pid_stat(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The peak resident set of process `pid` in KiB (`VmHWM` of
+/// `/proc/<pid>/status`), or `None` when it is gone.
+///
+/// # References
+/// - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    parse_vm_hwm(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line["VmHWM:".len()..].trim().strip_suffix("kB")?.trim().parse().ok()
+}
+
 /// Busy ticks of the whole machine: `/proc/stat`'s `cpu` line less `idle`
 /// and `iowait` (guest time is already inside `user`).
 fn machine_busy() -> Option<u64> {
@@ -99,6 +113,12 @@ pub struct CpuReport {
     pub busy_share: f64,
     /// Guardian plus frontends per release request of the phase, in ms.
     pub engine_ms_per_release: f64,
+    /// The guardian alone per release request of the phase, in ms.
+    pub guardian_ms_per_release: f64,
+    /// The frontends together per release request of the phase, in ms.
+    pub frontends_ms_per_release: f64,
+    /// This tool per release request of the phase, in ms.
+    pub driver_ms_per_release: f64,
     /// The whole machine per release request of the phase, in ms.
     pub machine_ms_per_release: f64,
 }
@@ -108,38 +128,81 @@ fn secs(ticks: u64) -> f64 {
     (ticks as f64 / hz as f64 * 100.0).round() / 100.0
 }
 
+/// CPU ticks spent between two samples, by process; the ticks of several
+/// intervals add up (the release-only mix times only its release rounds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ticks {
+    guardian: u64,
+    frontends: u64,
+    driver: u64,
+    machine: u64,
+}
+
+impl Ticks {
+    /// The ticks spent between `start` and `end`.
+    pub fn between(start: &Sample, end: &Sample) -> Ticks {
+        let delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        };
+        let guardian = match (start.guardian, end.guardian) {
+            (Some((p, a)), Some((q, b))) if p == q => b.saturating_sub(a),
+            (_, Some((_, b))) => b,
+            _ => 0,
+        };
+        let frontends: u64 = end
+            .frontends
+            .iter()
+            .map(|&(p, b)| start.frontends.iter().find(|s| s.0 == p).map_or(b, |s| b.saturating_sub(s.1)))
+            .sum();
+        Ticks {
+            guardian,
+            frontends,
+            driver: delta(start.driver, end.driver),
+            machine: delta(start.machine, end.machine),
+        }
+    }
+
+    /// Adds the ticks of another interval.
+    pub fn add(&mut self, other: Ticks) {
+        self.guardian += other.guardian;
+        self.frontends += other.frontends;
+        self.driver += other.driver;
+        self.machine += other.machine;
+    }
+
+    /// The split of these ticks, spent over `run_s` seconds in which
+    /// `releases` release requests were made.
+    pub fn report(&self, run_s: f64, releases: u64) -> CpuReport {
+        let Ticks { guardian, frontends, driver, machine } = *self;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let per =
+            |t: u64| if releases == 0 { 0.0 } else { (secs(t) * 1000.0 / releases as f64 * 100.0).round() / 100.0 };
+        CpuReport {
+            guardian_s: secs(guardian),
+            frontends_s: secs(frontends),
+            driver_s: secs(driver),
+            machine_s: secs(machine),
+            other_s: secs(machine.saturating_sub(guardian + frontends + driver)),
+            cores,
+            busy_share: if run_s > 0.0 {
+                (secs(machine) / (cores as f64 * run_s) * 100.0).round() / 100.0
+            } else {
+                0.0
+            },
+            engine_ms_per_release: per(guardian + frontends),
+            guardian_ms_per_release: per(guardian),
+            frontends_ms_per_release: per(frontends),
+            driver_ms_per_release: per(driver),
+            machine_ms_per_release: per(machine),
+        }
+    }
+}
+
 /// The split between `start` and `end`, over `run_s` seconds in which
 /// `releases` release requests were made.
 pub fn report(start: &Sample, end: &Sample, run_s: f64, releases: u64) -> CpuReport {
-    let delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
-    let guardian = match (start.guardian, end.guardian) {
-        (Some((p, a)), Some((q, b))) if p == q => b.saturating_sub(a),
-        (_, Some((_, b))) => b,
-        _ => 0,
-    };
-    let frontends: u64 = end
-        .frontends
-        .iter()
-        .map(|&(p, b)| start.frontends.iter().find(|s| s.0 == p).map_or(b, |s| b.saturating_sub(s.1)))
-        .sum();
-    let driver = delta(start.driver, end.driver);
-    let machine = delta(start.machine, end.machine);
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let per = |t: u64| if releases == 0 { 0.0 } else { (secs(t) * 1000.0 / releases as f64 * 100.0).round() / 100.0 };
-    CpuReport {
-        guardian_s: secs(guardian),
-        frontends_s: secs(frontends),
-        driver_s: secs(driver),
-        machine_s: secs(machine),
-        other_s: secs(machine.saturating_sub(guardian + frontends + driver)),
-        cores,
-        busy_share: if run_s > 0.0 { (secs(machine) / (cores as f64 * run_s) * 100.0).round() / 100.0 } else { 0.0 },
-        engine_ms_per_release: per(guardian + frontends),
-        machine_ms_per_release: per(machine),
-    }
+    Ticks::between(start, end).report(run_s, releases)
 }
 
 #[cfg(test)]
@@ -151,6 +214,14 @@ mod tests {
         let line = "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 137 42 5 6 20 0 1 0 99 0 0";
         assert_eq!(parse_pid_stat(line), Some(137 + 42));
         assert_eq!(parse_pid_stat("garbage"), None);
+    }
+
+    #[test]
+    fn the_peak_resident_set_is_read_from_vm_hwm() {
+        let status = "Name:\tx\nVmPeak:\t  900 kB\nVmHWM:\t   4242 kB\nVmRSS:\t  4000 kB\n";
+        assert_eq!(parse_vm_hwm(status), Some(4242));
+        assert_eq!(parse_vm_hwm("Name:\tx\n"), None);
+        assert!(peak_rss_kib(std::process::id()).is_some_and(|k| k > 0));
     }
 
     #[test]
@@ -172,5 +243,26 @@ mod tests {
         let r = report(&a, &b, 0.15, 1);
         assert!(r.driver_s > 0.0 && r.guardian_s > 0.0, "{r:?}");
         assert!(r.machine_s >= r.driver_s * 0.5, "{r:?}");
+    }
+
+    #[test]
+    fn ticks_of_two_intervals_add_up_and_split_per_release() {
+        let s = |g: u64, f: u64, d: u64, m: u64| Sample {
+            guardian: Some((7, g)),
+            frontends: vec![(8, f)],
+            driver: Some(d),
+            machine: Some(m),
+        };
+        let mut t = Ticks::between(&s(100, 50, 10, 1000), &s(130, 60, 15, 1100));
+        t.add(Ticks::between(&s(200, 70, 20, 1200), &s(230, 80, 25, 1300)));
+        assert_eq!(t, Ticks { guardian: 60, frontends: 20, driver: 10, machine: 200 });
+        let r = t.report(1.0, 10);
+        let want = |ticks: u64| (secs(ticks) * 1000.0 / 10.0 * 100.0).round() / 100.0;
+        assert!(want(60) > 0.0);
+        assert_eq!(r.guardian_ms_per_release, want(60), "{r:?}");
+        assert_eq!(r.frontends_ms_per_release, want(20), "{r:?}");
+        assert_eq!(r.driver_ms_per_release, want(10), "{r:?}");
+        assert_eq!(r.engine_ms_per_release, want(80), "{r:?}");
+        assert_eq!(r.other_s, secs(110), "{r:?}");
     }
 }

@@ -41,6 +41,7 @@ mod opening;
 mod ops;
 mod procs;
 mod quota;
+mod release_mix;
 mod report;
 mod rng;
 mod scenarios;
@@ -56,7 +57,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub use config::{Config, CALL_TIMEOUT};
+pub use config::{Config, Mix, CALL_TIMEOUT};
 pub use cpu::CpuReport;
 pub use report::Report;
 pub use soak::{soak, SoakLine};
@@ -138,6 +139,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     for f in &w.frontends {
         f.shutdown(Duration::from_secs(3));
     }
+    let peak_rss = cpu::peak_rss_kib(guardian.pid());
     let code = guardian.stop(Duration::from_secs(10));
     let (mut report, fatal) = match result {
         Ok(r) => (r, None),
@@ -145,6 +147,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     };
     report.error = fatal.or_else(|| w.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone());
     report.interrupted = report.error.is_none() && w.stopping();
+    report.guardian_peak_rss_kib = peak_rss;
     if code != Some(0) {
         w.findings.note("guardian_exit_not_0");
         report.notes.insert("guardian_exit_not_0".to_owned(), 1);
@@ -182,6 +185,17 @@ fn run_in(
     let scratch = w.workspaces.iter().map(Workspace::scratch).collect();
     let mut backing = Backing::new(&w.private.data_dir, scratch);
     w.phase("start processes, open sessions");
+    let target = cfg.backing_entries.min(opening::SCAN_BOUND - 100);
+    if cfg.mix == Mix::Release {
+        pb.set_message(format!("backing roots: {target} entries"));
+        backing.set_total(target)?;
+        w.phase("fill backing roots");
+        let setup_s = started.elapsed().as_secs_f64();
+        pb.finish_and_clear();
+        let (sessions, run_s, cpu) = release_mix::run(w, cfg, pb, guardian.pid(), sessions, &mut backing, target);
+        w.phase("timed release rounds");
+        return finish(w, cfg, sessions, Vec::new(), backing, setup_s, run_s, cpu);
+    }
     let mut extras: Vec<Session> = Vec::new();
     setup::run(w, &mut sessions, &mut extras, &mut backing, cfg, pb)?;
     // Processes left behind while the guardian is SIGKILLed and restarted.
@@ -193,7 +207,6 @@ fn run_in(
     // The timed phase.
     pb.finish_and_clear();
     let rb = run_bar(cfg.progress, cfg.timed_phase());
-    let target = cfg.backing_entries.min(opening::SCAN_BOUND - 100);
     w.stats.in_run.store(true, Ordering::SeqCst);
     let cpu_start = cpu::Sample::take(guardian.pid(), &w.frontend_pids());
     let start = Instant::now();
@@ -215,6 +228,23 @@ fn run_in(
     w.stats.in_run.store(false, Ordering::SeqCst);
     rb.finish_and_clear();
     w.phase("timed");
+    let cpu = cpu::report(&cpu_start, &cpu_end, run_s, Stats::get(&w.stats.run_releases));
+    finish(w, cfg, sessions, extras, backing, setup_s, run_s, cpu)
+}
+
+/// The final verification after the timed phase (every byte re-hashed,
+/// every fill file there, an audit per workspace) and the report.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    w: &World,
+    cfg: &Config,
+    sessions: Vec<Session>,
+    mut extras: Vec<Session>,
+    mut backing: Backing,
+    setup_s: f64,
+    run_s: f64,
+    cpu: CpuReport,
+) -> anyhow::Result<Report> {
     anyhow::ensure!(sessions.len() == cfg.sessions, "a worker panicked");
     if let Some(e) = w.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         anyhow::bail!("{e}");
@@ -243,7 +273,7 @@ fn run_in(
     vb.finish_and_clear();
     w.phase("final verification");
     let mut report = Report::build(w, cfg, setup_s, run_s, backing.removed);
-    report.cpu = cpu::report(&cpu_start, &cpu_end, run_s, Stats::get(&w.stats.run_releases));
+    report.cpu = cpu;
     if !cfg.keep {
         backing.remove_all();
     }

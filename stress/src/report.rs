@@ -80,6 +80,10 @@ pub struct Report {
     pub throughput: Throughput,
     /// Where the CPU of the timed phase went ([`CpuReport`](crate::CpuReport)).
     pub cpu: crate::cpu::CpuReport,
+    /// The guardian's peak resident set at the end of the run, in KiB
+    /// (`VmHWM`; of the guardian restarted during the setup, in the mixed
+    /// workload).
+    pub guardian_peak_rss_kib: Option<u64>,
     /// Release answers by status.
     pub statuses: Statuses,
     /// Denials by `errorCode`.
@@ -186,6 +190,7 @@ impl Report {
                 steps_per_sec: per_sec(Stats::get(&s.steps), run_s),
             },
             cpu: Default::default(),
+            guardian_peak_rss_kib: None,
             statuses: Statuses {
                 completed: Stats::get(&s.completed),
                 partial: Stats::get(&s.partial),
@@ -239,7 +244,9 @@ impl Report {
         let c = &self.config;
         let _ = writeln!(
             o,
-            "winx-release stress: {:.1} s timed ({:.1} s setup), {} sessions, {} frontends, {} workspaces, seed {}",
+            "winx-release stress ({:?} mix): {:.1} s timed ({:.1} s setup), {} sessions, {} frontends, {} workspaces, \
+             seed {}",
+            c.mix,
             self.run_s,
             self.setup_s,
             c.sessions,
@@ -296,14 +303,16 @@ impl Report {
             "cpu (timed)",
             format!(
                 "guardian {:.1} s, frontends {:.1} s, this tool {:.1} s, other {:.1} s; {:.0} % of {} cores busy; \
-                 {:.1} ms per release (engine), {:.1} ms (machine)",
+                 per release: guardian {:.2} ms, frontends {:.2} ms, this tool {:.2} ms, machine {:.2} ms",
                 c.guardian_s,
                 c.frontends_s,
                 c.driver_s,
                 c.other_s,
                 c.busy_share * 100.0,
                 c.cores,
-                c.engine_ms_per_release,
+                c.guardian_ms_per_release,
+                c.frontends_ms_per_release,
+                c.driver_ms_per_release,
                 c.machine_ms_per_release
             ),
         );
@@ -315,6 +324,9 @@ impl Report {
                 self.reads, self.writes, self.quota_refusals, self.commands, self.audits, self.adversarial_changes
             ),
         );
+        if let Some(k) = self.guardian_peak_rss_kib {
+            row(&mut o, "guardian peak rss", format!("{:.1} MiB (VmHWM)", k as f64 / 1024.0));
+        }
         let b = &self.backing_entries;
         row(
             &mut o,
