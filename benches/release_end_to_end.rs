@@ -1,5 +1,5 @@
 //! A whole release: 100 helpers in a session, a 48,000-entry backing store
-//! under `W/.winx/scratch`, with the scan on each backend.
+//! under `W/.winx/scratch`, with the scan on `uring`, `sync` and `auto`.
 //!
 //! Each iteration writes and pins 100 fresh helpers (not timed), then
 //! releases them all (timed): checks, scan, quarantine, journal, moves,
