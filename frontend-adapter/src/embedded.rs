@@ -93,6 +93,7 @@ impl ExecTable {
             .submit(Spawn {
                 thread: ctx.thread_id.to_owned(),
                 workspace: ctx.layout.workspace().to_path_buf(),
+                cwd: None,
                 session,
                 command: command.to_owned(),
                 background,
