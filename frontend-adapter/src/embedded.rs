@@ -138,6 +138,9 @@ fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
         leader_exit_code: None,
         adopted: false,
         output_path: (truncated && code.is_some() && dropped.is_file()).then_some(dropped),
+        still_running: vec![],
+        bg_command_id: None,
+        screen: None,
     }
     .to_value()
 }

@@ -113,6 +113,13 @@ impl Runtime {
         (!e.leader_exited()).then_some(Shell { core })
     }
 
+    /// Whether `e` is a live shell of this runtime that is idle
+    /// ([`Shell::busy`] finds nothing): its own process then counts as
+    /// running for nobody (a guardian's `stop` asks it).
+    pub fn is_idle_shell(&self, e: &Execution) -> bool {
+        matches!(self.shell_answer(e), Some(None))
+    }
+
     /// For [`Runtime::liveness`]: `None` when `e` is not a live shell;
     /// else why it is busy, or `Some(None)` when it is idle (its own
     /// process then does not count).

@@ -49,8 +49,7 @@ impl Shell {
     /// checked [`Shell::at_prompt`].
     pub fn type_command(&self, rt: &Runtime, text: &str) -> io::Result<CommandRecord> {
         let c = self.record_command(rt, text)?;
-        let line = format!(". {}\r", quoted(&c.dir.join(COMMAND_FILE).to_string_lossy()));
-        self.write(Write::Line, line.as_bytes())?;
+        self.write(Write::Line, c.typed_line().as_bytes())?;
         Ok(c)
     }
 
@@ -92,6 +91,12 @@ impl Shell {
 }
 
 impl CommandRecord {
+    /// The line that runs it, as typed at the prompt (Enter included):
+    /// `. 'D/executions/<id>/command'`.
+    pub fn typed_line(&self) -> String {
+        format!(". {}\r", quoted(&self.dir.join(COMMAND_FILE).to_string_lossy()))
+    }
+
     /// Appends what the command printed to its `output`.
     pub fn append_output(&self, bytes: &[u8]) -> io::Result<()> {
         match lock(&self.out).as_mut() {
