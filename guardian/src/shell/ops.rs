@@ -138,7 +138,11 @@ fn command_op(
         }
         (term, cmd)
     };
-    term.wait(&g.runtime, &cmd, wait);
+    // A background command answers at once (as winx's does): its shell is
+    // its own, nothing waits behind it.
+    if !background {
+        term.wait(&g.runtime, &cmd, wait);
+    }
     let mut r = reply(g, &term, Some(&cmd), Part::All);
     if background {
         r.bg_command_id = Some(cmd.rec.id.clone());
@@ -154,7 +158,9 @@ fn status_op(
     wait: Duration,
 ) -> Result<ShellReply, OpError> {
     if let Some(id) = command_id {
-        if let Some((term, cmd)) = g.shells.command(id) {
+        // A command whose payload retention removed is answered from disk
+        // (not found), as one no guardian remembers.
+        if let Some((term, cmd)) = g.shells.command(id).filter(|(_, c)| c.rec.dir.exists()) {
             if term.session != session.key {
                 return Err((ErrorCode::Reason(Reason::ThreadMismatch), format!("command {id} is another thread's")));
             }
@@ -212,7 +218,10 @@ fn on_disk(g: &Guardian, session: &Session, id: &str) -> Result<ShellReply, OpEr
     if r.session.is_some_and(|s| s != session.key) || r.thread_id != session.thread {
         return Err((ErrorCode::Reason(Reason::ThreadMismatch), format!("command {id} is another thread's")));
     }
-    let done = r.state == winx_release_engine::executions::record::RecordState::Resolved;
+    // A command whose shell ended before its prompt came back (a guardian
+    // restart hung it up) is done once its shell's execution is resolved.
+    let shell_done = || r.shell.as_deref().and_then(|s| g.runtime.lookup(s)).is_some_and(|e| e.state().is_final());
+    let done = r.state == winx_release_engine::executions::record::RecordState::Resolved || shell_done();
     Ok(ShellReply {
         status: if done { ExecStatus::Completed } else { ExecStatus::Running },
         command_id: id.to_owned(),
