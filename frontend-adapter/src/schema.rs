@@ -145,9 +145,9 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                     "action_json": {"type": "object",
                         "description": "winx's shape: {\"type\": \"command\" | \"status_check\" | \"send_text\" | \
                             \"send_specials\" | \"send_ascii\" | \"screen\", ...that action's flat fields}; \
-                            instead of the flat fields"},
+                            instead of the flat fields. Absent by default: the flat fields say the action"},
                     "command": string("The command, typed into the thread's shell whole however long (refused \
-                        with execution_active while the shell is busy)"),
+                        with execution_active while the shell is busy); required unless another action is given"),
                     "wait_for_seconds": {"type": "number", "minimum": 0,
                         "default": crate::wire::DEFAULT_WAIT_SECONDS,
                         "description": "How long to wait for the command to be back at the prompt before returning \
@@ -159,18 +159,21 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                         "description": "What is new in the thread's shell (or bg_command_id's, or command_id's \
                             whole output), and the exit code once back at the prompt"},
                     "command_id": string("With status_check: one command's whole output and state"),
-                    "bg_command_id": string("The background shell an action is for"),
-                    "send_text": string("Text for the program running in the foreground (refused at an idle prompt)"),
+                    "bg_command_id": string("The background shell an action is for. Absent by default: the \
+                        thread's own shell"),
+                    "send_text": string("Text for the program running in the foreground (refused at an idle \
+                        prompt). Absent by default"),
                     "send_specials": {"type": "array", "items": {"type": "string", "enum": ["Enter", "Tab", "Escape",
                         "Key-up", "Key-down", "Key-left", "Key-right", "Ctrl-c", "Ctrl-d", "Ctrl-z"]},
-                        "description": "Keys for the program running in the foreground"},
+                        "description": "Keys for the program running in the foreground. Absent by default"},
                     "send_ascii": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255},
-                        "description": "Bytes for the program running in the foreground"},
+                        "description": "Bytes for the program running in the foreground. Absent by default"},
                     "submit": {"type": "boolean", "default": false,
                         "description": "With send_text, send_specials or send_ascii: append Enter"},
                     "screen": {"type": "boolean", "default": false,
                         "description": "Return the terminal as rendered now, ANSI stripped"},
-                    "lines": {"type": "integer", "minimum": 1, "description": "With screen: only its last rows"}
+                    "lines": {"type": "integer", "minimum": 1,
+                        "description": "Only with screen: its last rows. Absent by default: every row"}
                 },
                 "required": ["thread_id"],
                 "additionalProperties": false
