@@ -389,7 +389,7 @@ impl BashCommandArgs {
             if ok {
                 Ok(())
             } else {
-                Err(FrontendError::invalid(format!("{what}")))
+                Err(FrontendError::invalid(what.to_owned()))
             }
         };
         if let Some(c) = &self.command {

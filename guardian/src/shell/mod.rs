@@ -68,8 +68,11 @@ pub(crate) struct Term {
 pub struct Shells {
     threads: Mutex<HashMap<SessionKey, Arc<Term>>>,
     background: Mutex<HashMap<String, Arc<Term>>>,
-    commands: Mutex<HashMap<String, (Arc<Term>, Arc<Cmd>)>>,
+    commands: Mutex<HashMap<String, Typed>>,
 }
+
+/// A command and the shell it was typed into.
+type Typed = (Arc<Term>, Arc<Cmd>);
 
 impl Shells {
     /// How many shells run (thread and background ones).
@@ -86,7 +89,7 @@ impl Shells {
         lock(&self.background).get(id).cloned()
     }
 
-    pub(crate) fn command(&self, id: &str) -> Option<(Arc<Term>, Arc<Cmd>)> {
+    pub(crate) fn command(&self, id: &str) -> Option<Typed> {
         lock(&self.commands).get(id).cloned()
     }
 

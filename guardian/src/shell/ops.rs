@@ -123,7 +123,8 @@ fn command_op(
         } else {
             // Back at the prompt with the end of its output still on its
             // way: a moment for it; anything else is busy at once.
-            if !term.at_prompt() && !(term.shell.at_prompt() && term.settle(SETTLE)) {
+            let ready = term.at_prompt() || (term.shell.at_prompt() && term.settle(SETTLE));
+            if !ready {
                 let why = term.shell.busy(&g.runtime).unwrap_or_else(|| "its last command is not done".into());
                 return Err((
                     ErrorCode::Reason(Reason::ExecutionActive),

@@ -8,7 +8,7 @@
 //! execution's cgroup from before its first instruction (the same `sh`
 //! wrapper as every execution), with `WINX_EXECUTION_ID` in its
 //! environment, in a working directory of its own. The prompt hook
-//! ([`hook`]) tells the engine when the shell is back at its prompt;
+//! (`hook.rs`, [`HOOK_FILE`]) tells the engine when the shell is back at its prompt;
 //! [`Shell::busy`] is the rule that says whether anything of it runs.
 //!
 //! Two ways to hand it a terminal ([`Terminal`]):
