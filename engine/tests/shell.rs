@@ -114,3 +114,18 @@ fn a_long_command_and_state_persist() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     until(5, "the output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("20000 /\n"));
 }
+
+/// Input a program left unread when it ended never runs as a command: the
+/// engine discards it before it acknowledges the prompt.
+#[test]
+fn input_an_ended_program_left_unread_is_not_run() {
+    let w = world();
+    let marker = w._tmp.path().join("typed-ahead");
+    let c = w.shell.type_command(&w.rt, "sleep 0.5").unwrap();
+    w.shell.write(Write::Input, format!("touch {}\r", marker.display()).as_bytes()).unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    let c = w.shell.type_command(&w.rt, "echo after").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
+    assert!(!marker.exists(), "input sent to `sleep` ran as a command after it ended");
+}
