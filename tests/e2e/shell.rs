@@ -21,6 +21,18 @@ async fn ok(mcp: &Mcp, thread: &str, command: &str) -> Value {
     v
 }
 
+/// Whether a process of this world named `comm` leads its terminal's
+/// foreground process group.
+fn foreground_is(env: &Env, comm: &str) -> bool {
+    env.own_processes().into_iter().any(|pid| {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return false };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let name = stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')')).map(|(n, _)| n);
+        name == Some(comm) && f.get(5).is_some_and(|tpgid| *tpgid == pid.to_string())
+    })
+}
+
 fn out(v: &Value) -> &str {
     v["output"].as_str().unwrap_or_else(|| panic!("no output: {v}"))
 }
@@ -64,6 +76,9 @@ async fn ctrl_c_through_send_specials_ends_sleep_100() {
     let v = bash(&mcp, json!({"thread_id": "t1", "command": "sleep 100", "wait_for_seconds": 0.3})).await;
     assert_eq!(v["status"], "running", "{v}");
     denied(&env, &mcp, "t1", &h, "execution_active").await;
+    // `sleep` runs in the foreground once it shows in the terminal's
+    // foreground group; Ctrl-c sent before that would be the shell's.
+    eventually(10, "sleep in the foreground", || foreground_is(&env, "sleep"));
     let v = bash(&mcp, json!({"thread_id": "t1", "send_specials": ["Ctrl-c"]})).await;
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["exit_code"], 130, "{v}");
