@@ -2,7 +2,7 @@
 # Guardian memory with N idle shells: `benches/shell_memory.py BIN [N]` (N = 50).
 # Starts BIN guardian in a temporary directory, opens one warm-up shell, then
 # N threads' shells each running `true` over the socket, and prints VmRSS.
-import json, os, socket, subprocess, sys, tempfile, time
+import json, os, shutil, socket, subprocess, sys, tempfile, time
 tmp = tempfile.mkdtemp(prefix="winx-mem-")
 os.makedirs(f"{tmp}/run", mode=0o700); os.makedirs(f"{tmp}/ws"); os.makedirs(f"{tmp}/data")
 env = dict(os.environ, XDG_DATA_HOME=f"{tmp}/data", HOME=tmp); env.pop("WINX_GUARDIAN_SOCKET", None); env.pop("XDG_RUNTIME_DIR", None)
@@ -25,3 +25,4 @@ for i in range(N):
 time.sleep(1.0); after = rss()
 print(f"guardian VmRSS before {before} KiB, after {N} idle shells {after} KiB, per shell {(after-before)/N:.1f} KiB")
 g.terminate(); g.wait()
+shutil.rmtree(tmp, ignore_errors=True)
