@@ -60,8 +60,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     let shell = {
-        let _admission = admission.enter();
+        let admitted = admission.enter();
         rt.start_shell(
+            &admitted,
             ShellSpawn {
                 thread: thread.into(),
                 workspace: layout.workspace().into(),
@@ -94,13 +95,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The user types a command; the host writes it, through the engine.
     let command = {
-        let _admission = admission.enter();
+        let admitted = admission.enter();
         if !shell.at_prompt() {
             return Err("the shell is not at its prompt".into());
         }
         let c = shell.record_command(&rt, "sleep 1; echo slept")?;
         let line = c.typed_line();
-        shell.input(Write::Line, || rustix::io::write(&controller, line.as_bytes()).map(drop).map_err(Into::into))?;
+        shell.input(&admitted, Write::Line, || {
+            rustix::io::write(&controller, line.as_bytes()).map(drop).map_err(Into::into)
+        })?;
         c
     };
     let report = try_release();

@@ -13,6 +13,7 @@ struct World {
     session: SessionKey,
     shell: Shell,
     text: Arc<Mutex<Vec<u8>>>,
+    admission: winx_release_engine::Admission,
 }
 
 fn world() -> World {
@@ -37,6 +38,7 @@ fn world() -> World {
     };
     let shell = rt
         .start_shell(
+            &winx_release_engine::Admission::new().enter(),
             ShellSpawn {
                 thread: "t".into(),
                 workspace: ws.clone(),
@@ -50,7 +52,7 @@ fn world() -> World {
         )
         .unwrap();
     assert!(shell.wait_prompt(0, Duration::from_secs(10)), "no first prompt");
-    World { _tmp: tmp, rt, session, shell, text }
+    World { _tmp: tmp, rt, session, shell, text, admission: winx_release_engine::Admission::new() }
 }
 
 fn until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
@@ -68,13 +70,13 @@ fn idle_busy_and_a_job_left_behind() {
     let w = world();
     until(5, "idle", || w.shell.busy(&w.rt).is_none());
     assert_eq!(w.rt.liveness(&w.session).running, 0, "{:?}", w.rt.liveness(&w.session));
-    let c = w.shell.type_command(&w.rt, "sleep 1.5").unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1.5").unwrap();
     let busy = w.shell.busy(&w.rt).expect("busy while sleep runs");
     assert!(busy.contains("not back at its prompt"), "{busy}");
     assert!(w.rt.liveness(&w.session).running > 0);
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     until(5, "idle after the command", || w.shell.busy(&w.rt).is_none());
-    let c = w.shell.type_command(&w.rt, "sleep 1 & echo started").unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1 & echo started").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     assert_eq!(w.shell.last_exit(), Some(0));
     let busy = w.shell.busy(&w.rt).expect("a job runs");
@@ -90,14 +92,17 @@ fn idle_busy_and_a_job_left_behind() {
 #[test]
 fn a_spoofed_report_or_a_lost_hook_stays_busy() {
     let w = world();
-    let c = w.shell.type_command(&w.rt, "printf 'P 0\\n' >&3; read -r -u 3 x; while :; do :; done").unwrap();
+    let c = w
+        .shell
+        .type_command(&w.rt, &w.admission.enter(), "printf 'P 0\\n' >&3; read -r -u 3 x; while :; do :; done")
+        .unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "the spoof reported");
     let busy = w.shell.busy(&w.rt).expect("a loop in the shell is busy");
     assert!(busy.contains("not waiting") || busy.contains("state"), "{busy}");
-    w.shell.write(Write::Input, b"\x03").unwrap();
+    w.shell.write(&w.admission.enter(), Write::Input, b"\x03").unwrap();
     // Back at a real prompt after Ctrl-c.
     until(10, "idle after Ctrl-c", || w.shell.busy(&w.rt).is_none());
-    let c = w.shell.type_command(&w.rt, "unset PROMPT_COMMAND").unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "unset PROMPT_COMMAND").unwrap();
     assert!(!w.shell.wait_prompt(c.prompts_before, Duration::from_secs(1)));
     assert!(w.shell.busy(&w.rt).is_some(), "a shell whose hook stopped reporting is busy");
 }
@@ -108,9 +113,9 @@ fn a_spoofed_report_or_a_lost_hook_stays_busy() {
 fn a_long_command_and_state_persist() {
     let w = world();
     let long = format!("X={}; cd /; export Y=${{#X}}", "a".repeat(20_000));
-    let c = w.shell.type_command(&w.rt, &long).unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), &long).unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    let c = w.shell.type_command(&w.rt, "echo \"$Y $PWD\"").unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo \"$Y $PWD\"").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     until(5, "the output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("20000 /\n"));
 }
@@ -121,10 +126,10 @@ fn a_long_command_and_state_persist() {
 fn input_an_ended_program_left_unread_is_not_run() {
     let w = world();
     let marker = w._tmp.path().join("typed-ahead");
-    let c = w.shell.type_command(&w.rt, "sleep 0.5").unwrap();
-    w.shell.write(Write::Input, format!("touch {}\r", marker.display()).as_bytes()).unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 0.5").unwrap();
+    w.shell.write(&w.admission.enter(), Write::Input, format!("touch {}\r", marker.display()).as_bytes()).unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    let c = w.shell.type_command(&w.rt, "echo after").unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo after").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
     assert!(!marker.exists(), "input sent to `sleep` ran as a command after it ended");

@@ -19,6 +19,7 @@ use winx_release_engine::executions::shell::{
     CommandRecord, OutputFilter, Piece, Shell, ShellSpawn, Terminal, DEFAULT_COLS, DEFAULT_ROWS,
 };
 use winx_release_engine::executions::{Runtime, SessionKey};
+use winx_release_engine::AdmissionGuard;
 
 pub use ops::shell_op;
 
@@ -103,19 +104,29 @@ impl Shells {
 
     /// The thread's shell, started when it has none (or its shell ended).
     /// The caller holds the session's admission barrier.
-    pub(crate) fn thread_term_or_start(&self, rt: &Arc<Runtime>, session: &Session) -> std::io::Result<Arc<Term>> {
+    pub(crate) fn thread_term_or_start(
+        &self,
+        rt: &Arc<Runtime>,
+        admitted: &AdmissionGuard<'_>,
+        session: &Session,
+    ) -> std::io::Result<Arc<Term>> {
         if let Some(t) = self.thread_term(&session.key) {
             return Ok(t);
         }
-        let t = start(rt, session, false)?;
+        let t = start(rt, admitted, session, false)?;
         lock(&self.threads).insert(session.key, t.clone());
         Ok(t)
     }
 
     /// A new background shell of `session`. The caller holds the session's
     /// admission barrier.
-    pub(crate) fn start_background(&self, rt: &Arc<Runtime>, session: &Session) -> std::io::Result<Arc<Term>> {
-        start(rt, session, true)
+    pub(crate) fn start_background(
+        &self,
+        rt: &Arc<Runtime>,
+        admitted: &AdmissionGuard<'_>,
+        session: &Session,
+    ) -> std::io::Result<Arc<Term>> {
+        start(rt, admitted, session, true)
     }
 
     pub(crate) fn register_background(&self, id: &str, t: &Arc<Term>) {
@@ -128,7 +139,12 @@ impl Shells {
 
 /// Starts a shell of `session` in its workspace, and waits for its first
 /// prompt.
-fn start(rt: &Arc<Runtime>, session: &Session, background: bool) -> std::io::Result<Arc<Term>> {
+fn start(
+    rt: &Arc<Runtime>,
+    admitted: &AdmissionGuard<'_>,
+    session: &Session,
+    background: bool,
+) -> std::io::Result<Arc<Term>> {
     let rows = NonZeroU16::new(DEFAULT_ROWS).unwrap_or(NonZeroU16::MIN);
     let cols = NonZeroU16::new(DEFAULT_COLS).unwrap_or(NonZeroU16::MIN);
     let view = Arc::new(Mutex::new(View {
@@ -149,6 +165,7 @@ fn start(rt: &Arc<Runtime>, session: &Session, background: bool) -> std::io::Res
     };
     let workspace = session.layout.workspace().to_path_buf();
     let shell = rt.start_shell(
+        admitted,
         ShellSpawn {
             thread: session.thread.clone(),
             workspace: workspace.clone(),
@@ -243,6 +260,7 @@ impl Term {
         self: &Arc<Self>,
         shells: &Shells,
         rt: &Runtime,
+        admitted: &winx_release_engine::AdmissionGuard<'_>,
         text: &str,
     ) -> std::io::Result<Arc<Cmd>> {
         let rec = self.shell.record_command(rt, text)?;
@@ -255,7 +273,8 @@ impl Term {
             v.last = Some(cmd.clone());
         }
         shells.remember(self, &cmd);
-        if let Err(e) = self.shell.write(winx_release_engine::executions::shell::Write::Line, line.as_bytes()) {
+        if let Err(e) = self.shell.write(admitted, winx_release_engine::executions::shell::Write::Line, line.as_bytes())
+        {
             finish(rt, &cmd, Some(127));
             let _ = cmd.rec.append_output(format!("could not type the command: {e}\n").as_bytes());
             lock(&self.view).current = None;

@@ -106,11 +106,11 @@ fn command_op(
 ) -> Result<ShellReply, OpError> {
     let io = |e: std::io::Error| (ErrorCode::IoError, format!("shell: {e}"));
     let (term, cmd) = {
-        let _admission = session.admission.enter();
+        let admitted = session.admission.enter();
         let started = if background {
-            g.shells.start_background(&g.runtime, session)
+            g.shells.start_background(&g.runtime, &admitted, session)
         } else {
-            g.shells.thread_term_or_start(&g.runtime, session)
+            g.shells.thread_term_or_start(&g.runtime, &admitted, session)
         };
         let term = match started {
             Ok(t) => t,
@@ -133,7 +133,7 @@ fn command_op(
             }
             term
         };
-        let cmd = term.type_command(&g.shells, &g.runtime, command).map_err(io)?;
+        let cmd = term.type_command(&g.shells, &g.runtime, &admitted, command).map_err(io)?;
         if background {
             g.shells.register_background(&cmd.rec.id, &term);
         }
@@ -244,7 +244,7 @@ fn input_op(
     wait: Duration,
 ) -> Result<ShellReply, OpError> {
     let term = {
-        let _admission = session.admission.enter();
+        let admitted = session.admission.enter();
         let term = target(g, session, bg)?
             .ok_or_else(|| invalid("no program waits for input: the thread has no shell yet; nothing was sent"))?;
         if term.shell.ended() {
@@ -255,7 +255,9 @@ fn input_op(
                 "the shell is at its prompt: no program runs in the foreground to receive input; nothing was sent (run a command instead)",
             ));
         }
-        term.shell.write(Write::Input, bytes).map_err(|e| (ErrorCode::IoError, format!("terminal write: {e}")))?;
+        term.shell
+            .write(&admitted, Write::Input, bytes)
+            .map_err(|e| (ErrorCode::IoError, format!("terminal write: {e}")))?;
         term
     };
     let last = term.last();

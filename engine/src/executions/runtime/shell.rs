@@ -24,12 +24,17 @@ impl Runtime {
     /// Starts a shell on a terminal as a new execution of session
     /// `spawn.session` (see [`crate::executions::shell`]). With
     /// [`Terminal::Open`], every chunk the terminal prints goes to `sink`.
-    /// The caller holds the session's admission barrier.
+    /// `admitted` proves the caller holds the session's admission barrier.
     ///
     /// The shell counts as running ([`Runtime::liveness`]) except while
     /// [`Shell::busy`] finds it idle. A shell that cannot be started is
     /// recorded as failed to start and the error returned.
-    pub fn start_shell(self: &Arc<Self>, spawn: ShellSpawn, sink: Option<OutputSink>) -> io::Result<Shell> {
+    pub fn start_shell(
+        self: &Arc<Self>,
+        _admitted: &crate::admission::AdmissionGuard<'_>,
+        spawn: ShellSpawn,
+        sink: Option<OutputSink>,
+    ) -> io::Result<Shell> {
         let (controller, follower) = match spawn.terminal {
             Terminal::Open { rows, cols } => {
                 let p = pty::open_pair(rows, cols)?;

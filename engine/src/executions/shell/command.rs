@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::{Shell, Write};
+use crate::admission::AdmissionGuard;
 use crate::executions::execution::{read_tail, INLINE_OUTPUT_BYTES};
 use crate::executions::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use crate::executions::Runtime;
@@ -47,9 +48,9 @@ impl Shell {
     /// Records `text` as a command of this shell and types the line that
     /// runs it. The caller holds the session's admission barrier and has
     /// checked [`Shell::at_prompt`].
-    pub fn type_command(&self, rt: &Runtime, text: &str) -> io::Result<CommandRecord> {
+    pub fn type_command(&self, rt: &Runtime, admitted: &AdmissionGuard<'_>, text: &str) -> io::Result<CommandRecord> {
         let c = self.record_command(rt, text)?;
-        self.write(Write::Line, c.typed_line().as_bytes())?;
+        self.write(admitted, Write::Line, c.typed_line().as_bytes())?;
         Ok(c)
     }
 

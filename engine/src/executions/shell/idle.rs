@@ -5,8 +5,9 @@
 //! keeps it:
 //! 1. the hook reported the prompt after the last byte written to the
 //!    terminal (the engine's state: every write goes through
-//!    [`super::Shell::write`] or [`super::Shell::input`], and a report is
-//!    acknowledged under the same lock);
+//!    [`super::Shell::write`] or [`super::Shell::input`], each taking the
+//!    session's admission guard, and a report is acknowledged under the
+//!    same lock);
 //! 2. the terminal's input queue is empty (`FIONREAD` on the follower);
 //! 3. the terminal's foreground process group is the shell's (`tpgid`,
 //!    field 8 of `/proc/<pid>/stat`);

@@ -48,6 +48,7 @@ pub use output::{OutputFilter, Piece};
 
 use super::execution::Execution;
 use super::SessionKey;
+use crate::admission::AdmissionGuard;
 use crate::sys::lock;
 
 /// Rows of a terminal the engine opens.
@@ -194,16 +195,16 @@ impl Shell {
 
     /// Writes `bytes` to the controller the engine keeps
     /// ([`Terminal::Open`]); with a host's terminal, an error (the host
-    /// writes in [`Shell::input`]). The caller holds the session's
-    /// admission barrier.
+    /// writes in [`Shell::input`]). `admitted` proves the caller holds the
+    /// session's admission barrier (the compiler checks that one is held).
     ///
     /// # References
     /// - [`write(2)`](https://man7.org/linux/man-pages/man2/write.2.html)
-    pub fn write(&self, kind: Write, bytes: &[u8]) -> io::Result<()> {
+    pub fn write(&self, admitted: &AdmissionGuard<'_>, kind: Write, bytes: &[u8]) -> io::Result<()> {
         let Some(controller) = &self.core.controller else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "the host keeps this terminal's controller"));
         };
-        self.input(kind, || {
+        self.input(admitted, kind, || {
             let mut rest = bytes;
             while !rest.is_empty() {
                 let n = rustix::io::write(controller, rest)?;
@@ -215,9 +216,14 @@ impl Shell {
 
     /// Runs `write`, the host's write of `kind` to the terminal, under the
     /// shell's lock, and records it: from now on the shell is not at its
-    /// prompt until the hook reports one. The caller holds the session's
-    /// admission barrier.
-    pub fn input(&self, kind: Write, write: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    /// prompt until the hook reports one. `admitted` proves the caller
+    /// holds the session's admission barrier.
+    pub fn input(
+        &self,
+        _admitted: &AdmissionGuard<'_>,
+        kind: Write,
+        write: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut st = lock(&self.core.state);
         st.at_prompt = false;
         match kind {
