@@ -210,7 +210,9 @@ fn feed(rt: &Runtime, v: &mut View, bytes: &[u8]) {
             Piece::Start => v.started = v.current.is_some(),
             Piece::End => {
                 let (Some(c), Some(sh)) = (&v.current, &v.shell) else { continue };
-                if v.started && sh.prompts() > c.rec.prompts_before {
+                // Back at the prompt: also when its line never ran (a
+                // Ctrl-c's flush discarded it before the shell read it).
+                if sh.prompts() > c.rec.prompts_before {
                     finish(rt, c, sh.last_exit());
                     v.current = None;
                     v.started = false;
@@ -231,6 +233,30 @@ impl Term {
     /// Whether the shell is at its prompt with no command unfinished.
     pub(crate) fn at_prompt(&self) -> bool {
         self.shell.at_prompt() && lock(&self.view).current.is_none()
+    }
+
+    /// Waits up to `timeout` until the shell has read the current
+    /// command's line and runs it (its start marker was read); true at
+    /// once when no command is current. Until then the line editor still
+    /// reads the terminal: input (a Ctrl-c's flush of the input queue
+    /// included) would reach it, not the command.
+    pub(crate) fn wait_started(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut v = lock(&self.view);
+        loop {
+            if v.current.is_none() || v.started {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.shell.ended() {
+                return false;
+            }
+            v = self
+                .cv
+                .wait_timeout(v, (deadline - now).min(Duration::from_millis(100)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Waits up to `timeout` for the shell to be at its prompt with its

@@ -25,6 +25,8 @@ type OpError = (ErrorCode, String);
 /// How long a command waits for the previous one's output to be read
 /// after its prompt was reported.
 const SETTLE: Duration = Duration::from_secs(2);
+/// How long input waits for the shell to have read the command's line.
+const STARTED: Duration = Duration::from_secs(2);
 
 fn invalid(msg: impl Into<String>) -> OpError {
     (ErrorCode::InvalidInput, msg.into())
@@ -250,10 +252,17 @@ fn input_op(
         if term.shell.ended() {
             return Err(invalid("the shell has exited; nothing was sent"));
         }
-        if term.at_prompt() {
+        // The hook's report decides (the end of the output may still be on
+        // its way): input at a prompt would be read as a command.
+        if term.shell.at_prompt() {
             return Err(invalid(
                 "the shell is at its prompt: no program runs in the foreground to receive input; nothing was sent (run a command instead)",
             ));
+        }
+        // The line editor may not have read the command's line yet: input
+        // now would be its (a Ctrl-c would discard the line itself).
+        if !term.wait_started(STARTED) {
+            return Err(invalid("the command's line has not been read by the shell yet; nothing was sent: try again"));
         }
         term.shell
             .write(&admitted, Write::Input, bytes)
