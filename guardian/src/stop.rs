@@ -19,7 +19,8 @@ pub fn stop_blockers(g: &Guardian) -> Vec<RunningExecution> {
         .iter()
         .filter(|e| e.state().is_unresolved() && !g.runtime.is_idle_shell(e))
         .map(|e| RunningExecution {
-            command_id: e.id.clone(),
+            // A busy shell is named by the command typed into it last.
+            command_id: g.shells.last_command_of(&e.id).unwrap_or_else(|| e.id.clone()),
             thread_id: e.thread.clone(),
             workspace: e.workspace.display().to_string(),
             state: e.state().into(),

@@ -81,6 +81,15 @@ impl Shells {
         lock(&self.threads).len() + lock(&self.background).len()
     }
 
+    /// The command last typed into the shell whose execution is
+    /// `execution` (a thread's or a background shell), for naming what runs.
+    pub fn last_command_of(&self, execution: &str) -> Option<String> {
+        let threads = lock(&self.threads);
+        let background = lock(&self.background);
+        let term = threads.values().chain(background.values()).find(|t| t.shell.execution().id == execution)?;
+        term.last().map(|c| c.rec.id.clone())
+    }
+
     /// The thread's shell, if it has one that has not ended.
     pub(crate) fn thread_term(&self, key: &SessionKey) -> Option<Arc<Term>> {
         lock(&self.threads).get(key).filter(|t| !t.shell.ended()).cloned()
