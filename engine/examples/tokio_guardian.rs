@@ -121,6 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let e = rt.submit(Spawn {
                 thread: session.thread_id.clone(),
                 workspace: session.layout.workspace().into(),
+                cwd: None,
                 session: session.key,
                 command: format!("bash {}", helper.display()),
                 background: true,

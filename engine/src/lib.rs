@@ -57,6 +57,7 @@
 //!     let e = runtime.submit(Spawn {
 //!         thread: "thread-1".into(),
 //!         workspace: layout.workspace().into(),
+//!         cwd: None,
 //!         session,
 //!         command: "sleep 1 &".into(),
 //!         background: false,

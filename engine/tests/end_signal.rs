@@ -35,6 +35,7 @@ fn the_end_of_an_execution_is_a_readable_descriptor() {
         .submit(Spawn {
             thread: "t".into(),
             workspace: ws.clone(),
+            cwd: None,
             session: key,
             command: format!("read -r _ < {}", fifo.display()),
             background: true,

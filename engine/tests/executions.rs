@@ -26,6 +26,7 @@ fn spawn(
         .submit(Spawn {
             thread: "t1".into(),
             workspace: ws.into(),
+            cwd: None,
             session: key,
             command: command.into(),
             background,

@@ -34,6 +34,15 @@ pub struct CommandResult {
     /// Where the whole output was dropped, when it was too long to inline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_path: Option<std::path::PathBuf>,
+    /// Processes the command left behind, by pid (they keep releases
+    /// refused); empty while it runs.
+    pub still_running: Vec<i32>,
+    /// The background shell this command runs in (`is_background`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bg_command_id: Option<String>,
+    /// The terminal as rendered, for `screen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<String>,
 }
 
 impl CommandResult {

@@ -93,6 +93,7 @@ impl ExecTable {
             .submit(Spawn {
                 thread: ctx.thread_id.to_owned(),
                 workspace: ctx.layout.workspace().to_path_buf(),
+                cwd: None,
                 session,
                 command: command.to_owned(),
                 background,
@@ -137,6 +138,9 @@ fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
         leader_exit_code: None,
         adopted: false,
         output_path: (truncated && code.is_some() && dropped.is_file()).then_some(dropped),
+        still_running: vec![],
+        bg_command_id: None,
+        screen: None,
     }
     .to_value()
 }

@@ -203,7 +203,14 @@ pub(crate) fn bash_command() -> Value {
             "leader_exited": boolean("True when its own process ended while processes it started still run"),
             "leader_exit_code": {"type": ["integer", "null"], "description": "The exit status of its own \
                 process, when leader_exited"},
-            "adopted": boolean("True when it was started by an earlier guardian")
+            "adopted": boolean("True when it was started by an earlier guardian"),
+            "still_running": {"type": "array", "items": {"type": "integer"},
+                "description": "Processes the command left behind (jobs, daemons), by pid: they keep releases \
+                    refused; empty while it runs"},
+            "bg_command_id": string("The background shell of an is_background command: pass it to status_check, \
+                send_text, send_specials, send_ascii or screen"),
+            "screen": string("With screen: the terminal as rendered now, ANSI stripped"),
+            "output_path": string("Where the whole output was dropped (W/.winx/scratch) when too long to inline")
         }),
     )
 }

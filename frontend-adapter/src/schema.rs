@@ -134,23 +134,46 @@ pub fn tool_specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "BashCommand",
-            description: "Run a shell command in the workspace (WINX_TEMP_DIR is the session directory), or check \
-                          on one with status_check and command_id.",
+            description: "Run a command in this thread's persistent shell (bash on a PTY: cd, export and functions \
+                          persist; WINX_TEMP_DIR is the session directory), answer a program waiting for input \
+                          (send_text, send_specials, send_ascii), check on it (status_check) or look at its terminal \
+                          (screen). Flat arguments, or winx's action_json with a type.",
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "thread_id": thread_id,
-                    "command": string("The command, run with bash -c in the workspace (required unless \
-                        status_check)"),
+                    "action_json": {"type": "object",
+                        "description": "winx's shape: {\"type\": \"command\" | \"status_check\" | \"send_text\" | \
+                            \"send_specials\" | \"send_ascii\" | \"screen\", ...that action's flat fields}; \
+                            instead of the flat fields. Absent by default: the flat fields say the action"},
+                    "command": string("The command, typed into the thread's shell whole however long (refused \
+                        with execution_active while the shell is busy); required unless another action is given"),
                     "wait_for_seconds": {"type": "number", "minimum": 0,
                         "default": crate::wire::DEFAULT_WAIT_SECONDS,
-                        "description": "How long to wait for the command to end before returning status \
-                            running (at most 600; longer waits are cut to 600)"},
+                        "description": "How long to wait for the command to be back at the prompt before returning \
+                            status running with the output so far (every action; at most 600)"},
                     "is_background": {"type": "boolean", "default": false,
-                        "description": "Start the command and return at once with status running"},
+                        "description": "Run the command in a shell on a PTY of its own; its command_id is its \
+                            bg_command_id"},
                     "status_check": {"type": "boolean", "default": false,
-                        "description": "Check on the command command_id instead of running one"},
-                    "command_id": string("With status_check: the command_id a BashCommand returned")
+                        "description": "What is new in the thread's shell (or bg_command_id's, or command_id's \
+                            whole output), and the exit code once back at the prompt"},
+                    "command_id": string("With status_check: one command's whole output and state"),
+                    "bg_command_id": string("The background shell an action is for. Absent by default: the \
+                        thread's own shell"),
+                    "send_text": string("Text for the program running in the foreground (refused at an idle \
+                        prompt). Absent by default"),
+                    "send_specials": {"type": "array", "items": {"type": "string", "enum": ["Enter", "Tab", "Escape",
+                        "Key-up", "Key-down", "Key-left", "Key-right", "Ctrl-c", "Ctrl-d", "Ctrl-z"]},
+                        "description": "Keys for the program running in the foreground. Absent by default"},
+                    "send_ascii": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255},
+                        "description": "Bytes for the program running in the foreground. Absent by default"},
+                    "submit": {"type": "boolean", "default": false,
+                        "description": "With send_text, send_specials or send_ascii: append Enter"},
+                    "screen": {"type": "boolean", "default": false,
+                        "description": "Return the terminal as rendered now, ANSI stripped"},
+                    "lines": {"type": "integer", "minimum": 1,
+                        "description": "Only with screen: its last rows. Absent by default: every row"}
                 },
                 "required": ["thread_id"],
                 "additionalProperties": false

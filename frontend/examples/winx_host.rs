@@ -102,6 +102,7 @@ mod host {
             let e = self.runtime.submit(Spawn {
                 thread: thread_id.into(),
                 workspace: s.layout.workspace().into(),
+                cwd: None,
                 session: s.key,
                 command: command.into(),
                 background: true,

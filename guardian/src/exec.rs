@@ -18,6 +18,7 @@ pub fn submit(
     let e = g.runtime.submit(Spawn {
         thread: session.thread.clone(),
         workspace: session.layout.workspace().to_path_buf(),
+        cwd: None,
         session: session.key,
         command: command.to_owned(),
         background,

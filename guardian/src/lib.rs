@@ -17,6 +17,7 @@ mod recover;
 mod retention;
 mod server;
 mod sessions;
+mod shell;
 mod stop;
 
 pub use server::{serve, serve_with, ServeOptions};
@@ -24,6 +25,6 @@ pub use sessions::Guardian;
 pub use stop::stop_blockers;
 
 /// Capabilities this guardian advertises in `hello`.
-pub const CAPABILITIES: &[&str] = &["temporary_release", "executions"];
+pub const CAPABILITIES: &[&str] = &["temporary_release", "executions", "shells"];
 /// Protocol version.
 pub const PROTOCOL: u64 = winx_release_protocol::messages::PROTOCOL_VERSION;

@@ -388,6 +388,14 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
         Request::Stop { force } => crate::stop::stop(g, force)
             .map(|r| ok_line(id, &r))
             .map_err(|m| (ErrorCode::Reason(Reason::ExecutionActive), m)),
+        Request::Shell { workspace, thread_id, action, wait_for_seconds } => {
+            let r = layout_of(g, &workspace, &thread_id).and_then(|layout| {
+                let session = register(g, layout, &thread_id)?;
+                crate::shell::shell_op(g, id, &session, action, wait_secs(wait_for_seconds, 5.0))
+            });
+            g.retention.kick(Some(&workspace));
+            r
+        }
     };
     reply.unwrap_or_else(|(code, message)| error_line(id, code, &message))
 }

@@ -62,6 +62,9 @@ pub struct Guardian {
     pub scanner: winx_release_engine::scan::SharedScanner,
     /// Set to stop the guardian as SIGTERM does (the `stop` op).
     pub shutdown: Arc<AtomicBool>,
+    /// The shells this guardian owns (one per thread, one per background
+    /// command).
+    pub shells: crate::shell::Shells,
 }
 
 /// One session owned by the guardian.
@@ -122,6 +125,7 @@ impl Guardian {
             retention: crate::kick::Kick::default(),
             peers: Mutex::new(HashMap::new()),
             exe: exe_of("self"),
+            shells: crate::shell::Shells::default(),
             scanner: {
                 let s = winx_release_engine::scan::SharedScanner::new();
                 s.cache().set_enabled(std::env::var_os("WINX_RELEASE_NO_SCAN_CACHE").is_none());

@@ -9,17 +9,18 @@ use crate::sessions::{lock, Guardian};
 
 /// What would block a stop: every execution of this guardian that is
 /// queued, running, or unresolved (its leader exited while something it
-/// started may still run), adopted ones included. The one rule `stop`
-/// and `guardian_status` use; a busy shell, once shells exist, is added
-/// here.
+/// started may still run), adopted ones included; a thread's or a
+/// background shell counts while it is busy (an idle shell does not). The
+/// one rule `stop` and `guardian_status` use.
 pub fn stop_blockers(g: &Guardian) -> Vec<RunningExecution> {
     let mut v: Vec<RunningExecution> = g
         .runtime
         .executions()
         .iter()
-        .filter(|e| e.state().is_unresolved())
+        .filter(|e| e.state().is_unresolved() && !g.runtime.is_idle_shell(e))
         .map(|e| RunningExecution {
-            command_id: e.id.clone(),
+            // A busy shell is named by the command typed into it last.
+            command_id: g.shells.last_command_of(&e.id).unwrap_or_else(|| e.id.clone()),
             thread_id: e.thread.clone(),
             workspace: e.workspace.display().to_string(),
             state: e.state().into(),

@@ -370,6 +370,26 @@ impl GuardianClient {
         self.call(req, timeout)
     }
 
+    /// `shell`: an action on the thread's shell, waiting up to
+    /// `wait_for_seconds` for the command to be back at its prompt. A
+    /// guardian without shells answers [`ClientError`] with `unknown_op`.
+    pub fn shell(
+        &mut self,
+        workspace: &str,
+        thread_id: &str,
+        action: crate::shell::ShellAction,
+        wait_for_seconds: f64,
+    ) -> Result<crate::shell::ShellReply, ClientError> {
+        let timeout = self.exec_timeout(wait_for_seconds);
+        let req = Request::Shell {
+            workspace: workspace.to_owned(),
+            thread_id: thread_id.to_owned(),
+            action,
+            wait_for_seconds: Some(wait_for_seconds),
+        };
+        self.call(req, timeout)
+    }
+
     /// `release`: runs a release under the guardian's admission barrier.
     ///
     /// Refuses with [`ClientError::Unsupported`], sending nothing, unless

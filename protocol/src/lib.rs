@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod messages;
+pub mod shell;
 pub mod trust;
 
 pub use client::{default_socket_path, resolve_socket_path, ClientError, GuardianClient, Hello};

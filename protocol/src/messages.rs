@@ -94,6 +94,20 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         dry_run: bool,
     },
+    /// An action on the thread's shell; answered with
+    /// [`crate::shell::ShellReply`].
+    Shell {
+        /// The exact workspace root.
+        workspace: String,
+        /// The thread.
+        thread_id: String,
+        /// The action.
+        action: crate::shell::ShellAction,
+        /// How long to wait for the command to be back at the prompt
+        /// (default 5 s).
+        #[serde(default)]
+        wait_for_seconds: Option<f64>,
+    },
     /// The session's executions (diagnostics); answered with [`StatusReply`].
     Status {
         /// The exact workspace root.
@@ -116,7 +130,7 @@ pub enum Request {
 impl Request {
     /// Every op name this protocol version knows.
     pub const OPS: &'static [&'static str] =
-        &["hello", "session_open", "exec", "exec_status", "release", "status", "guardian_status", "stop"];
+        &["hello", "session_open", "exec", "exec_status", "release", "status", "guardian_status", "stop", "shell"];
 
     /// The wire name of this request's op.
     pub fn op(&self) -> &'static str {
@@ -129,6 +143,7 @@ impl Request {
             Request::Status { .. } => "status",
             Request::GuardianStatus {} => "guardian_status",
             Request::Stop { .. } => "stop",
+            Request::Shell { .. } => "shell",
         }
     }
 }
@@ -572,9 +587,15 @@ mod tests {
         round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![], dry_run: false });
         round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![], dry_run: true });
         round_trip(Request::Status { workspace: "/w".into(), thread_id: "t".into() });
+        round_trip(Request::Shell {
+            workspace: "/w".into(),
+            thread_id: "t".into(),
+            action: crate::shell::ShellAction::SendText { send_text: "y".into(), submit: true, bg_command_id: None },
+            wait_for_seconds: Some(1.0),
+        });
         round_trip(Request::GuardianStatus {});
         round_trip(Request::Stop { force: true });
-        assert_eq!(Request::OPS.len(), 8);
+        assert_eq!(Request::OPS.len(), 9);
         // An older frontend's lines still parse: no mode, no dry_run.
         let old = parse_request(br#"{"id":1,"op":"release","workspace":"/w","thread_id":"t","targets":[]}"#).unwrap();
         assert!(matches!(old.request, Request::Release { dry_run: false, .. }));

@@ -3,8 +3,9 @@
 //! one started while they run. Every release of that thread must be refused
 //! (`execution_active`) — by the first guardian, and by the second, which
 //! learns of the processes only from `D/executions` and `/proc` — and
-//! `status_check` must answer `running`. Once the processes end, the same
-//! reads are released.
+//! the command itself is `completed` once its shell is back at the
+//! prompt, naming what it left in `still_running`. Once the processes end,
+//! the same reads are released.
 
 use std::collections::HashSet;
 
@@ -30,13 +31,19 @@ pub fn left_behind_across_restart(
     let t = read_some(w, sess, sess.home, 3, 1 << 20)?;
     let gate = w.new_gate();
     let loop_ = gated(&gate);
-    // The shell ends at once; a subshell in its group and a daemon in its
-    // own session stay until the gate opens.
+    // The command ends at once; a subshell job and a daemon in its own
+    // session stay until the gate opens (the guardian's death hangs up the
+    // shell's terminal: the job gets SIGHUP, the daemon stays).
     let cmd =
         format!("( {loop_} ) >/dev/null 2>&1 & ( setsid sh -c '{loop_}' >/dev/null 2>&1 </dev/null & ); echo left");
     let v = ops::bash(w, sess, &cmd, 5.0, false)?;
     let id = v["command_id"].as_str().unwrap_or_default().to_owned();
-    w.check("a command that left processes behind is still running", v["status"] == "running", v.to_string());
+    let left = v["still_running"].as_array().is_some_and(|p| !p.is_empty());
+    w.check(
+        "a command that left processes behind: completed, still_running",
+        v["status"] == "completed" && left,
+        v.to_string(),
+    );
     let denied = Expect::Denied { codes: &["execution_active"], kind: "released_while_left_behind" };
     if !t.is_empty() {
         let r = ops::release(w, sess, sess.home, &t, denied, &HashSet::new())?;
@@ -64,8 +71,8 @@ pub fn left_behind_across_restart(
     }
     let s = status(w, sess, &id)?;
     w.check(
-        "a new guardian answers status_check of an earlier command: running",
-        s["status"] == "running",
+        "a new guardian answers status_check of an earlier command: completed (back at its prompt)",
+        s["status"] == "completed",
         s.to_string(),
     );
 
@@ -75,7 +82,16 @@ pub fn left_behind_across_restart(
     let still: Vec<Pinned> =
         t.into_iter().filter(|p| sess.ledger.get(&p.path).is_some_and(|g| g.id == p.gen)).collect();
     if !still.is_empty() {
-        let r = ops::release(w, sess, sess.home, &still, Expect::Any, &HashSet::new())?;
+        // The command was done long ago; what it left ends soon after the
+        // gate opens, and only then may the release go through.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let r = loop {
+            let r = ops::release(w, sess, sess.home, &still, Expect::Any, &HashSet::new())?;
+            if r["status"] == "completed" || std::time::Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
         w.check("then the same reads are released", r["status"] == "completed", r.to_string());
     }
     ops::verify(w, sess, "left behind across a guardian restart");

@@ -292,7 +292,9 @@ pub enum Blocker {
     Background,
     /// A foreground command whose inline wait returned while it runs.
     InlineWait,
-    /// A running foreground command and a queued one behind it.
+    /// A running foreground command, and a second command sent to the
+    /// thread's busy shell meanwhile (refused, `execution_active`: there
+    /// is no queue).
     Queued,
 }
 
@@ -310,8 +312,12 @@ pub fn blocked_release(w: &World, sess: &mut Session, blocker: Blocker) -> anyho
         Blocker::InlineWait => (ops::bash(w, sess, &gated(&gate), 0.1, false)?, None),
         Blocker::Queued => {
             let a = ops::bash(w, sess, &gated(&gate), 0.1, false)?;
-            let b = ops::bash(w, sess, "true", 0.1, false)?;
-            (a, Some(b))
+            let args = json!({"thread_id": sess.thread_id, "command": "true", "wait_for_seconds": 0.1});
+            let b = ops::call_ok(w, sess.home, "BashCommand", args)?;
+            if a["status"] == "running" && b.error_code() != Some("execution_active") {
+                w.findings.mismatch("a command sent to a busy shell", "refused: execution_active", b.value.clone());
+            }
+            (a, None::<Value>)
         }
     };
     if first["status"] != "running" {

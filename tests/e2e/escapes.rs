@@ -76,7 +76,11 @@ async fn start_mover(env: &Env, mcp: &Mcp, thread: &str, dest: &Path, dir: &Path
     );
     let file = dir.join("mover.sh");
     std::fs::write(&file, script).unwrap();
-    let cmd = format!("bash {} >/dev/null 2>&1 </dev/null & echo started", file.display());
+    // `nohup`: a job of the thread's shell outlives the hangup of the
+    // shell's terminal when the guardian is killed only if it ignores it;
+    // `set +m`: in the shell's process group (not a job of its own, which
+    // would lead its group and make `setsid` fork), as under `bash -c`.
+    let cmd = format!("set +m; nohup bash {} >/dev/null 2>&1 </dev/null & set -m; echo started", file.display());
     let v = call(mcp, "BashCommand", json!({"thread_id": thread, "command": cmd})).await;
     assert!(v["output"].as_str().unwrap_or_default().contains("started"), "{v}");
     let mut pid = 0;

@@ -105,7 +105,8 @@ async fn long_command_is_adopted(mode: &str) {
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "long.py").await;
     let heredoc = "x".repeat(100 * 1024);
-    let cmd = format!("cat >/dev/null <<'EOF'\n{heredoc}\nEOF\nsleep 4");
+    // Made to outlive the hangup of its terminal when the guardian dies.
+    let cmd = format!("trap '' HUP\ncat >/dev/null <<'EOF'\n{heredoc}\nEOF\nsleep 4");
     let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
     assert_eq!(v["status"], "running", "{v}");
     let id = v["command_id"].as_str().unwrap().to_owned();
@@ -195,7 +196,9 @@ async fn proc_a_chain_that_forks_successors_and_exits_blocks_release() {
     let Some((env, mcp)) = world("proc").await else { return };
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "c.py").await;
-    let chain = "import os,time\nend=time.time()+4\nwhile time.time()<end:\n    if os.fork():\n        os._exit(0)\n";
+    // SIGHUP ignored: the first one's exit ends the session of its
+    // terminal (a background shell's PTY), which hangs up the rest.
+    let chain = "import os,time,signal\nsignal.signal(signal.SIGHUP,signal.SIG_IGN)\nend=time.time()+4\nwhile time.time()<end:\n    if os.fork():\n        os._exit(0)\n";
     let cmd = format!("exec /usr/bin/python3 -c '{chain}'");
     let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
     assert_eq!(v["status"], "running", "{v}");

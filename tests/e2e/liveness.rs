@@ -42,10 +42,11 @@ async fn a_left_behind_process_blocks_release_until_it_exits() {
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "srv.py").await;
     let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": "sleep 3 & echo started"})).await;
-    // The shell is done, its output complete; the command still runs.
-    assert_eq!(v["status"], "running", "{v}");
-    assert_eq!(v["exit_code"], Value::Null, "{v}");
-    assert_eq!(v["leader_exit_code"], 0, "{v}");
+    // Back at the shell's prompt, its output complete: completed, with the
+    // job it left behind (which keeps releases refused).
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(v["still_running"].as_array().is_some_and(|p| !p.is_empty()), "{v}");
     assert!(v["output"].as_str().unwrap().contains("started"), "{v}");
     let d = denied(&env, &mcp, "t1", &h, "execution_active").await;
     assert!(d["message"].as_str().is_some_and(|m| m.contains("left process")), "{d}");
@@ -132,7 +133,8 @@ async fn a_new_guardian_finds_the_commands_of_a_killed_one() {
     let v = call(
         &mcp,
         "BashCommand",
-        json!({"thread_id": "t1", "command": "echo begun; sleep 6; echo finished", "is_background": true}),
+        // Made to outlive the hangup of its terminal when the guardian dies.
+        json!({"thread_id": "t1", "command": "trap '' HUP; echo begun; sleep 6; echo finished", "is_background": true}),
     )
     .await;
     assert_eq!(v["status"], "running", "{v}");
@@ -160,8 +162,10 @@ async fn a_new_guardian_finds_the_commands_of_a_killed_one() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let s = status_check(&mcp, "t1", &id).await;
+        // Its terminal is gone with the old guardian: what it printed after
+        // that reached no one; it is done once nothing of its shell runs.
         if s["status"] == "completed" {
-            assert!(s["output"].as_str().unwrap().contains("finished"), "{s}");
+            assert!(s["output"].as_str().unwrap().contains("begun"), "{s}");
             break;
         }
         assert!(Instant::now() < deadline, "{s}");

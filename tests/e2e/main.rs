@@ -17,5 +17,6 @@ mod mcp_ts_sdk;
 mod nonroot;
 mod operator;
 mod retention;
+mod shell;
 mod systemd;
 mod trust;

@@ -124,8 +124,11 @@ async fn running_commands_block_release_and_keep_running() {
     mcp.stop().await;
 }
 
+/// The thread's shell runs one command at a time: a command sent while it
+/// is busy is refused (`execution_active`) and nothing is typed (it never
+/// runs later either: there is no queue).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queued_command_is_pending_actions() {
+async fn a_command_sent_to_a_busy_shell_is_refused_and_never_typed() {
     let (env, mcp) = world().await;
     mcp.init(&env.ws, "t1").await;
     let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "queued\n").await;
@@ -134,14 +137,23 @@ async fn a_queued_command_is_pending_actions() {
     let second = mcp
         .call("BashCommand", json!({"thread_id": "t1", "command": "rm -f $WINX_TEMP_DIR/h.py", "wait_for_seconds": 0}))
         .await;
-    assert_eq!(second["status"], "running", "{second}");
-    assert_eq!(second["queued"], true, "the guardian reports it queued: {second}");
-    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "pending_actions").await;
-    let id = second["command_id"].as_str().unwrap();
-    let v = mcp
-        .call("BashCommand", json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 0}))
-        .await;
-    assert_eq!(v["queued"], true, "{v}");
+    assert_eq!((second["status"].as_str(), second["errorCode"].as_str()), (Some("denied"), Some("execution_active")));
+    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "execution_active").await;
+    // Ctrl-c reaches whatever runs in the terminal's foreground: sent
+    // before the shell forked `sleep`, it is the shell's; sent again then.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let v = loop {
+        let v = mcp
+            .call("BashCommand", json!({"thread_id": "t1", "send_specials": ["Ctrl-c"], "wait_for_seconds": 1}))
+            .await;
+        if v["status"] == "completed" || std::time::Instant::now() > deadline {
+            break v;
+        }
+    };
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["command_id"], first["command_id"], "{v}");
+    let v = mcp.call("BashCommand", json!({"thread_id": "t1", "command": "ls $WINX_TEMP_DIR"})).await;
+    assert!(v["output"].as_str().unwrap().contains("h.py"), "the refused command ran: {v}");
     assert!(h.exists());
     mcp.stop().await;
 }

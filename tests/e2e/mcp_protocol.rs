@@ -7,7 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::support::{assert_completed, helper, p, refused, snapshot, world, Env, RawMcp};
+use crate::support::{assert_completed, helper, p, refused, snapshot, without_members, world, Env, RawMcp};
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,7 +215,7 @@ async fn hostile_input_gets_clear_answers_and_touches_nothing() {
     assert_eq!(raw.recv(t)["result"]["isError"], false);
     let session = env.session_dir("h");
     std::fs::write(session.join("keep.py"), b"keep").unwrap();
-    let before = snapshot(&[&env.ws, &env.data]);
+    let before = without_members(snapshot(&[&env.ws, &env.data]));
     let call = |id: u64, args: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "EditFiles", "arguments": args}});
     let entry = |path: String| {
         json!({"file_path": path, "mode": "release_temporary",
@@ -264,6 +264,6 @@ async fn hostile_input_gets_clear_answers_and_touches_nothing() {
         }
         assert!(r["error"].is_object() || crate::support::is_failure(&r["result"]["structuredContent"]), "{r}");
     }
-    assert_eq!(snapshot(&[&env.ws, &env.data]), before, "hostile input changed the filesystem");
+    assert_eq!(without_members(snapshot(&[&env.ws, &env.data])), before, "hostile input changed the filesystem");
     assert_eq!(std::fs::read(session.join("keep.py")).unwrap(), b"keep");
 }

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::support::{
-    assert_completed, helper, is_fifo, mkfifo, p, refused, release_req, revision_of, snapshot, world, Env,
+    assert_completed, helper, is_fifo, mkfifo, p, refused, release_req, revision_of, snapshot, without_members, world,
+    Env,
 };
 use serde_json::{json, Value};
 
@@ -32,22 +33,22 @@ async fn release_then_replay_across_restart_and_reuse_of_the_path() {
         assert_eq!(v["files"], first["files"], "{v}");
         assert_eq!(v["bytes_reclaimed"], first["bytes_reclaimed"], "{v}");
     };
-    let before = snapshot(&[&env.ws, &env.data]);
+    let before = without_members(snapshot(&[&env.ws, &env.data]));
     check_replay(&mcp.edit(req.clone()).await);
-    assert_eq!(before, snapshot(&[&env.ws, &env.data]));
+    assert_eq!(before, without_members(snapshot(&[&env.ws, &env.data])));
 
     // After a restart of the frontend (a new secret), without Initialize.
     mcp.stop().await;
     let mcp = env.mcp(&[]).await;
     check_replay(&mcp.edit(req.clone()).await);
-    assert_eq!(before, snapshot(&[&env.ws, &env.data]));
+    assert_eq!(before, without_members(snapshot(&[&env.ws, &env.data])));
 
     // A new file at the released path survives the replay.
     mcp.init(&env.ws, "t1").await;
     mcp.bash("t1", "echo new > $WINX_TEMP_DIR/h.py").await;
-    let before = snapshot(&[&env.ws, &env.data]);
+    let before = without_members(snapshot(&[&env.ws, &env.data]));
     check_replay(&mcp.edit(req.clone()).await);
-    assert_eq!(before, snapshot(&[&env.ws, &env.data]));
+    assert_eq!(before, without_members(snapshot(&[&env.ws, &env.data])));
     assert_eq!(std::fs::read(&h).unwrap(), b"new\n");
 
     // It is another generation: releasing it takes a new read.
@@ -174,10 +175,10 @@ async fn architect_mode_denies_release() {
     let v =
         refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "policy_denied").await;
     assert_eq!(v["files"][0]["reason"], "policy_denied");
-    let before = snapshot(&[&env.ws, &env.data]);
+    let before = without_members(snapshot(&[&env.ws, &env.data]));
     let bash = mcp.call("BashCommand", json!({"thread_id": "t1", "command": "rm -f $WINX_TEMP_DIR/h.py"})).await;
     assert_eq!((bash["status"].as_str(), bash["errorCode"].as_str()), (Some("denied"), Some("policy_denied")));
-    assert_eq!(before, snapshot(&[&env.ws, &env.data]));
+    assert_eq!(before, without_members(snapshot(&[&env.ws, &env.data])));
     assert!(h.exists());
     mcp.stop().await;
 }

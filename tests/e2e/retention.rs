@@ -138,7 +138,13 @@ async fn keep_executions_5_bounds_the_store_and_releases_still_complete() {
     // A release still completes (the running background command blocks its
     // thread, so it is let go first).
     fs::write(&gate, b"").unwrap();
-    eventually(10, "the background command", || executions(&env.data).1.is_empty());
+    // Back at its shell's prompt (the shells themselves stay: they are the
+    // thread's, idle).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status_check(&mcp, thread, &bg_id).await["status"] != "completed" {
+        assert!(std::time::Instant::now() < deadline, "the background command did not end");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let helper = env.session_dir(thread).join("helper.txt");
     fs::write(&helper, b"temporary\n").unwrap();
     let (rev, generation) = mcp.read_helper(thread, &helper).await;

@@ -98,6 +98,8 @@ pub struct Execution {
     pub(crate) quiet_probes: Mutex<u32>,
     /// Every process a look has seen as its member (`members.rs`).
     pub(crate) members: Members,
+    /// The live shell, when this execution is one this runtime started.
+    pub(crate) shell: std::sync::OnceLock<std::sync::Weak<super::shell::Core>>,
     state: Mutex<ExecState>,
     cv: Condvar,
     ends: EndSignals,
@@ -120,6 +122,7 @@ impl Execution {
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
             members: Members::default(),
+            shell: std::sync::OnceLock::new(),
             state: Mutex::new(state),
             cv: Condvar::new(),
             ends: EndSignals::default(),
@@ -144,6 +147,7 @@ impl Execution {
                 exit_code: None,
                 failed_to_start: false,
                 ended_unix: None,
+                shell: None,
             },
             dir,
             true,
@@ -239,6 +243,7 @@ impl Execution {
             exit_code,
             failed_to_start,
             ended_unix: None,
+            shell: None,
         }
     }
 }

@@ -39,6 +39,7 @@
 //! let e = rt.submit(Spawn {
 //!     thread: "t1".into(),
 //!     workspace: tmp.path().into(),
+//!     cwd: None,
 //!     session,
 //!     command: "echo hi".into(),
 //!     background: false,
@@ -60,6 +61,7 @@ mod members;
 pub(crate) mod probe;
 pub mod record;
 mod runtime;
+pub mod shell;
 mod spawn;
 
 use std::io;

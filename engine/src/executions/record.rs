@@ -92,6 +92,11 @@ pub struct Record {
     /// When it was resolved (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_unix: Option<u64>,
+    /// For a command typed into a shell: the shell's execution id. Such a
+    /// record is not an execution of its own (the shell's execution
+    /// accounts for everything the command started); adoption skips it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
 }
 
 /// What reading a record found.
@@ -166,6 +171,7 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
         exit_code: code("exit_code").or_else(|| code("leader_exit_code")),
         failed_to_start: v.get("failed_to_start").and_then(|b| b.as_bool()).unwrap_or(false),
         ended_unix: v.get("ended_unix").and_then(|t| t.as_u64()),
+        shell: None,
     })
 }
 
@@ -200,6 +206,7 @@ mod tests {
             exit_code: Some(0),
             failed_to_start: false,
             ended_unix: None,
+            shell: None,
         }
     }
 

@@ -23,6 +23,8 @@ use crate::sys::lock;
 
 mod adopt;
 mod answer;
+mod shell;
+mod shell_members;
 mod union;
 
 /// How often the watcher looks at lingering executions and orphans.
@@ -79,8 +81,10 @@ impl Default for RuntimeOptions {
 pub struct Spawn {
     /// The thread.
     pub thread: String,
-    /// The workspace (the command's working directory).
+    /// The workspace.
     pub workspace: PathBuf,
+    /// The command's working directory; `None`: the workspace.
+    pub cwd: Option<PathBuf>,
     /// The identity of the session directory.
     pub session: SessionKey,
     /// The command, run as `bash -c COMMAND`.
@@ -258,6 +262,7 @@ impl Runtime {
             exit_code: None,
             failed_to_start: false,
             ended_unix: None,
+            shell: None,
         };
         let e = Arc::new(Execution::new(&record, dir.clone(), false, ExecState::Queued));
         // Known before its directory exists, so that adoption never takes it
@@ -284,7 +289,17 @@ impl Runtime {
         let Some(spawn) = lock(&self.specs).remove(&e.id) else {
             return Err(io::Error::other(format!("execution {} was already started", e.id)));
         };
-        match self.spawn(e, &spawn) {
+        self.run_with(e, |e| self.spawn(e, &spawn))
+    }
+
+    /// [`Runtime::run`] with `spawn` starting the leader (a shell's spawn
+    /// is another).
+    pub(crate) fn run_with(
+        self: &Arc<Self>,
+        e: &Arc<Execution>,
+        spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Child>,
+    ) -> io::Result<()> {
+        match spawn(e) {
             Ok(child) => {
                 e.set(ExecState::Running);
                 let rt = self.clone();
@@ -325,7 +340,7 @@ impl Runtime {
         record::write_record(&e.dir, &e.record(RecordState::Starting))?;
         let spec = CommandSpec {
             command: spawn.command.clone(),
-            cwd: spawn.workspace.clone(),
+            cwd: spawn.cwd.clone().unwrap_or_else(|| spawn.workspace.clone()),
             env: spawn.env.clone(),
             env_remove: self.env_remove.clone(),
         };
@@ -399,18 +414,25 @@ impl Runtime {
     }
 
     fn drop_to_scratch(&self, e: &Execution) -> io::Result<()> {
+        self.drop_output(&e.workspace, &e.id, &e.dir).map(drop)
+    }
+
+    /// Copies `dir/output` whole into `W/.winx/scratch/<id>.out` (never
+    /// over an existing file, links not followed); returns that path.
+    pub(crate) fn drop_output(&self, workspace: &Path, id: &str, dir: &Path) -> io::Result<PathBuf> {
         use rustix::fs::{Mode as FileMode, OFlags};
         use std::os::fd::AsFd;
         let layout =
-            crate::layout::Layout::new(&e.workspace, &self.data_dir).map_err(|d| io::Error::other(d.to_string()))?;
-        let dir = layout.create_scratch_dir()?;
+            crate::layout::Layout::new(workspace, &self.data_dir).map_err(|d| io::Error::other(d.to_string()))?;
+        let scratch = layout.create_scratch_dir()?;
+        let name = format!("{id}.out");
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd =
-            rustix::fs::openat(dir.as_fd(), format!("{}.out", e.id).as_str(), flags, FileMode::from_raw_mode(0o600))?;
+        let fd = rustix::fs::openat(scratch.as_fd(), name.as_str(), flags, FileMode::from_raw_mode(0o600))?;
         let mut dst = fs::File::from(fd);
-        let mut src = fs::File::open(e.dir.join(OUTPUT_FILE))?;
+        let mut src = fs::File::open(dir.join(OUTPUT_FILE))?;
         io::copy(&mut src, &mut dst)?;
-        dst.sync_all()
+        dst.sync_all()?;
+        Ok(workspace.join(".winx").join("scratch").join(name))
     }
 
     /// One pass of the watcher: reaps orphans after `SIGCHLD`, and resolves

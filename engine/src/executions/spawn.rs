@@ -42,7 +42,7 @@ pub struct CommandSpec {
 }
 
 /// Finds `name` on `PATH`, as an executable regular file.
-fn on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
@@ -50,7 +50,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
-fn not_found(what: &str) -> io::Error {
+pub(crate) fn not_found(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{what} not found on PATH (ENOENT)"))
 }
 

@@ -1,16 +1,22 @@
 //! `BashCommand`.
 //!
-//! Embedded: commands run in-process ([`crate::embedded`]). Otherwise the
-//! request is forwarded to the guardian's `exec` / `exec_status` (no guardian
-//! is launched here; that happens only at `Initialize`) and the reply passed
-//! through: `status`, `command_id`, `exit_code`, `output`,
-//! `output_truncated`, and whatever else the guardian adds. A guardian
-//! `queued` status is reported as `status: "running"` with `queued: true`
-//! (the contract knows `completed` and `running` only).
+//! With a guardian: every action goes to the thread's shell through the
+//! guardian's `shell` op (`command`, `status_check`, `send_text`,
+//! `send_specials`, `send_ascii`, `screen`; the reply passed through:
+//! `status`, `command_id`, `exit_code`, `output`, `still_running`, and
+//! `bg_command_id`, `screen`, `output_path` where they apply). A guardian
+//! without shells (`unknown_op`) gets today's one-shot `exec` /
+//! `exec_status` for `command` and a `status_check` naming a `command_id`.
+//! No guardian is launched here; that happens only at `Initialize`.
+//!
+//! Embedded: commands run in-process as one-shot `bash -c`
+//! ([`crate::embedded`]); the terminal actions are `invalid_input` there.
 //!
 //! Policy: `architect` refuses every new command (`policy_denied`);
-//! `code_writer` runs only `allowed_commands`. Status checks are always
-//! allowed.
+//! `code_writer` types only `allowed_commands` (checked for every
+//! `command`; input reaches only a program already running in the
+//! foreground, never the shell's prompt). Status checks and screens are
+//! always allowed.
 
 use serde_json::Value;
 use winx_release_engine::Reason;
@@ -19,9 +25,10 @@ use super::{unreachable_detail, Frontend, Session};
 use crate::command_result::CommandResult;
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
-use crate::wire::{BashAction, BashCommandArgs};
+use crate::wire::{BashCommandArgs, ShellAction};
 use winx_release_protocol::client::{ClientError, ExecRequest};
 use winx_release_protocol::messages::{ExecReply, ExecStatus};
+use winx_release_protocol::shell::{special_bytes, ShellReply};
 
 fn pass_through(r: ExecReply) -> Value {
     let queued = r.status == ExecStatus::Queued;
@@ -36,6 +43,28 @@ fn pass_through(r: ExecReply) -> Value {
         leader_exit_code: r.leader_exited.then_some(r.leader_exit_code),
         adopted: r.adopted,
         output_path: None,
+        still_running: vec![],
+        bg_command_id: None,
+        screen: None,
+    }
+    .to_value()
+}
+
+fn shell_result(r: ShellReply) -> Value {
+    CommandResult {
+        status: r.status,
+        command_id: r.command_id,
+        exit_code: r.exit_code,
+        output: r.output,
+        output_truncated: r.output_truncated,
+        queued: false,
+        leader_exited: false,
+        leader_exit_code: None,
+        adopted: false,
+        output_path: r.output_path.map(Into::into),
+        still_running: r.still_running,
+        bg_command_id: r.bg_command_id,
+        screen: r.screen,
     }
     .to_value()
 }
@@ -43,26 +72,80 @@ fn pass_through(r: ExecReply) -> Value {
 impl Frontend {
     pub(super) fn try_bash(&self, args: &Value) -> Result<Value, FrontendError> {
         let a = BashCommandArgs::parse(args)?;
-        let action = a.action()?;
+        let (action, wait) = a.action()?;
+        // An unknown key is refused before anything is sent anywhere.
+        if let ShellAction::SendSpecials { send_specials, submit, .. } = &action {
+            special_bytes(send_specials, *submit).map_err(FrontendError::invalid)?;
+        }
         let session = self.session(&a.thread_id)?;
-        match action {
-            BashAction::Run { command, wait_for_seconds, is_background } => {
-                self.run_command(&session, &command, wait_for_seconds, is_background)
+        if let ShellAction::Command { command, .. } = &action {
+            if !session.policy.command_allowed(command) {
+                let msg = format!("mode {} does not allow this command", session.mode().as_str());
+                return Err(FrontendError::new(Reason::PolicyDenied, msg));
             }
-            BashAction::Status { command_id, wait_for_seconds } => {
-                if self.config.embedded {
-                    return self.exec.status(&session.thread_id, &command_id, wait_for_seconds);
-                }
-                let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
-                client
-                    .exec_status(&session.thread_id, &command_id, wait_for_seconds)
-                    .map(pass_through)
-                    .map_err(|e| self.guardian_refusal(e))
-            }
+        }
+        if self.config.embedded {
+            return self.embedded_bash(&session, action, wait);
+        }
+        let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
+        match client.shell(&session.workspace, &session.thread_id, action.clone(), wait) {
+            Ok(r) => Ok(shell_result(r)),
+            Err(ClientError::Remote { code, .. }) if code == "unknown_op" => self.one_shot(&session, action, wait),
+            Err(e) => Err(self.guardian_refusal(e)),
         }
     }
 
-    /// Runs `command` for `session` after the policy check.
+    /// An embedded frontend's `BashCommand`: one-shot `bash -c` commands.
+    fn embedded_bash(&self, session: &Session, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
+        match action {
+            ShellAction::Command { command, is_background } => {
+                let ctx = ExecContext {
+                    layout: &session.layout,
+                    session_dir: &session.session_dir,
+                    thread_id: &session.thread_id,
+                };
+                self.exec.run(&ctx, &command, wait, is_background)
+            }
+            ShellAction::StatusCheck { command_id: Some(id), bg_command_id: None } => {
+                self.exec.status(&session.thread_id, &id, wait)
+            }
+            other => Err(FrontendError::invalid(format!(
+                "{} needs the guardian's shell: an embedded frontend runs one-shot commands without a terminal \
+                 (status_check takes a command_id)",
+                other.name()
+            ))),
+        }
+    }
+
+    /// An older guardian without shells: one-shot `exec` / `exec_status`.
+    fn one_shot(&self, session: &Session, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
+        let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
+        match action {
+            ShellAction::Command { command, is_background } => {
+                let req = ExecRequest {
+                    workspace: session.workspace.clone(),
+                    thread_id: session.thread_id.clone(),
+                    command,
+                    wait_for_seconds: wait,
+                    is_background,
+                };
+                client.exec(&req).map(pass_through).map_err(|e| self.guardian_refusal(e))
+            }
+            ShellAction::StatusCheck { command_id: Some(id), bg_command_id: None } => client
+                .exec_status(&session.thread_id, &id, wait)
+                .map(pass_through)
+                .map_err(|e| self.guardian_refusal(e)),
+            other => Err(FrontendError::new(
+                Reason::OwnerUnsupported,
+                format!("{}: this guardian has no shells (an older guardian); nothing was sent", other.name()),
+            )),
+        }
+    }
+
+    /// Runs `command` for `session` after the policy check: an
+    /// `EditFiles` verification command, run one-shot (`bash -c`, an
+    /// execution of its own) beside the thread's shell, whose state it
+    /// neither needs nor changes.
     pub(super) fn run_command(
         &self,
         session: &Session,
@@ -74,23 +157,11 @@ impl Frontend {
             let msg = format!("mode {} does not allow this command", session.mode().as_str());
             return Err(FrontendError::new(Reason::PolicyDenied, msg));
         }
+        let action = ShellAction::Command { command: command.to_owned(), is_background: background };
         if self.config.embedded {
-            let ctx = ExecContext {
-                layout: &session.layout,
-                session_dir: &session.session_dir,
-                thread_id: &session.thread_id,
-            };
-            return self.exec.run(&ctx, command, wait, background);
+            return self.embedded_bash(session, action, wait);
         }
-        let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
-        let req = ExecRequest {
-            workspace: session.workspace.clone(),
-            thread_id: session.thread_id.clone(),
-            command: command.to_owned(),
-            wait_for_seconds: wait,
-            is_background: background,
-        };
-        client.exec(&req).map(pass_through).map_err(|e| self.guardian_refusal(e))
+        self.one_shot(session, action, wait)
     }
 
     /// A guardian failure as a refusal: its contract reason when it has one

@@ -568,7 +568,7 @@ pub async fn helper(env: &Env, mcp: &Mcp, thread: &str, name: &str, content: &st
 /// file `denied`, nothing reclaimed, no receipt, and no change anywhere in
 /// the workspace or the data directory.
 pub async fn refused(env: &Env, mcp: &Mcp, req: Value, status: &str, code: &str) -> Value {
-    let before = snapshot(&[&env.ws, &env.data]);
+    let before = without_members(snapshot(&[&env.ws, &env.data]));
     let v = mcp.edit(req.clone()).await;
     assert_eq!(v["status"], status, "request {req}\nresult {v}");
     assert_eq!(v["errorCode"], code, "request {req}\nresult {v}");
@@ -584,9 +584,20 @@ pub async fn refused(env: &Env, mcp: &Mcp, req: Value, status: &str, code: &str)
     if let Some(n) = req["files"].as_array().map(Vec::len) {
         assert_eq!(v["files"].as_array().map(Vec::len), Some(n), "one entry per requested file: {v}");
     }
-    let after = snapshot(&[&env.ws, &env.data]);
+    let after = without_members(snapshot(&[&env.ws, &env.data]));
     assert_eq!(before, after, "a refused request changed the filesystem: {req}");
     v
+}
+
+/// A snapshot without the runtime's `D/executions/<id>/members` files: the
+/// processes a running execution (a thread's shell is one) was seen with,
+/// which the guardian records whenever it looks, release or not.
+pub fn without_members(mut s: BTreeMap<PathBuf, Node>) -> BTreeMap<PathBuf, Node> {
+    s.retain(|p, _| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        name != "members" && !name.starts_with(".members.tmp-")
+    });
+    s
 }
 
 /// Expects a completed release of exactly `paths`.

@@ -55,7 +55,9 @@ impl Runtime {
                     unsettled = true;
                     continue;
                 }
-                ReadRecord::Found(r) if r.state == RecordState::Resolved => {
+                // A command typed into a shell: its shell's record
+                // accounts for what it started.
+                ReadRecord::Found(r) if r.state == RecordState::Resolved || r.shell.is_some() => {
                     lock(&self.resolved).insert(id.to_owned());
                     continue;
                 }

@@ -39,6 +39,11 @@ impl Runtime {
                 found.push(format!("execution {} has a record that cannot be read ({why})", e.id));
                 continue;
             }
+            // A live shell: busy counts, an idle one's own process not.
+            if let Some(busy) = self.shell_answer(&e) {
+                found.extend(busy);
+                continue;
+            }
             if e.state() == ExecState::Running && !e.adopted {
                 let pid = e.leader().map_or_else(|| "?".to_owned(), |l| l.pid.to_string());
                 found.push(format!("command {} is running (pid {pid})", e.id));

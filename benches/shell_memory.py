@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+# Guardian memory with N idle shells: `benches/shell_memory.py BIN [N]` (N = 50).
+# Starts BIN guardian in a temporary directory, opens one warm-up shell, then
+# N threads' shells each running `true` over the socket, and prints VmRSS.
+import json, os, shutil, socket, subprocess, sys, tempfile, time
+tmp = tempfile.mkdtemp(prefix="winx-mem-")
+os.makedirs(f"{tmp}/run", mode=0o700); os.makedirs(f"{tmp}/ws"); os.makedirs(f"{tmp}/data")
+env = dict(os.environ, XDG_DATA_HOME=f"{tmp}/data", HOME=tmp); env.pop("WINX_GUARDIAN_SOCKET", None); env.pop("XDG_RUNTIME_DIR", None)
+sock = f"{tmp}/run/g.sock"
+g = subprocess.Popen([sys.argv[1], "guardian", "--socket", sock], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+g.stdout.readline()
+def rss(): return int([l for l in open(f"/proc/{g.pid}/status") if l.startswith("VmRSS")][0].split()[1])
+s = socket.socket(socket.AF_UNIX); s.connect(sock); f = s.makefile("rwb")
+n = [0]
+def call(req):
+    n[0] += 1; req["id"] = n[0]; f.write(json.dumps(req).encode() + b"\n"); f.flush(); r = json.loads(f.readline()); assert r["ok"], r; return r
+call({"op": "hello", "protocol": 1, "client": "mem/1"})
+ws = f"{tmp}/ws"
+def shell(t): return call({"op": "shell", "workspace": ws, "thread_id": t, "action": {"type": "command", "command": "true"}, "wait_for_seconds": 10})
+shell("warm")
+time.sleep(0.5); before = rss()
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+for i in range(N):
+    r = shell(f"t{i}"); assert r["status"] == "completed", r
+time.sleep(1.0); after = rss()
+print(f"guardian VmRSS before {before} KiB, after {N} idle shells {after} KiB, per shell {(after-before)/N:.1f} KiB")
+g.terminate(); g.wait()
+shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,131 @@
+//! The prompt hook the engine installs in every shell, and the thread that
+//! reads its reports.
+//!
+//! The shell is `bash --noprofile --rcfile D/executions/<id>/hook.sh -i`:
+//! no profile and no `~/.bashrc` (a user's rc file could replace the hook,
+//! print before the first prompt, or start jobs), only this file. It sets
+//! `PROMPT_COMMAND` to a function that, before every prompt, writes
+//! `P <exit code>` to descriptor 3 (one end of a socket pair whose other
+//! end the engine reads) and then **waits for the engine's `ok`** before
+//! the prompt is drawn and the line editor reads input. While the hook
+//! waits, nothing reads the terminal: the engine decides, under its lock,
+//! what becomes of input that the ended program left unread (it is
+//! discarded, `tcflush(TCIFLUSH)`, so that the line editor never runs it as
+//! a command) before it answers. `PS0` and the hook also print in-band
+//! markers (OSC 777 sequences a terminal ignores) that tell a reader of
+//! the terminal where a command's output starts and ends.
+//!
+//! A report is not trusted for safety: anything running in the shell can
+//! write to descriptor 3. The idle rule (`idle.rs`) checks with the kernel
+//! too. A shell whose hook stops reporting (`exec` of another program,
+//! `unset PROMPT_COMMAND`) never reports a prompt again and stays busy.
+//!
+//! # References
+//! - [bash(1), `PROMPT_COMMAND`, `PS0`, `--rcfile`](https://www.gnu.org/software/bash/manual/bash.html#Bash-Variables)
+//! - [`tcflush(3)`](https://man7.org/linux/man-pages/man3/tcflush.3.html)
+
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Core;
+use crate::sys::lock;
+
+/// The hook file's name in the shell's execution directory.
+pub const HOOK_FILE: &str = "hook.sh";
+/// The OSC payload `PS0` prints after the shell read a command line and
+/// before it runs it: a command's output starts after it.
+pub const OUTPUT_START: &str = "777;winx-release;start";
+/// The OSC payload the hook prints once the engine acknowledged the
+/// prompt: a command's output ends before it.
+pub const OUTPUT_END: &str = "777;winx-release;end";
+
+/// The hook file's text.
+pub(crate) fn script() -> String {
+    format!(
+        r#"# Installed by winx-release: the prompt hook of this shell (docs/DESIGN.md, "Shells").
+__winx_release_prompt() {{
+  local rc=$?
+  printf 'P %s\n' "$rc" >&3 && IFS= read -r -u 3 __winx_release_ack
+  printf '\033]{end}\007'
+  return "$rc"
+}}
+PROMPT_COMMAND=__winx_release_prompt
+PS0=$'\033]{start}\007'
+PS1='$ '
+PS2='> '
+HISTFILE=
+bind 'set enable-bracketed-paste off' 2>/dev/null
+"#,
+        end = OUTPUT_END,
+        start = OUTPUT_START
+    )
+}
+
+/// How often a reader with nothing to read looks whether the shell ended.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Reads the hook's reports until the shell's leader exited: each report
+/// is recorded (and unread input of an ended program discarded) under the
+/// shell's lock, then acknowledged.
+pub(crate) fn read_reports(core: Arc<Core>, stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(POLL));
+    let Ok(mut ack) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) if line.last() == Some(&b'\n') => {
+                let report = std::str::from_utf8(&line).ok().and_then(parse_report);
+                if let Some(code) = report {
+                    let mut st = lock(&core.state);
+                    if st.input_since_line {
+                        // Input for a program that has ended: never read by
+                        // the line editor as a command.
+                        let _ = rustix::termios::tcflush(&core.follower, rustix::termios::QueueSelector::IFlush);
+                        st.input_since_line = false;
+                    }
+                    st.at_prompt = true;
+                    st.prompts += 1;
+                    st.last_exit = Some(code);
+                    // Acknowledged under the lock: no write can come
+                    // between the flush and the prompt.
+                    let _ = ack.write_all(b"ok\n");
+                    drop(st);
+                    core.cv.notify_all();
+                }
+                line.clear();
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                if core.execution.leader_exited() {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+        if line.len() > 64 {
+            line.clear();
+        }
+    }
+    lock(&core.state).hook_gone = true;
+    core.cv.notify_all();
+}
+
+/// `P <code>` → the code.
+fn parse_report(line: &str) -> Option<i32> {
+    line.trim_end().strip_prefix("P ")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reports_parse_and_garbage_does_not() {
+        assert_eq!(super::parse_report("P 0\n"), Some(0));
+        assert_eq!(super::parse_report("P 130\n"), Some(130));
+        assert_eq!(super::parse_report("P x\n"), None);
+        assert_eq!(super::parse_report("ok\n"), None);
+    }
+}

@@ -1,0 +1,136 @@
+//! Shells as executions: a real `bash` on a PTY the engine opens, its
+//! prompt hook, and the idle rule that lets its own process not count.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use winx_release_engine::executions::shell::{OutputFilter, Piece, Shell, ShellSpawn, Terminal, Write};
+use winx_release_engine::executions::{LivenessChoice, Runtime, RuntimeOptions, SessionKey};
+
+struct World {
+    _tmp: tempfile::TempDir,
+    rt: Arc<Runtime>,
+    session: SessionKey,
+    shell: Shell,
+    text: Arc<Mutex<Vec<u8>>>,
+    admission: winx_release_engine::Admission,
+}
+
+fn world() -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let opts =
+        RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: false, ..Default::default() };
+    let rt = Runtime::start(&tmp.path().join("data"), &opts);
+    let session = SessionKey::of_path(&ws).unwrap();
+    let text = Arc::new(Mutex::new(Vec::new()));
+    let filter = Arc::new(Mutex::new(OutputFilter::default()));
+    let sink = {
+        let text = text.clone();
+        Arc::new(move |b: &[u8]| {
+            for p in filter.lock().unwrap().feed(b) {
+                if let Piece::Text(t) = p {
+                    text.lock().unwrap().extend(t);
+                }
+            }
+        })
+    };
+    let shell = rt
+        .start_shell(
+            &winx_release_engine::Admission::new().enter(),
+            ShellSpawn {
+                thread: "t".into(),
+                workspace: ws.clone(),
+                cwd: ws,
+                session,
+                env: vec![],
+                background: false,
+                terminal: Terminal::Open { rows: 24, cols: 80 },
+            },
+            Some(sink),
+        )
+        .unwrap();
+    assert!(shell.wait_prompt(0, Duration::from_secs(10)), "no first prompt");
+    World { _tmp: tmp, rt, session, shell, text, admission: winx_release_engine::Admission::new() }
+}
+
+fn until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < end, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// An idle shell does not count; a running command does; a job left
+/// behind does until it ends.
+#[test]
+fn idle_busy_and_a_job_left_behind() {
+    let w = world();
+    until(5, "idle", || w.shell.busy(&w.rt).is_none());
+    assert_eq!(w.rt.liveness(&w.session).running, 0, "{:?}", w.rt.liveness(&w.session));
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1.5").unwrap();
+    let busy = w.shell.busy(&w.rt).expect("busy while sleep runs");
+    assert!(busy.contains("not back at its prompt"), "{busy}");
+    assert!(w.rt.liveness(&w.session).running > 0);
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    until(5, "idle after the command", || w.shell.busy(&w.rt).is_none());
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1 & echo started").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    assert_eq!(w.shell.last_exit(), Some(0));
+    let busy = w.shell.busy(&w.rt).expect("a job runs");
+    assert!(busy.contains("left process"), "{busy}");
+    assert!(!w.rt.shell_jobs(&w.shell).unwrap().is_empty());
+    until(10, "the job to end", || w.shell.busy(&w.rt).is_none());
+    assert!(String::from_utf8_lossy(&w.text.lock().unwrap()).contains("started"));
+}
+
+/// A command that never returns to the prompt (`exec`) keeps the shell
+/// busy; a spoofed hook report from a loop in the shell itself does not make
+/// it idle.
+#[test]
+fn a_spoofed_report_or_a_lost_hook_stays_busy() {
+    let w = world();
+    let c = w
+        .shell
+        .type_command(&w.rt, &w.admission.enter(), "printf 'P 0\\n' >&3; read -r -u 3 x; while :; do :; done")
+        .unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "the spoof reported");
+    let busy = w.shell.busy(&w.rt).expect("a loop in the shell is busy");
+    assert!(busy.contains("not waiting") || busy.contains("state"), "{busy}");
+    w.shell.write(&w.admission.enter(), Write::Input, b"\x03").unwrap();
+    // Back at a real prompt after Ctrl-c.
+    until(10, "idle after Ctrl-c", || w.shell.busy(&w.rt).is_none());
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "unset PROMPT_COMMAND").unwrap();
+    assert!(!w.shell.wait_prompt(c.prompts_before, Duration::from_secs(1)));
+    assert!(w.shell.busy(&w.rt).is_some(), "a shell whose hook stopped reporting is busy");
+}
+
+/// A command is handed over whole, far beyond the 4 KiB line limit, and
+/// runs in the shell (state persists).
+#[test]
+fn a_long_command_and_state_persist() {
+    let w = world();
+    let long = format!("X={}; cd /; export Y=${{#X}}", "a".repeat(20_000));
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), &long).unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo \"$Y $PWD\"").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    until(5, "the output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("20000 /\n"));
+}
+
+/// Input a program left unread when it ended never runs as a command: the
+/// engine discards it before it acknowledges the prompt.
+#[test]
+fn input_an_ended_program_left_unread_is_not_run() {
+    let w = world();
+    let marker = w._tmp.path().join("typed-ahead");
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 0.5").unwrap();
+    w.shell.write(&w.admission.enter(), Write::Input, format!("touch {}\r", marker.display()).as_bytes()).unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo after").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
+    assert!(!marker.exists(), "input sent to `sleep` ran as a command after it ended");
+}
