@@ -44,6 +44,23 @@ enum Marker {
     Unknown,
 }
 
+/// The marker of `pid` (`None`: it carries none, is gone, or is another
+/// principal's). A read that fails (a process in the middle of `execve(2)`
+/// can have no readable environment for an instant) is tried once more
+/// before it counts as [`Marker::Unknown`].
+fn read_marker(table: &ProcTable, pid: i32, buf: &mut Vec<u8>) -> Option<Marker> {
+    for attempt in 0..2 {
+        match proc::env_var(&table.proc, pid, MARKER.as_bytes(), buf) {
+            Ok(EnvLookup::Found(v)) => return Some(Marker::Value(v)),
+            Ok(EnvLookup::Denied) if proc::more_privileged(&table.proc, pid) => return None,
+            Ok(EnvLookup::Absent) | Ok(EnvLookup::Gone) => return None,
+            Ok(EnvLookup::Denied) | Err(_) if attempt == 0 => std::thread::sleep(std::time::Duration::from_millis(1)),
+            Ok(EnvLookup::Denied) | Err(_) => return Some(Marker::Unknown),
+        }
+    }
+    Some(Marker::Unknown)
+}
+
 /// One look at every process, with the markers read on demand.
 pub struct Probe {
     table: ProcTable,
@@ -146,13 +163,7 @@ impl Probe {
                     // gone with its memory map; it could carry any marker.
                     Some(Marker::Unknown)
                 } else {
-                    match proc::env_var(&self.table.proc, pid, MARKER.as_bytes(), &mut buf) {
-                        Ok(EnvLookup::Found(v)) => Some(Marker::Value(v)),
-                        Ok(EnvLookup::Denied) if proc::more_privileged(&self.table.proc, pid) => None,
-                        Ok(EnvLookup::Denied) => Some(Marker::Unknown),
-                        Ok(EnvLookup::Absent) | Ok(EnvLookup::Gone) => None,
-                        Err(_) => Some(Marker::Unknown),
-                    }
+                    read_marker(&self.table, pid, &mut buf)
                 };
                 if let Some(m) = marker {
                     found.insert(pid, m);
@@ -217,8 +228,41 @@ impl Probe {
         let mut v: Vec<i32> = pids.into_iter().collect();
         v.sort_unstable();
         let mut d: Vec<i32> = doubtful.into_iter().filter(|p| !v.contains(p)).collect();
+        d.retain(|&p| !self.descends_from_another(p, id));
         d.sort_unstable();
         Ok((v, d))
+    }
+
+    /// Whether `pid`'s nearest ancestor (by parent, in this snapshot) that
+    /// carries a readable marker carries another execution's than `id`:
+    /// then `pid` was started inside that execution, and cannot be one of
+    /// `id`'s (a process is forked by its parent, and an orphan is
+    /// reparented only to an ancestor), so a marker of its own that cannot
+    /// be read is no doubt about `id`. (A process that `id`'s members
+    /// started is counted by descent before this is asked.)
+    fn descends_from_another(&mut self, pid: i32, id: &str) -> bool {
+        let mut buf = Vec::new();
+        let mut at = self.table.get(pid).map(|e| e.stat.ppid);
+        let mut hops = 0;
+        while let Some(p) = at.filter(|p| *p > 1 && *p != self.own) {
+            hops += 1;
+            if hops > 4096 {
+                return false;
+            }
+            let Some(e) = self.table.get(p).copied() else { return false };
+            let known = self.markers.as_ref().and_then(|(_, m)| m.get(&p).cloned());
+            let marker = match known {
+                Some(m) => Some(m),
+                None if self.is_users(p, e.uid).unwrap_or(true) => read_marker(&self.table, p, &mut buf),
+                None => None,
+            };
+            match marker {
+                Some(Marker::Value(v)) => return v.as_slice() != id.as_bytes(),
+                Some(Marker::Unknown) => return false,
+                None => at = Some(e.stat.ppid),
+            }
+        }
+        false
     }
 
     /// The live descendants of `roots` in this snapshot (children, their

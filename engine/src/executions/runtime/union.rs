@@ -77,9 +77,17 @@ impl Runtime {
                 roots.extend(e.leader().map(|l| l.pid));
                 sure.extend(probe.descendants(&roots));
                 e.members.note(not_leader(e, sure.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
-                let left: Vec<i32> = sure.into_iter().chain(doubtful).filter(|p| reported.insert(*p)).collect();
+                let left: Vec<i32> = sure.into_iter().filter(|p| reported.insert(*p)).collect();
                 if !left.is_empty() {
                     found.push(format!("command {} left process(es) {left:?} running", e.id));
+                }
+                let unsure: Vec<i32> = doubtful.into_iter().filter(|p| reported.insert(*p)).collect();
+                if !unsure.is_empty() {
+                    found.push(format!(
+                        "process(es) {unsure:?} started after command {} and their environment cannot be read: \
+                         they could carry its marker",
+                        e.id
+                    ));
                 }
             }
             Err(err) => found.push(format!("cannot tell whether command {} runs: {err}", e.id)),
