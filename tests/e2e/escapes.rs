@@ -8,7 +8,9 @@
 //! thread that unshared its descriptor table, a loop device's backing file;
 //! and a peer that said hello and then exec'd another program.
 //!
-//! Tests that need root and cgroup mode say so and skip elsewhere.
+//! Tests that need root and cgroup mode say so and skip elsewhere. A mover
+//! ends by itself once its test's directory is gone (a failed test leaves
+//! no process behind).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -64,15 +66,20 @@ async fn start_mover(env: &Env, mcp: &Mcp, thread: &str, dest: &Path, dir: &Path
     std::fs::create_dir_all(dir).unwrap();
     let (pidfile, go, stop) = (dir.join("pid"), dir.join("go"), dir.join("stop"));
     let after = if scrub {
-        format!("exec setsid env -i sh -c 'while [ ! -e {} ]; do sleep 0.05; done'", stop.display())
+        format!(
+            "exec setsid env -i sh -c 'while [ ! -e {} ] && [ -d {} ]; do sleep 0.05; done'",
+            stop.display(),
+            dir.display()
+        )
     } else {
-        format!("while [ ! -e {} ]; do sleep 0.05; done", stop.display())
+        format!("while [ ! -e {} ] && [ -d {} ]; do sleep 0.05; done", stop.display(), dir.display())
     };
     let script = format!(
-        "echo $$ > {}/cgroup.procs || exit 9; echo $$ > {}; while [ ! -e {} ]; do sleep 0.05; done; {after}",
+        "echo $$ > {}/cgroup.procs || exit 9; echo $$ > {}; while [ ! -e {} ] && [ -d {} ]; do sleep 0.05; done; {after}",
         dest.display(),
         pidfile.display(),
-        go.display()
+        go.display(),
+        dir.display()
     );
     let file = dir.join("mover.sh");
     std::fs::write(&file, script).unwrap();
