@@ -28,5 +28,6 @@ for crate in "${crates[@]}"; do
     fi
 done
 export CARGO_TARGET_DIR=target/foreign RUSTFLAGS="--cfg winx_foreign"
-cargo check --locked -p winx-release-engine -p winx-release-frontend
+# The test build compiles both libraries' non-Linux path (a separate
+# `cargo check` would build every dependency a second time, in check mode).
 cargo test --locked -p winx-release-engine -p winx-release-frontend --test foreign
