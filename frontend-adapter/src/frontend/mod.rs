@@ -271,7 +271,13 @@ impl Frontend {
         lock(&self.threads).get(thread_id).cloned().ok_or_else(|| {
             FrontendError::new(
                 Reason::ThreadMismatch,
-                format!("thread {thread_id:?} is not initialised; call Initialize"),
+                format!(
+                    "thread {thread_id:?} is not initialised in this server process: call Initialize with \
+                     {{\"any_workspace_path\": \"<absolute workspace directory>\", \"thread_id\": {thread_id:?}}} \
+                     first, in this same connection (threads live as long as the server process: a client \
+                     that starts a server per call, as the Inspector's CLI does, needs a long-lived bridge; \
+                     docs/MCP.md, \"Clients that start a process per call\")"
+                ),
             )
         })
     }

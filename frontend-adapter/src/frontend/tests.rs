@@ -236,6 +236,13 @@ fn read_files_helpers_and_plain() {
     assert_eq!(v["files"].as_array().unwrap().len(), 1);
     let unknown = fe.read_files(json!({"thread_id": "zz", "file_paths": [h]}));
     assert_eq!((unknown["status"].as_str(), code(&unknown)), (Some("denied"), "thread_mismatch"));
+    // The denial says what to call, with which arguments (an Inspector user
+    // calls each tool by hand).
+    let msg = unknown["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("call Initialize with") && msg.contains("any_workspace_path") && msg.contains("\"zz\""),
+        "{unknown}"
+    );
     assert_eq!(code(&fe.read_files(json!({"thread_id": "t1"}))), "invalid_input");
 }
 
