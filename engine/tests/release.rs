@@ -621,3 +621,52 @@ fn a_dry_run_runs_every_check_and_captures_nothing() {
     assert_eq!(r.files[0].outcome, Outcome::Released, "{r:?}");
     assert!(!h.exists());
 }
+
+/// A Python child that sends a descriptor of `path` over a socket pair to
+/// itself, closes its own, says `ready` and holds it in flight for `secs`.
+fn in_flight_holder(path: &Path, secs: f64) -> Option<std::process::Child> {
+    use std::io::BufRead;
+    let program = "import os,socket,sys,time\n\
+                   a,b=socket.socketpair()\n\
+                   fd=os.open(sys.argv[1],os.O_RDONLY)\n\
+                   socket.send_fds(a,[b'x'],[fd])\n\
+                   os.close(fd)\n\
+                   print('ready',flush=True)\n\
+                   time.sleep(float(sys.argv[2]))\n\
+                   os._exit(0)\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", program])
+        .arg(path)
+        .arg(secs.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    io::BufReader::new(child.stdout.take()?).read_line(&mut line).ok()?;
+    (line.trim() == "ready").then_some(child)
+}
+
+/// A hold no descriptor table shows that ends a moment later (as a child
+/// forked between its parent's `open` and its own `exec` does) does not
+/// refuse the release: the kernel is asked again before the hold counts.
+/// One that lasts is `in_use`, and nothing changes.
+#[test]
+fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
+    let fx = Fixture::new();
+    let brief = fx.helper("brief.txt", b"brief");
+    let Some(mut holder) = in_flight_holder(&brief, 0.05) else {
+        eprintln!("skipped: python3 cannot send a descriptor over a socket here");
+        return;
+    };
+    let r = run(&fx, &[target(&brief)]);
+    holder.wait().unwrap();
+    assert_eq!(r.status, Status::Completed, "a hold that ended within the retries refused: {r:?}");
+    assert!(!brief.exists());
+
+    let lasting = fx.helper("lasting.txt", b"lasting");
+    let mut holder = in_flight_holder(&lasting, 60.0).unwrap();
+    assert_denied(&fx, &[target(&lasting)], Reason::InUse);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(run(&fx, &[target(&lasting)]).status, Status::Completed);
+}

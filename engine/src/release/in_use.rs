@@ -15,9 +15,11 @@
 //!   memory maps and, since a thread may have unshared its table, every
 //!   thread's own table. A holder found is named. When none is, the exempt
 //!   processes' own tables are read: a target one of them holds (other than
-//!   through the release's own descriptor) is explained. A target that
-//!   nothing explains is open somewhere no descriptor table shows, and the
-//!   release is refused;
+//!   through the release's own descriptor) is explained. The lease on a
+//!   target nothing explains is tried again over about half a second (a
+//!   child forked at that moment holds a copy of its parent's descriptors
+//!   until its `exec`); one still refused is open somewhere no descriptor
+//!   table shows, and the release is refused;
 //! - a lease that cannot be tried (leases disabled, a filesystem without
 //!   them): every view is read, as before the lease existed.
 //!
@@ -33,10 +35,24 @@
 
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
 
 use crate::identity::PhysicalId;
 use crate::procfs::{held_by, sweep, HolderScan, HowHeld, Sweep};
 use crate::sys::{open_elsewhere, OpenElsewhere};
+
+/// The pauses before a refused lease that nothing explains is asked again
+/// (2 ms doubling to 256 ms: 510 ms in all, paid only by such a refusal).
+const UNEXPLAINED_RETRIES: [Duration; 8] = [
+    Duration::from_millis(2),
+    Duration::from_millis(4),
+    Duration::from_millis(8),
+    Duration::from_millis(16),
+    Duration::from_millis(32),
+    Duration::from_millis(64),
+    Duration::from_millis(128),
+    Duration::from_millis(256),
+];
 
 /// One target as the `in_use` step sees it: its path (for the message), its
 /// identity, and the release's own read-only descriptor of it.
@@ -102,7 +118,20 @@ pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
         targets.iter().filter_map(|t| u32::try_from(t.file.as_raw_fd()).ok()).map(|n| (me, n)).collect();
     let asked: HashSet<PhysicalId> = refused.iter().map(|t| t.id).collect();
     let explained = held_by(&exempt, &asked, &own);
-    refused.iter().find(|t| !explained.contains(&t.id)).map(|t| {
+    let mut unexplained: Vec<&Held<'_>> = refused.into_iter().filter(|t| !explained.contains(&t.id)).collect();
+    // A copy of a descriptor can be held for a moment where no table shows
+    // it: a child forked by another thread (of this process or an exempt
+    // one) keeps a copy of every descriptor until its `exec` closes it, and
+    // a lazy unmount lets go of its file a moment later. The kernel is
+    // asked again, at most ~0.5 s in all, before the hold counts.
+    for pause in UNEXPLAINED_RETRIES {
+        if unexplained.is_empty() {
+            return None;
+        }
+        std::thread::sleep(pause);
+        unexplained.retain(|t| open_elsewhere(t.file) != OpenElsewhere::No);
+    }
+    unexplained.first().map(|t| {
         format!(
             "{}: open somewhere no descriptor table shows (the kernel refused a write lease on it: a descriptor \
              in flight over a Unix socket, a loop device backed by it, or a process this user cannot inspect)",
