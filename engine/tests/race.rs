@@ -48,6 +48,11 @@ where
     S: Fn(&Fixture, usize) -> PathBuf,
     A: Fn(&Fixture, &Path, usize, &Mutex<Vec<File>>) + Sync,
 {
+    // One attack at a time: each already keeps two threads busy (the
+    // releases and the attacker), and the test binaries run four tests at
+    // once (.cargo/config.toml), which only made them slower together.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let fx = Fixture::new();
     let outside = fx.ws().join("outside");
     fs::create_dir_all(&outside).unwrap();

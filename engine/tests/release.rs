@@ -648,7 +648,7 @@ fn in_flight_holder(path: &Path, secs: f64) -> Option<std::process::Child> {
 
 /// A hold no descriptor table shows that ends a moment later (as a child
 /// forked between its parent's `open` and its own `exec` does) does not
-/// refuse the release: the kernel is asked again before the hold counts.
+/// refuse the release: the check runs again before the hold counts.
 /// One that lasts is `in_use`, and nothing changes.
 #[test]
 fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
@@ -662,6 +662,22 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
     holder.wait().unwrap();
     assert_eq!(r.status, Status::Completed, "a hold that ended within the retries refused: {r:?}");
     assert!(!brief.exists());
+
+    // The same for a hold a descriptor table shows (a child between its
+    // parent's fork and its own exec looks like this).
+    let opened = fx.helper("opened.txt", b"opened");
+    let mut holder = std::process::Command::new("python3")
+        .args(["-c", "import os,sys,time\nfd=os.open(sys.argv[1],os.O_RDONLY)\nprint('ready',flush=True)\ntime.sleep(0.05)\nos._exit(0)\n"])
+        .arg(&opened)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let r = run(&fx, &[target(&opened)]);
+    holder.wait().unwrap();
+    assert_eq!(r.status, Status::Completed, "a holder that ended within the retries refused: {r:?}");
 
     let lasting = fx.helper("lasting.txt", b"lasting");
     let mut holder = in_flight_holder(&lasting, 60.0).unwrap();

@@ -15,13 +15,16 @@
 //!   memory maps and, since a thread may have unshared its table, every
 //!   thread's own table. A holder found is named. When none is, the exempt
 //!   processes' own tables are read: a target one of them holds (other than
-//!   through the release's own descriptor) is explained. The lease on a
-//!   target nothing explains is tried again over about half a second (a
-//!   child forked at that moment holds a copy of its parent's descriptors
-//!   until its `exec`); one still refused is open somewhere no descriptor
-//!   table shows, and the release is refused;
+//!   through the release's own descriptor) is explained. A target that
+//!   nothing explains is open somewhere no descriptor table shows, and the
+//!   release is refused;
 //! - a lease that cannot be tried (leases disabled, a filesystem without
 //!   them): every view is read, as before the lease existed.
+//!
+//! A hold found is looked at again, the whole check, over about a quarter
+//! of a second before it refuses the release: a child forked at that moment
+//! (by another thread of this process or of an exempt one) holds a copy of
+//! its parent's descriptors until its `exec` closes them.
 //!
 //! This is the one place the `in_use` rule lives; a release runs it under
 //! its owner's admission barrier as late as possible before the first
@@ -41,9 +44,10 @@ use crate::identity::PhysicalId;
 use crate::procfs::{held_by, sweep, HolderScan, HowHeld, Sweep};
 use crate::sys::{open_elsewhere, OpenElsewhere};
 
-/// The pauses before a refused lease that nothing explains is asked again
-/// (2 ms doubling to 256 ms: 510 ms in all, paid only by such a refusal).
-const UNEXPLAINED_RETRIES: [Duration; 8] = [
+/// The pauses before a hold found is looked at again (2 ms doubling to
+/// 128 ms: about a quarter of a second in all, paid only by a release that
+/// a hold refuses).
+const RETRIES: [Duration; 7] = [
     Duration::from_millis(2),
     Duration::from_millis(4),
     Duration::from_millis(8),
@@ -51,7 +55,6 @@ const UNEXPLAINED_RETRIES: [Duration; 8] = [
     Duration::from_millis(32),
     Duration::from_millis(64),
     Duration::from_millis(128),
-    Duration::from_millis(256),
 ];
 
 /// One target as the `in_use` step sees it: its path (for the message), its
@@ -77,6 +80,20 @@ pub struct Held<'a> {
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 /// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
 pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
+    let mut held = check(targets, exempt)?;
+    // A hold can last a moment only: a child forked by another thread (of
+    // this process or an exempt one) keeps a copy of every descriptor until
+    // its `exec` closes it, and a lazy unmount lets go of its file a moment
+    // later. The whole check runs again before a hold counts.
+    for pause in RETRIES {
+        std::thread::sleep(pause);
+        held = check(targets, exempt)?;
+    }
+    Some(held)
+}
+
+/// One look: the leases, the sweep, the exempt processes' own tables.
+fn check(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
     let ids: HashSet<PhysicalId> = targets.iter().map(|t| t.id).collect();
     let mut refused: Vec<&Held<'_>> = Vec::new();
     let mut unsure = false;
@@ -118,20 +135,7 @@ pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
         targets.iter().filter_map(|t| u32::try_from(t.file.as_raw_fd()).ok()).map(|n| (me, n)).collect();
     let asked: HashSet<PhysicalId> = refused.iter().map(|t| t.id).collect();
     let explained = held_by(&exempt, &asked, &own);
-    let mut unexplained: Vec<&Held<'_>> = refused.into_iter().filter(|t| !explained.contains(&t.id)).collect();
-    // A copy of a descriptor can be held for a moment where no table shows
-    // it: a child forked by another thread (of this process or an exempt
-    // one) keeps a copy of every descriptor until its `exec` closes it, and
-    // a lazy unmount lets go of its file a moment later. The kernel is
-    // asked again, at most ~0.5 s in all, before the hold counts.
-    for pause in UNEXPLAINED_RETRIES {
-        if unexplained.is_empty() {
-            return None;
-        }
-        std::thread::sleep(pause);
-        unexplained.retain(|t| open_elsewhere(t.file) != OpenElsewhere::No);
-    }
-    unexplained.first().map(|t| {
+    refused.iter().find(|t| !explained.contains(&t.id)).map(|t| {
         format!(
             "{}: open somewhere no descriptor table shows (the kernel refused a write lease on it: a descriptor \
              in flight over a Unix socket, a loop device backed by it, or a process this user cannot inspect)",
