@@ -49,8 +49,7 @@ where
     A: Fn(&Fixture, &Path, usize, &Mutex<Vec<File>>) + Sync,
 {
     // One attack at a time: each already keeps two threads busy (the
-    // releases and the attacker), and the test binaries run four tests at
-    // once (.cargo/config.toml), which only made them slower together.
+    // releases and the attacker); run together they only slowed each other.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let fx = Fixture::new();
