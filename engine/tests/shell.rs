@@ -13,6 +13,8 @@ struct World {
     session: SessionKey,
     shell: Shell,
     text: Arc<Mutex<Vec<u8>>>,
+    /// Everything the terminal printed since the shell started, as pieces.
+    pieces: Arc<Mutex<Vec<Piece>>>,
     admission: winx_release_engine::Admission,
 }
 
@@ -25,14 +27,16 @@ fn world() -> World {
     let rt = Runtime::start(&tmp.path().join("data"), &opts);
     let session = SessionKey::of_path(&ws).unwrap();
     let text = Arc::new(Mutex::new(Vec::new()));
+    let pieces = Arc::new(Mutex::new(Vec::new()));
     let filter = Arc::new(Mutex::new(OutputFilter::default()));
     let sink = {
-        let text = text.clone();
+        let (text, pieces) = (text.clone(), pieces.clone());
         Arc::new(move |b: &[u8]| {
             for p in filter.lock().unwrap().feed(b) {
-                if let Piece::Text(t) = p {
+                if let Piece::Text(t) = &p {
                     text.lock().unwrap().extend(t);
                 }
+                pieces.lock().unwrap().push(p);
             }
         })
     };
@@ -52,7 +56,7 @@ fn world() -> World {
         )
         .unwrap();
     assert!(shell.wait_prompt(0, Duration::from_secs(10)), "no first prompt");
-    World { _tmp: tmp, rt, session, shell, text, admission: winx_release_engine::Admission::new() }
+    World { _tmp: tmp, rt, session, shell, text, pieces, admission: winx_release_engine::Admission::new() }
 }
 
 fn until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
@@ -133,4 +137,39 @@ fn input_an_ended_program_left_unread_is_not_run() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
     assert!(!marker.exists(), "input sent to `sleep` ran as a command after it ended");
+}
+
+/// The end marker names its prompt: a reader that lags behind the terminal
+/// (here the latest one can be: it decides only after the command ran and
+/// reported its prompt) does not take the first prompt's marker for the
+/// end of the command typed after it, and keeps the command's output.
+/// (The guardian read the first prompt's marker late once under load, which
+/// ended the command there and dropped its output.)
+#[test]
+fn a_late_reader_splits_output_at_the_right_prompt() {
+    let w = world();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo started").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    let reported = w.shell.prompts();
+    assert_eq!(reported, c.prompts_before + 1);
+    until(5, "the command's end marker", || {
+        w.pieces.lock().unwrap().iter().any(|p| matches!(p, Piece::End(n) if *n == reported))
+    });
+    let (mut out, mut started, mut ended) = (Vec::new(), false, false);
+    for p in w.pieces.lock().unwrap().iter() {
+        match p {
+            Piece::Start => started = true,
+            Piece::Text(t) if started => out.extend_from_slice(t),
+            Piece::End(n) if c.ended_by(*n, reported) => {
+                ended = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(ended, "no marker ended the command");
+    assert_eq!(String::from_utf8_lossy(&out), "started\n");
+    // A marker the command printed itself, before its prompt was reported,
+    // ends nothing.
+    assert!(!c.ended_by(reported + 1, reported));
 }

@@ -217,11 +217,12 @@ fn feed(rt: &Runtime, v: &mut View, bytes: &[u8]) {
                 }
             }
             Piece::Start => v.started = v.current.is_some(),
-            Piece::End => {
+            Piece::End(prompt) => {
                 let (Some(c), Some(sh)) = (&v.current, &v.shell) else { continue };
                 // Back at the prompt: also when its line never ran (a
                 // Ctrl-c's flush discarded it before the shell read it).
-                if sh.prompts() > c.rec.prompts_before {
+                // The marker of the prompt before it, read late, is not.
+                if c.rec.ended_by(prompt, sh.prompts()) {
                     finish(rt, c, sh.last_exit());
                     v.current = None;
                     v.started = false;

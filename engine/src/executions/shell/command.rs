@@ -98,6 +98,17 @@ impl CommandRecord {
         format!(". {}\r", quoted(&self.dir.join(COMMAND_FILE).to_string_lossy()))
     }
 
+    /// Whether the end marker of prompt `prompt` ([`super::Piece::End`])
+    /// ends this command, when the hook has reported `reported` prompts so
+    /// far ([`Shell::prompts`]): the prompt came after the command was
+    /// typed, and the hook really reported it. A marker of an earlier
+    /// prompt, read late by a reader that lags behind the terminal, ends
+    /// nothing; nor does one the command printed itself before its prompt
+    /// was reported.
+    pub fn ended_by(&self, prompt: u64, reported: u64) -> bool {
+        prompt > self.prompts_before && prompt <= reported
+    }
+
     /// Appends what the command printed to its `output`.
     pub fn append_output(&self, bytes: &[u8]) -> io::Result<()> {
         match lock(&self.out).as_mut() {

@@ -6,14 +6,18 @@
 //! print before the first prompt, or start jobs), only this file. It sets
 //! `PROMPT_COMMAND` to a function that, before every prompt, writes
 //! `P <exit code>` to descriptor 3 (one end of a socket pair whose other
-//! end the engine reads) and then **waits for the engine's `ok`** before
+//! end the engine reads) and then **waits for the engine's acknowledgement**
+//! (a line with the prompt's number) before
 //! the prompt is drawn and the line editor reads input. While the hook
 //! waits, nothing reads the terminal: the engine decides, under its lock,
 //! what becomes of input that the ended program left unread (it is
 //! discarded, `tcflush(TCIFLUSH)`, so that the line editor never runs it as
 //! a command) before it answers. `PS0` and the hook also print in-band
 //! markers (OSC 777 sequences a terminal ignores) that tell a reader of
-//! the terminal where a command's output starts and ends.
+//! the terminal where a command's output starts and ends; the end marker
+//! carries the prompt's number, so that a reader that lags behind the
+//! terminal does not take an earlier prompt's marker for the end of a
+//! command typed since.
 //!
 //! A report is not trusted for safety: anything running in the shell can
 //! write to descriptor 3. The idle rule (`idle.rs`) checks with the kernel
@@ -38,7 +42,10 @@ pub const HOOK_FILE: &str = "hook.sh";
 /// before it runs it: a command's output starts after it.
 pub const OUTPUT_START: &str = "777;winx-release;start";
 /// The OSC payload the hook prints once the engine acknowledged the
-/// prompt: a command's output ends before it.
+/// prompt, followed by `;<n>`, the prompt's number (the count of reports
+/// the engine has acknowledged, [`super::Shell::prompts`]): a command's
+/// output ends before it. The number tells a reader that lags behind the
+/// terminal which prompt a marker belongs to.
 pub const OUTPUT_END: &str = "777;winx-release;end";
 
 /// The hook file's text.
@@ -48,7 +55,7 @@ pub(crate) fn script() -> String {
 __winx_release_prompt() {{
   local rc=$?
   printf 'P %s\n' "$rc" >&3 && IFS= read -r -u 3 __winx_release_ack
-  printf '\033]{end}\007'
+  printf '\033]{end};%s\007' "$__winx_release_ack"
   return "$rc"
 }}
 PROMPT_COMMAND=__winx_release_prompt
@@ -91,8 +98,10 @@ pub(crate) fn read_reports(core: Arc<Core>, stream: UnixStream) {
                     st.prompts += 1;
                     st.last_exit = Some(code);
                     // Acknowledged under the lock: no write can come
-                    // between the flush and the prompt.
-                    let _ = ack.write_all(b"ok\n");
+                    // between the flush and the prompt. The answer is the
+                    // prompt's number, which the hook prints in its end
+                    // marker.
+                    let _ = ack.write_all(format!("{}\n", st.prompts).as_bytes());
                     drop(st);
                     core.cv.notify_all();
                 }

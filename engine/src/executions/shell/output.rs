@@ -19,8 +19,10 @@ pub enum Piece {
     Text(Vec<u8>),
     /// The shell read a command line and starts running it.
     Start,
-    /// The shell is back at its prompt.
-    End,
+    /// The shell is back at its prompt: the end marker of the prompt with
+    /// this number ([`super::Shell::prompts`] once the engine acknowledged
+    /// it). An end marker without a number is not a marker.
+    End(u64),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -137,10 +139,8 @@ impl OutputFilter {
         self.st = St::Text;
         let marker = if self.osc == OUTPUT_START.as_bytes() {
             Some(Piece::Start)
-        } else if self.osc == OUTPUT_END.as_bytes() {
-            Some(Piece::End)
         } else {
-            None
+            prompt_number(&self.osc).map(Piece::End)
         };
         if let Some(m) = marker {
             flush(text, out);
@@ -148,6 +148,15 @@ impl OutputFilter {
         }
         self.osc.clear();
     }
+}
+
+/// `777;winx-release;end;<n>` → `n`.
+fn prompt_number(osc: &[u8]) -> Option<u64> {
+    let n = osc.strip_prefix(OUTPUT_END.as_bytes())?.strip_prefix(b";")?;
+    if n.is_empty() || !n.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(n).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -170,12 +179,12 @@ mod tests {
 
     #[test]
     fn markers_split_and_escapes_go_whatever_the_chunks() {
-        let raw = b". '/d/c'\r\n\x1b]777;winx-release;start\x07\x1b[1;31mred\x1b[0m\r\nline2\r\n\x1b]777;winx-release;end\x07$ ";
+        let raw = b". '/d/c'\r\n\x1b]777;winx-release;start\x07\x1b[1;31mred\x1b[0m\r\nline2\r\n\x1b]777;winx-release;end;12\x07$ ";
         let want = vec![
             Piece::Text(b". '/d/c'\n".to_vec()),
             Piece::Start,
             Piece::Text(b"red\nline2\n".to_vec()),
-            Piece::End,
+            Piece::End(12),
             Piece::Text(b"$ ".to_vec()),
         ];
         assert_eq!(all(&[raw]), want);
@@ -183,6 +192,18 @@ mod tests {
         assert_eq!(all(&split), want);
         let one: Vec<&[u8]> = raw.chunks(1).collect();
         assert_eq!(all(&one), want);
+    }
+
+    #[test]
+    fn an_end_marker_without_a_number_is_no_marker() {
+        for bare in [
+            &b"\x1b]777;winx-release;end\x07"[..],
+            b"\x1b]777;winx-release;end;\x07",
+            b"\x1b]777;winx-release;end;1x\x07",
+        ] {
+            assert_eq!(all(&[bare]), vec![], "{bare:?}");
+        }
+        assert_eq!(all(&[b"\x1b]777;winx-release;end;0\x07"]), vec![Piece::End(0)]);
     }
 
     #[test]
