@@ -1,12 +1,17 @@
 //! A snapshot of every process's `stat` and owner.
 //!
-//! `/proc` is listed, every listed process is read, and `/proc` is listed
-//! again, until a listing shows no process that was not read (a fixed
-//! point). A process that forks a successor and exits between the listing
-//! and its read is then not lost: the successor shows up in the next
-//! listing. A chain of processes that keeps doing so never lets the
-//! snapshot settle, and the snapshot fails ("cannot tell") after
-//! [`SETTLE_ROUNDS`] listings.
+//! `/proc` is listed and every listed process is read. A process that
+//! forks a successor and exits between the listing and its read would be
+//! lost with its successor, so while a round read a process that was gone
+//! or a zombie by then, `/proc` is listed again and the processes not read
+//! yet are read: the successor, forked before its parent's read, shows up
+//! in that next listing. A round whose every process was read alive ends
+//! the snapshot: each of them is in it, alive, and whatever one of them
+//! forks later descends from a process the snapshot shows running (a
+//! caller looks again later). Processes that merely start meanwhile (the
+//! churn of a busy machine) do not keep a snapshot from settling. A chain
+//! of processes that keeps forking and exiting never lets it settle, and
+//! the snapshot fails ("cannot tell") after [`SETTLE_ROUNDS`] listings.
 //!
 //! # References
 //! - [`proc(5)`](https://man7.org/linux/man-pages/man5/proc.5.html)
@@ -91,13 +96,14 @@ pub(crate) fn owner_of(proc: impl AsFd, pid: i32) -> Result<Option<u32>, ProcErr
 pub const SETTLE_ROUNDS: usize = 16;
 
 /// Takes a snapshot of every process's `stat` and owner: every process that
-/// ran when the last listing of `/proc` was taken has been read (see the
+/// ran when the first listing of `/proc` was taken has been read, and so
+/// has every successor of one that ended before its read (see the
 /// module's docs).
 ///
 /// A process that exits while it is read is left out. Fails when `/proc`
 /// itself cannot be read, when a `stat` of an existing process cannot be
-/// read, or when new processes keep appearing for [`SETTLE_ROUNDS`]
-/// listings (callers treat all three as "cannot tell").
+/// read, or when for [`SETTLE_ROUNDS`] listings in a row a process ended
+/// before its read (callers treat all three as "cannot tell").
 ///
 /// Caveat: a pid that is freed and reused by another process between two
 /// listings is read once, as the first of the two (pids are reused only
@@ -108,35 +114,119 @@ pub const SETTLE_ROUNDS: usize = 16;
 /// - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
 pub fn snapshot() -> Result<ProcTable, ProcError> {
     let proc = open_proc()?;
+    let mut buf = Vec::with_capacity(512);
+    let entries = settle(
+        || list_pids(&proc),
+        |pid| {
+            let Some(uid) = owner_of(&proc, pid)? else { return Ok(None) };
+            Ok(read_stat_into(&proc, pid, &mut buf)?.map(|stat| ProcEntry { stat, uid }))
+        },
+    )?;
+    Ok(ProcTable { proc, entries })
+}
+
+/// The rounds of [`snapshot`] over `list` (the pids `/proc` lists now) and
+/// `read` (a process's entry, `None` once it is gone).
+fn settle(
+    mut list: impl FnMut() -> Result<Vec<i32>, ProcError>,
+    mut read: impl FnMut(i32) -> Result<Option<ProcEntry>, ProcError>,
+) -> Result<HashMap<i32, ProcEntry>, ProcError> {
     let mut listed: HashSet<i32> = HashSet::with_capacity(512);
     let mut entries = HashMap::with_capacity(512);
-    let mut buf = Vec::with_capacity(512);
     for round in 0..=SETTLE_ROUNDS {
-        let pids = list_pids(&proc)?;
+        let pids = list()?;
         if round == 0 && pids.is_empty() {
             return Err(ProcError::Unavailable(std::io::Error::other("/proc lists no process")));
         }
         let fresh: Vec<i32> = pids.into_iter().filter(|p| listed.insert(*p)).collect();
         if fresh.is_empty() {
-            return Ok(ProcTable { proc, entries });
+            return Ok(entries);
         }
         if round == SETTLE_ROUNDS {
             break;
         }
+        // Whether a process of this round ended before its read (it may
+        // have forked a successor that no listing showed yet).
+        let mut ended = false;
         for pid in fresh {
-            let Some(uid) = owner_of(&proc, pid)? else { continue };
-            let Some(stat) = read_stat_into(&proc, pid, &mut buf)? else { continue };
-            entries.insert(pid, ProcEntry { stat, uid });
+            match read(pid)? {
+                Some(e) => {
+                    ended |= e.stat.is_zombie();
+                    entries.insert(pid, e);
+                }
+                None => ended = true,
+            }
+        }
+        if !ended {
+            return Ok(entries);
         }
     }
     Err(ProcError::Unavailable(std::io::Error::other(format!(
-        "new processes kept appearing over {SETTLE_ROUNDS} listings of /proc (a process forking successors?)"
+        "processes kept ending before they were read over {SETTLE_ROUNDS} listings of /proc (a process forking successors?)"
     ))))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(pid: i32, state: u8) -> ProcEntry {
+        let stat = ProcStat { pid, state, ppid: 1, pgid: pid, sid: pid, flags: 0, start_time: 1 };
+        ProcEntry { stat, uid: 0 }
+    }
+
+    /// Runs [`settle`] over scripted listings; `alive(pid, round)` says
+    /// what a read of `pid` finds after listing `round`.
+    fn scripted(
+        listings: Vec<Vec<i32>>,
+        alive: impl Fn(i32, usize) -> Option<u8>,
+    ) -> (Result<HashMap<i32, ProcEntry>, ProcError>, usize) {
+        let listings = std::cell::RefCell::new(listings.into_iter());
+        let round = std::cell::Cell::new(0usize);
+        let r = settle(
+            || {
+                round.set(round.get() + 1);
+                Ok(listings.borrow_mut().next().unwrap_or_default())
+            },
+            |pid| Ok(alive(pid, round.get() - 1).map(|st| entry(pid, st))),
+        );
+        (r, round.get())
+    }
+
+    /// Processes that merely start while the snapshot is taken (a busy
+    /// machine) do not keep it from settling: a round whose every process
+    /// was read alive ends it. (With a fixed point of the listing alone,
+    /// every listing here shows a new process, and the snapshot failed.)
+    #[test]
+    fn churn_of_new_processes_settles() {
+        let listings: Vec<Vec<i32>> = (0..40).map(|r| (1..=r + 2).collect()).collect();
+        let (r, rounds) = scripted(listings, |_, _| Some(b'S'));
+        let entries = r.expect("settled");
+        assert_eq!(rounds, 1);
+        assert_eq!(entries.len(), 2);
+    }
+
+    /// A process gone (or a zombie) at its read may have forked a successor:
+    /// the next listing is read, and the successor is in the snapshot.
+    #[test]
+    fn a_successor_of_a_process_that_ended_before_its_read_is_read() {
+        for ended in [None, Some(b'Z')] {
+            // 10 is listed, forks 11 and exits before its read.
+            let listings = vec![vec![1, 10], vec![1, 11], vec![1, 11]];
+            let (r, rounds) = scripted(listings, |pid, _| if pid == 10 { ended } else { Some(b'S') });
+            let entries = r.expect("settled");
+            assert!(entries.contains_key(&11), "the successor was not read ({ended:?})");
+            assert_eq!(rounds, 2);
+        }
+    }
+
+    /// A chain that keeps forking and exiting never settles: "cannot tell".
+    #[test]
+    fn a_chain_that_never_settles_fails() {
+        let listings: Vec<Vec<i32>> = (0..40).map(|r| vec![1, 100 + r]).collect();
+        let (r, _) = scripted(listings, |pid, _| if pid >= 100 { None } else { Some(b'S') });
+        assert!(r.is_err());
+    }
 
     #[test]
     fn sees_this_process_and_a_child() {
