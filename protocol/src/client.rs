@@ -106,6 +106,7 @@ pub enum Phase {
 }
 
 /// Why a guardian call failed.
+#[non_exhaustive]
 #[derive(Debug)]
 pub enum ClientError {
     /// No connection could be made (`owner_unavailable`).
@@ -118,8 +119,10 @@ pub enum ClientError {
     Unsupported(String),
     /// The guardian answered with an error.
     Remote {
-        /// Its error code.
-        code: String,
+        /// Its error code: a code this build does not know (a newer
+        /// guardian's) is [`ErrorCode::Other`], and maps to no contract
+        /// reason.
+        code: ErrorCode,
         /// Its message.
         message: String,
     },
@@ -146,7 +149,7 @@ impl ClientError {
             | ClientError::Transport { .. }
             | ClientError::Protocol(_) => Some(Reason::OwnerUnavailable),
             ClientError::Unsupported(_) => Some(Reason::OwnerUnsupported),
-            ClientError::Remote { code, .. } => Reason::from_code(code),
+            ClientError::Remote { code, .. } => code.reason(),
         }
     }
 
@@ -163,7 +166,7 @@ impl fmt::Display for ClientError {
             ClientError::Unavailable(e) => write!(f, "guardian unreachable: {e}"),
             ClientError::Untrusted(e) => write!(f, "guardian socket not trusted: {e}"),
             ClientError::Unsupported(m) => write!(f, "guardian unsupported: {m}"),
-            ClientError::Remote { code, message } => write!(f, "guardian refused ({code}): {message}"),
+            ClientError::Remote { code, message } => write!(f, "guardian refused ({}): {message}", code.as_str()),
             ClientError::Transport { phase: Phase::Write, error } => {
                 write!(f, "sending to the guardian failed: {error}")
             }
@@ -299,7 +302,7 @@ impl GuardianClient {
             if err.code == ErrorCode::UnknownOp {
                 return Err(ClientError::Unsupported(format!("op {op:?} unknown to the guardian: {}", err.message)));
             }
-            return Err(ClientError::Remote { code: err.code.as_str().to_owned(), message: err.message });
+            return Err(ClientError::Remote { code: err.code, message: err.message });
         }
         serde_json::from_value(Value::Object(reply.body)).map_err(|e| ClientError::Protocol(format!("{op} reply: {e}")))
     }
@@ -582,6 +585,34 @@ mod tests {
         let e = c.session_open("/w", "t").unwrap_err();
         assert!(e.outcome_unknown(), "{e}");
         assert_eq!(e.reason(), Some(Reason::OwnerUnavailable));
+    }
+
+    /// A code from a newer guardian stays a typed [`ErrorCode::Other`]
+    /// with its wire spelling, and maps to no contract reason.
+    #[test]
+    fn remote_codes_stay_typed() {
+        let d = private_tempdir();
+        let g = FakeGuardian::start(
+            d.path().join("g.sock"),
+            Arc::new(|op: &str, _: &Value| match op {
+                "hello" => Some(hello_reply(&["temporary_release"], "i1")),
+                "status" => Some(json!({"ok": false, "error": {"code": "thread_mismatch", "message": "who"}})),
+                _ => Some(json!({"ok": false, "error": {"code": "brand_new", "message": "later"}})),
+            }),
+        );
+        let (mut c, _) = GuardianClient::connect_hello(&g.path, timeouts()).unwrap();
+        let e = c.status("/w", "t").unwrap_err();
+        assert!(matches!(&e, ClientError::Remote { code: ErrorCode::Reason(Reason::ThreadMismatch), .. }), "{e:?}");
+        let e = c.stop(false).unwrap_err();
+        match &e {
+            ClientError::Remote { code: ErrorCode::Other(s), message } => {
+                assert_eq!((s.as_str(), message.as_str()), ("brand_new", "later"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.reason(), None);
+        assert!(!e.outcome_unknown());
+        assert_eq!(e.to_string(), "guardian refused (brand_new): later");
     }
 
     #[test]
