@@ -6,7 +6,8 @@ use std::sync::Arc;
 use winx_release_engine::executions::{ExecState, Execution, Spawn};
 use winx_release_protocol::messages::{ExecReply, ExecutionState};
 
-use crate::sessions::{lock, Guardian, Session};
+use crate::sessions::{Guardian, Session};
+use crate::sync::lock;
 
 /// Submits a command. The caller holds the session's admission barrier.
 pub fn submit(

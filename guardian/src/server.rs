@@ -23,7 +23,8 @@ use crate::activation;
 use crate::error::context;
 use crate::exec;
 use crate::pool::Pool;
-use crate::sessions::{lock, Guardian, RecordedPolicy};
+use crate::sessions::{Guardian, RecordedPolicy};
+use crate::sync::lock;
 use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {

@@ -12,7 +12,8 @@ use winx_release_engine::layout::Layout;
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::OwnedFd;
-pub(crate) use winx_release_engine::sys::lock;
+
+use crate::sync::lock;
 
 /// The identity (device, inode) of the executable `/proc/<who>/exe` runs.
 fn exe_of(who: &str) -> Option<(u64, u64)> {
@@ -86,6 +87,18 @@ pub struct Session {
     /// `session_open` (`None`: not recorded), which an operator's release
     /// runs under.
     pub policy: Mutex<Option<RecordedPolicy>>,
+}
+
+impl Session {
+    /// What a shell of this session takes from it.
+    pub(crate) fn for_shell(&self) -> crate::shell::ShellSession<'_> {
+        crate::shell::ShellSession {
+            key: self.key,
+            thread: &self.thread,
+            workspace: self.layout.workspace(),
+            session_dir: &self.session_dir,
+        }
+    }
 }
 
 /// A thread's shell mode as its frontend's `Initialize` had it.

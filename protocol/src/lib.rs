@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+mod exec_status;
 pub mod messages;
 pub mod shell;
 pub mod trust;

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use winx_release_engine::{Reason, ReleaseReport, Target};
 
+pub use crate::exec_status::ExecStatus;
+
 /// The protocol version spoken.
 pub const PROTOCOL_VERSION: u64 = 1;
 /// The capability a guardian must advertise for releases.
@@ -308,18 +310,6 @@ pub struct SessionOpened {
     /// The guardian instance.
     #[serde(default)]
     pub instance: Option<String>,
-}
-
-/// Where a command is, as `exec` and `exec_status` report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecStatus {
-    /// It ended (or could not start) and nothing it started still runs.
-    Completed,
-    /// It, or a process it left behind, still runs.
-    Running,
-    /// It waits behind the thread's running foreground command.
-    Queued,
 }
 
 /// The `exec` and `exec_status` reply.

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::messages::ExecStatus;
+use crate::exec_status::ExecStatus;
 
 /// One action on a shell (`type` names it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ mod ops;
 
 use std::collections::HashMap;
 use std::num::NonZeroU16;
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,20 @@ use winx_release_engine::AdmissionGuard;
 
 pub use ops::shell_op;
 
-use crate::sessions::{lock, Session};
+use crate::sync::lock;
+
+/// The session a shell is started for: what the shell takes from it.
+#[derive(Clone, Copy)]
+pub(crate) struct ShellSession<'a> {
+    /// The identity of its session directory.
+    pub(crate) key: SessionKey,
+    /// Its thread.
+    pub(crate) thread: &'a str,
+    /// Its workspace: the shell's working directory.
+    pub(crate) workspace: &'a Path,
+    /// Its session directory (the shell's `WINX_TEMP_DIR`).
+    pub(crate) session_dir: &'a Path,
+}
 
 /// How long a new shell may take to show its first prompt.
 const FIRST_PROMPT: Duration = Duration::from_secs(10);
@@ -117,7 +131,7 @@ impl Shells {
         &self,
         rt: &Arc<Runtime>,
         admitted: &AdmissionGuard<'_>,
-        session: &Session,
+        session: ShellSession<'_>,
     ) -> std::io::Result<Arc<Term>> {
         if let Some(t) = self.thread_term(&session.key) {
             return Ok(t);
@@ -133,7 +147,7 @@ impl Shells {
         &self,
         rt: &Arc<Runtime>,
         admitted: &AdmissionGuard<'_>,
-        session: &Session,
+        session: ShellSession<'_>,
     ) -> std::io::Result<Arc<Term>> {
         start(rt, admitted, session, true)
     }
@@ -151,7 +165,7 @@ impl Shells {
 fn start(
     rt: &Arc<Runtime>,
     admitted: &AdmissionGuard<'_>,
-    session: &Session,
+    session: ShellSession<'_>,
     background: bool,
 ) -> std::io::Result<Arc<Term>> {
     let rows = NonZeroU16::new(DEFAULT_ROWS).unwrap_or(NonZeroU16::MIN);
@@ -172,15 +186,15 @@ fn start(
             cv.notify_all();
         })
     };
-    let workspace = session.layout.workspace().to_path_buf();
+    let workspace = session.workspace.to_path_buf();
     let shell = rt.start_shell(
         admitted,
         ShellSpawn {
-            thread: session.thread.clone(),
+            thread: session.thread.to_owned(),
             workspace: workspace.clone(),
             cwd: workspace,
             session: session.key,
-            env: vec![("WINX_TEMP_DIR".into(), session.session_dir.clone().into())],
+            env: vec![("WINX_TEMP_DIR".into(), session.session_dir.as_os_str().to_owned())],
             background,
             terminal: Terminal::Open { rows: DEFAULT_ROWS, cols: DEFAULT_COLS },
         },
@@ -193,7 +207,7 @@ fn start(
     }
     Ok(Arc::new(Term {
         shell,
-        thread: session.thread.clone(),
+        thread: session.thread.to_owned(),
         session: session.key,
         bg_id: Mutex::new(None),
         view,

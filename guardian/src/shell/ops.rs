@@ -18,7 +18,8 @@ use winx_release_protocol::messages::{ok_line, ErrorCode, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
 
 use super::{Cmd, Term};
-use crate::sessions::{lock, Guardian, Session};
+use crate::sessions::{Guardian, Session};
+use crate::sync::lock;
 
 type OpError = (ErrorCode, String);
 
@@ -110,9 +111,9 @@ fn command_op(
     let (term, cmd) = {
         let admitted = session.admission.enter();
         let started = if background {
-            g.shells.start_background(&g.runtime, &admitted, session)
+            g.shells.start_background(&g.runtime, &admitted, session.for_shell())
         } else {
-            g.shells.thread_term_or_start(&g.runtime, &admitted, session)
+            g.shells.thread_term_or_start(&g.runtime, &admitted, session.for_shell())
         };
         let term = match started {
             Ok(t) => t,
