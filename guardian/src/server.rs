@@ -176,7 +176,7 @@ fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     let dir = trust::socket_dir(socket);
     trust::trusted_socket_dir(dir, true).map_err(|e| {
         let e = context(e, format!("socket directory {}", dir.display()));
-        match winx_release_protocol::client::socket_advice(socket) {
+        match winx_release_protocol::socket_path::socket_advice(socket) {
             Some(a) => std::io::Error::new(e.kind(), format!("{e}; {a}")),
             None => e,
         }
