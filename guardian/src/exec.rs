@@ -6,13 +6,13 @@ use std::sync::Arc;
 use winx_release_engine::executions::{ExecState, Execution, Spawn};
 use winx_release_protocol::messages::{ExecReply, ExecutionState};
 
-use crate::sessions::{Guardian, Session};
+use crate::sessions::{Guardian, OwnedSession};
 use crate::sync::lock;
 
 /// Submits a command. The caller holds the session's admission barrier.
 pub fn submit(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     command: &str,
     background: bool,
 ) -> std::io::Result<Arc<Execution>> {
@@ -56,7 +56,7 @@ pub fn leader_exited(g: &Arc<Guardian>, e: &Arc<Execution>) {
 
 /// Frees `e`'s foreground slot and starts the next queued commands until
 /// one runs. The caller holds the session's admission barrier.
-fn free_and_start_next(g: &Arc<Guardian>, session: &Session, e: &Arc<Execution>) {
+fn free_and_start_next(g: &Arc<Guardian>, session: &OwnedSession, e: &Arc<Execution>) {
     let mut ended = e.clone();
     loop {
         let next = {

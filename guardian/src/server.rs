@@ -433,7 +433,7 @@ fn session_open(
 
 /// Creates the session directory through the engine's one no-follow path
 /// and registers its session.
-fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::Session>, OpError> {
+fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::OwnedSession>, OpError> {
     g.register(layout, thread).map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))
 }
 

@@ -75,8 +75,8 @@ pub enum ShellAction {
 }
 
 impl ShellAction {
-    /// The `type` name.
-    pub fn name(&self) -> &'static str {
+    /// The wire spelling: the action's `type`.
+    pub fn as_str(&self) -> &'static str {
         match self {
             ShellAction::Command { .. } => "command",
             ShellAction::StatusCheck { .. } => "status_check",

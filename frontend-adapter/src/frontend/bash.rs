@@ -21,7 +21,7 @@
 use serde_json::Value;
 use winx_release_engine::Reason;
 
-use super::{unreachable_detail, Frontend, Session};
+use super::{unreachable_detail, Frontend, InitializedThread};
 use crate::command_result::CommandResult;
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
@@ -96,7 +96,12 @@ impl Frontend {
     }
 
     /// An embedded frontend's `BashCommand`: one-shot `bash -c` commands.
-    fn embedded_bash(&self, session: &Session, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
+    fn embedded_bash(
+        &self,
+        session: &InitializedThread,
+        action: ShellAction,
+        wait: f64,
+    ) -> Result<Value, FrontendError> {
         match action {
             ShellAction::Command { command, is_background } => {
                 let ctx = ExecContext {
@@ -112,13 +117,13 @@ impl Frontend {
             other => Err(FrontendError::invalid(format!(
                 "{} needs the guardian's shell: an embedded frontend runs one-shot commands without a terminal \
                  (status_check takes a command_id)",
-                other.name()
+                other.as_str()
             ))),
         }
     }
 
     /// An older guardian without shells: one-shot `exec` / `exec_status`.
-    fn one_shot(&self, session: &Session, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
+    fn one_shot(&self, session: &InitializedThread, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
         let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         match action {
             ShellAction::Command { command, is_background } => {
@@ -137,7 +142,7 @@ impl Frontend {
                 .map_err(|e| self.guardian_refusal(e)),
             other => Err(FrontendError::new(
                 Reason::OwnerUnsupported,
-                format!("{}: this guardian has no shells (an older guardian); nothing was sent", other.name()),
+                format!("{}: this guardian has no shells (an older guardian); nothing was sent", other.as_str()),
             )),
         }
     }
@@ -148,7 +153,7 @@ impl Frontend {
     /// neither needs nor changes.
     pub(super) fn run_command(
         &self,
-        session: &Session,
+        session: &InitializedThread,
         command: &str,
         wait: f64,
         background: bool,

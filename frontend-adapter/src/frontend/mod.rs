@@ -208,7 +208,7 @@ impl Availability {
 
 /// One initialised thread.
 #[derive(Clone, Debug)]
-pub(crate) struct Session {
+pub(crate) struct InitializedThread {
     pub(crate) thread_id: String,
     /// The canonical workspace, exactly as `Initialize` returned it.
     pub(crate) workspace: String,
@@ -225,7 +225,7 @@ pub struct Frontend {
     config: FrontendConfig,
     key: TokenKey,
     receipts: ReceiptStore,
-    threads: Mutex<HashMap<String, Session>>,
+    threads: Mutex<HashMap<String, InitializedThread>>,
     inflight: Mutex<HashMap<[u8; 32], Arc<Mutex<()>>>>,
     exec: ExecTable,
 }
@@ -272,7 +272,7 @@ impl Frontend {
         })
     }
 
-    pub(crate) fn session(&self, thread_id: &str) -> Result<Session, FrontendError> {
+    pub(crate) fn session(&self, thread_id: &str) -> Result<InitializedThread, FrontendError> {
         lock(&self.threads).get(thread_id).cloned().ok_or_else(|| {
             FrontendError::new(
                 Reason::ThreadMismatch,
@@ -398,7 +398,7 @@ impl Frontend {
             Ok(r) => serde_json::to_value(&r).unwrap_or(Value::Null),
             Err(e) => json!({"error": e.to_string(), "deletion_deferred": DELETION_DEFERRED}),
         };
-        let session = Session {
+        let session = InitializedThread {
             thread_id: thread_id.clone(),
             workspace: workspace.clone(),
             layout,
@@ -571,7 +571,7 @@ pub fn summary(tool: &str, result: &Value) -> String {
     out
 }
 
-impl Session {
+impl InitializedThread {
     /// The session's shell mode.
     pub(crate) fn mode(&self) -> ModeName {
         self.policy.mode()

@@ -18,7 +18,7 @@ use winx_release_protocol::messages::{ok_line, ErrorCode, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
 
 use super::{Cmd, Term};
-use crate::sessions::{Guardian, Session};
+use crate::sessions::{Guardian, OwnedSession};
 use crate::sync::lock;
 
 type OpError = (ErrorCode, String);
@@ -46,7 +46,7 @@ enum Part {
 pub fn shell_op(
     g: &Arc<Guardian>,
     id: u64,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     action: ShellAction,
     wait: Duration,
 ) -> Result<Vec<u8>, OpError> {
@@ -86,7 +86,7 @@ pub fn shell_op(
 
 /// The shell an action is for: the background shell `bg` (of this thread,
 /// else `thread_mismatch`), or the thread's own (`None` when it has none).
-fn target(g: &Guardian, session: &Session, bg: Option<&str>) -> Result<Option<Arc<Term>>, OpError> {
+fn target(g: &Guardian, session: &OwnedSession, bg: Option<&str>) -> Result<Option<Arc<Term>>, OpError> {
     match bg {
         None => Ok(g.shells.thread_term(&session.key)),
         Some(id) => match g.shells.background_term(id) {
@@ -102,7 +102,7 @@ fn target(g: &Guardian, session: &Session, bg: Option<&str>) -> Result<Option<Ar
 
 fn command_op(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     command: &str,
     background: bool,
     wait: Duration,
@@ -156,7 +156,7 @@ fn command_op(
 
 fn status_op(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     bg: Option<&str>,
     command_id: Option<&str>,
     wait: Duration,
@@ -212,7 +212,7 @@ fn failed_to_start(e: &std::io::Error) -> ShellReply {
 
 /// A command this guardian does not hold in memory: its record in
 /// `D/executions` (a finished one, or one an earlier guardian typed).
-fn on_disk(g: &Guardian, session: &Session, id: &str) -> Result<ShellReply, OpError> {
+fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply, OpError> {
     let Some((r, (output, truncated))) = read_command(&g.data_dir, id) else {
         return Err((
             ErrorCode::NotFound,
@@ -241,7 +241,7 @@ fn on_disk(g: &Guardian, session: &Session, id: &str) -> Result<ShellReply, OpEr
 
 fn input_op(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     bg: Option<&str>,
     bytes: &[u8],
     wait: Duration,
