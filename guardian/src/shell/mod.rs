@@ -264,31 +264,23 @@ impl Term {
     /// reads the terminal: input (a Ctrl-c's flush of the input queue
     /// included) would reach it, not the command.
     pub(crate) fn wait_started(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut v = lock(&self.view);
-        loop {
-            if v.current.is_none() || v.started {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline || self.shell.ended() {
-                return false;
-            }
-            v = self
-                .cv
-                .wait_timeout(v, (deadline - now).min(Duration::from_millis(100)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.wait_until(timeout, |v| v.current.is_none() || v.started)
     }
 
     /// Waits up to `timeout` for the shell to be at its prompt with its
     /// command's output complete (the end marker read).
     pub(crate) fn settle(&self, timeout: Duration) -> bool {
+        self.wait_until(timeout, |v| v.current.is_none() && self.shell.at_prompt())
+    }
+
+    /// Waits up to `timeout` until `done` holds of the view (true), or
+    /// the time is up or the shell ended (false). `done` is asked under
+    /// the view's lock, at once and after each chunk of output.
+    fn wait_until(&self, timeout: Duration, done: impl Fn(&View) -> bool) -> bool {
         let deadline = Instant::now() + timeout;
         let mut v = lock(&self.view);
         loop {
-            if v.current.is_none() && self.shell.at_prompt() {
+            if done(&v) {
                 return true;
             }
             let now = Instant::now();
@@ -340,34 +332,22 @@ impl Term {
     /// Waits up to `timeout` until `cmd` is back at the prompt (or the
     /// shell ended: the command is then finished with the shell's exit).
     pub(crate) fn wait(&self, rt: &Runtime, cmd: &Cmd, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
+        if self.wait_until(timeout, |_| cmd.rec.finished()) {
+            return;
+        }
         let mut v = lock(&self.view);
-        loop {
-            if cmd.rec.finished() {
-                return;
-            }
-            if self.shell.ended() {
-                // `exit`, or a hangup: no prompt will come.
-                let code = match self.shell.execution().state() {
-                    winx_release_engine::executions::ExecState::Lingering(c)
-                    | winx_release_engine::executions::ExecState::Resolved(c) => c,
-                    _ => None,
-                };
-                finish(rt, cmd, code);
-                if v.current.as_ref().is_some_and(|c| c.rec.id == cmd.rec.id) {
-                    v.current = None;
-                }
-                return;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            v = self
-                .cv
-                .wait_timeout(v, (deadline - now).min(Duration::from_millis(100)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        if cmd.rec.finished() || !self.shell.ended() {
+            return;
+        }
+        // `exit`, or a hangup: no prompt will come.
+        let code = match self.shell.execution().state() {
+            winx_release_engine::executions::ExecState::Lingering(c)
+            | winx_release_engine::executions::ExecState::Resolved(c) => c,
+            _ => None,
+        };
+        finish(rt, cmd, code);
+        if v.current.as_ref().is_some_and(|c| c.rec.id == cmd.rec.id) {
+            v.current = None;
         }
     }
 

@@ -175,17 +175,7 @@ fn status_op(
     }
     let Some(term) = target(g, session, bg)? else {
         // No shell: nothing runs; nothing was ever typed.
-        return Ok(ShellReply {
-            status: ExecStatus::Completed,
-            command_id: String::new(),
-            exit_code: None,
-            output: String::new(),
-            output_truncated: false,
-            still_running: vec![],
-            bg_command_id: None,
-            screen: None,
-            output_path: None,
-        });
+        return Ok(no_command(ExecStatus::Completed, None));
     };
     let last = term.last();
     if let Some(c) = &last {
@@ -196,18 +186,24 @@ fn status_op(
     Ok(r)
 }
 
-fn failed_to_start(e: &std::io::Error) -> ShellReply {
+/// A reply that names no command: where the shell is, and nothing it
+/// printed.
+fn no_command(status: ExecStatus, exit_code: Option<i64>) -> ShellReply {
     ShellReply {
-        status: ExecStatus::Completed,
+        status,
         command_id: String::new(),
-        exit_code: Some(127),
-        output: format!("failed to start: {e}\n"),
+        exit_code,
+        output: String::new(),
         output_truncated: false,
         still_running: vec![],
         bg_command_id: None,
         screen: None,
         output_path: None,
     }
+}
+
+fn failed_to_start(e: &std::io::Error) -> ShellReply {
+    ShellReply { output: format!("failed to start: {e}\n"), ..no_command(ExecStatus::Completed, Some(127)) }
 }
 
 /// A command this guardian does not hold in memory: its record in
@@ -280,17 +276,8 @@ fn input_op(
 /// The reply about `cmd` of `term`.
 fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply {
     let Some(c) = cmd else {
-        return ShellReply {
-            status: if term.at_prompt() { ExecStatus::Completed } else { ExecStatus::Running },
-            command_id: String::new(),
-            exit_code: term.shell.last_exit().map(i64::from),
-            output: String::new(),
-            output_truncated: false,
-            still_running: vec![],
-            bg_command_id: None,
-            screen: None,
-            output_path: None,
-        };
+        let status = if term.at_prompt() { ExecStatus::Completed } else { ExecStatus::Running };
+        return no_command(status, term.shell.last_exit().map(i64::from));
     };
     let done = c.rec.finished();
     let (output, truncated) = match part {
