@@ -27,7 +27,7 @@ use crate::embedded::ExecContext;
 use crate::error::FrontendError;
 use crate::wire::{BashCommandArgs, ShellAction};
 use winx_release_protocol::client::{ClientError, ExecRequest};
-use winx_release_protocol::messages::{ErrorCode, ExecReply, ExecStatus};
+use winx_release_protocol::messages::{ExecReply, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellReply};
 
 fn pass_through(r: ExecReply) -> Value {
@@ -90,7 +90,8 @@ impl Frontend {
         let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         match client.shell(&session.workspace, &session.thread_id, action.clone(), wait) {
             Ok(r) => Ok(shell_result(r)),
-            Err(ClientError::Remote { code: ErrorCode::UnknownOp, .. }) => self.one_shot(&session, action, wait),
+            // `unknown_op`: an older guardian, without shells.
+            Err(ClientError::Unsupported(_)) => self.one_shot(&session, action, wait),
             Err(e) => Err(self.guardian_refusal(e)),
         }
     }

@@ -231,7 +231,8 @@ impl GuardianClient {
 
     /// `shell`: an action on the thread's shell, waiting up to
     /// `wait_for_seconds` for the command to be back at its prompt. A
-    /// guardian without shells answers [`ClientError`] with `unknown_op`.
+    /// guardian without shells answers `unknown_op`:
+    /// [`ClientError::Unsupported`].
     pub fn shell(
         &mut self,
         workspace: &str,
