@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use winx_release_engine::executions::{ExecState, Execution, Spawn};
-use winx_release_protocol::messages::{ExecReply, ExecutionState};
+use winx_release_protocol::messages::{CommandReport, ExecReply, ExecutionState};
 
 use crate::sessions::{Guardian, OwnedSession};
 use crate::sync::lock;
@@ -91,11 +91,7 @@ pub fn reply(e: &Execution) -> ExecReply {
         _ => (false, None),
     };
     ExecReply {
-        command_id: e.id.clone(),
-        status,
-        exit_code,
-        output,
-        output_truncated,
+        command: CommandReport { status, command_id: e.id.clone(), exit_code, output, output_truncated },
         leader_exit_code,
         leader_exited,
         adopted: e.adopted,

@@ -15,7 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
-mod exec_status;
+mod command;
 pub mod messages;
 pub mod shell;
 pub mod socket_path;

@@ -31,13 +31,13 @@ use winx_release_protocol::messages::{ExecReply, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellReply};
 
 fn pass_through(r: ExecReply) -> Value {
-    let queued = r.status == ExecStatus::Queued;
+    let mut command = r.command;
+    let queued = command.status == ExecStatus::Queued;
+    if queued {
+        command.status = ExecStatus::Running;
+    }
     CommandResult {
-        status: if queued { ExecStatus::Running } else { r.status },
-        command_id: r.command_id,
-        exit_code: r.exit_code,
-        output: r.output,
-        output_truncated: r.output_truncated,
+        command,
         queued,
         leader_exited: r.leader_exited,
         leader_exit_code: r.leader_exited.then_some(r.leader_exit_code),
@@ -52,11 +52,7 @@ fn pass_through(r: ExecReply) -> Value {
 
 fn shell_result(r: ShellReply) -> Value {
     CommandResult {
-        status: r.status,
-        command_id: r.command_id,
-        exit_code: r.exit_code,
-        output: r.output,
-        output_truncated: r.output_truncated,
+        command: r.command,
         queued: false,
         leader_exited: false,
         leader_exit_code: None,

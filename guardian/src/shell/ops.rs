@@ -14,7 +14,7 @@ use std::time::Duration;
 use winx_release_engine::executions::shell::command::read_command;
 use winx_release_engine::executions::shell::Write;
 use winx_release_engine::Reason;
-use winx_release_protocol::messages::{ok_line, ErrorCode, ExecStatus};
+use winx_release_protocol::messages::{ok_line, CommandReport, ErrorCode, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
 
 use super::{Cmd, Term};
@@ -189,21 +189,19 @@ fn status_op(
 /// A reply that names no command: where the shell is, and nothing it
 /// printed.
 fn no_command(status: ExecStatus, exit_code: Option<i64>) -> ShellReply {
-    ShellReply {
+    ShellReply::new(CommandReport {
         status,
         command_id: String::new(),
         exit_code,
         output: String::new(),
         output_truncated: false,
-        still_running: vec![],
-        bg_command_id: None,
-        screen: None,
-        output_path: None,
-    }
+    })
 }
 
 fn failed_to_start(e: &std::io::Error) -> ShellReply {
-    ShellReply { output: format!("failed to start: {e}\n"), ..no_command(ExecStatus::Completed, Some(127)) }
+    let mut r = no_command(ExecStatus::Completed, Some(127));
+    r.command.output = format!("failed to start: {e}\n");
+    r
 }
 
 /// A command this guardian does not hold in memory: its record in
@@ -222,17 +220,13 @@ fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply,
     // restart hung it up) is done once its shell's execution is resolved.
     let shell_done = || r.shell.as_deref().and_then(|s| g.runtime.lookup(s)).is_some_and(|e| e.state().is_final());
     let done = r.state == winx_release_engine::executions::record::RecordState::Resolved || shell_done();
-    Ok(ShellReply {
+    Ok(ShellReply::new(CommandReport {
         status: if done { ExecStatus::Completed } else { ExecStatus::Running },
         command_id: id.to_owned(),
         exit_code: if done { r.exit_code.map(i64::from) } else { None },
         output,
         output_truncated: truncated,
-        still_running: vec![],
-        bg_command_id: None,
-        screen: None,
-        output_path: None,
-    })
+    }))
 }
 
 fn input_op(
@@ -289,11 +283,13 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
     };
     let still_running = if done { g.runtime.shell_jobs(&term.shell).unwrap_or_default() } else { vec![] };
     ShellReply {
-        status: if done { ExecStatus::Completed } else { ExecStatus::Running },
-        command_id: c.rec.id.clone(),
-        exit_code: if done { c.rec.exit_code().map(i64::from) } else { None },
-        output,
-        output_truncated: truncated,
+        command: CommandReport {
+            status: if done { ExecStatus::Completed } else { ExecStatus::Running },
+            command_id: c.rec.id.clone(),
+            exit_code: if done { c.rec.exit_code().map(i64::from) } else { None },
+            output,
+            output_truncated: truncated,
+        },
         still_running,
         bg_command_id: lock(&term.bg_id).clone(),
         screen: None,

@@ -18,7 +18,7 @@ mod request;
 #[cfg(test)]
 mod tests;
 
-pub use crate::exec_status::ExecStatus;
+pub use crate::command::{CommandReport, ExecStatus};
 pub use error_code::{ErrorBody, ErrorCode};
 pub use line::{error_line, ok_line, ReplyLine};
 pub use reply::{

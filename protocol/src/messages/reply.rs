@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use winx_release_engine::ReleaseReport;
 
-use super::{ExecStatus, CAP_TEMPORARY_RELEASE, PROTOCOL_VERSION};
+use super::{CAP_TEMPORARY_RELEASE, PROTOCOL_VERSION};
+use crate::command::{CommandReport, ExecStatus};
 
 /// The `hello` reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,19 +58,9 @@ pub struct SessionOpened {
 /// The `exec` and `exec_status` reply.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecReply {
-    /// The command's id.
-    pub command_id: String,
-    /// Where it is.
-    pub status: ExecStatus,
-    /// Its exit code, `null` while running.
-    #[serde(default)]
-    pub exit_code: Option<i64>,
-    /// Its inline output (the tail, at most 64 KiB).
-    #[serde(default)]
-    pub output: String,
-    /// Whether the inline output is cut.
-    #[serde(default)]
-    pub output_truncated: bool,
+    /// The command.
+    #[serde(flatten)]
+    pub command: CommandReport,
     /// The shell's exit code, when it exited while processes it started
     /// still run (`status` is then `running` and `exit_code` `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

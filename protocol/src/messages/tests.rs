@@ -61,11 +61,13 @@ fn the_wire_spelling_is_the_documented_one() {
     let ok = ok_line(
         3,
         &ExecReply {
-            command_id: "c".into(),
-            status: ExecStatus::Running,
-            exit_code: None,
-            output: String::new(),
-            output_truncated: false,
+            command: CommandReport {
+                status: ExecStatus::Running,
+                command_id: "c".into(),
+                exit_code: None,
+                output: String::new(),
+                output_truncated: false,
+            },
             leader_exit_code: None,
             leader_exited: false,
             adopted: false,
