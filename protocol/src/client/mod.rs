@@ -121,7 +121,7 @@ impl GuardianClient {
     pub fn call<T: DeserializeOwned>(&mut self, request: Request, timeout: Duration) -> Result<T, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let op = request.op();
+        let op = request.as_str();
         let mut line =
             serde_json::to_vec(&RequestLine { id, request }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         line.push(b'\n');

@@ -115,8 +115,8 @@ impl Request {
     pub const OPS: &'static [&'static str] =
         &["hello", "session_open", "exec", "exec_status", "release", "status", "guardian_status", "stop", "shell"];
 
-    /// The wire name of this request's op.
-    pub fn op(&self) -> &'static str {
+    /// The wire spelling: this request's `op`.
+    pub fn as_str(&self) -> &'static str {
         match self {
             Request::Hello { .. } => "hello",
             Request::SessionOpen { .. } => "session_open",

@@ -57,7 +57,7 @@ fn the_wire_spelling_is_the_documented_one() {
     let line = br#"{"id":3,"op":"exec","workspace":"/w","thread_id":"t","command":"ls","is_background":false,"future_field":1}"#;
     let r = parse_request(line).unwrap();
     assert_eq!(r.id, 3);
-    assert_eq!(r.request.op(), "exec");
+    assert_eq!(r.request.as_str(), "exec");
     let ok = ok_line(
         3,
         &ExecReply {
