@@ -3,22 +3,17 @@
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use winx_release_protocol::messages::ExecStatus;
+use winx_release_protocol::messages::CommandReport;
 
 /// The contract's `BashCommand` result (section 3), from the guardian's
 /// reply or the embedded runtime.
 #[derive(Debug, Serialize)]
 pub struct CommandResult {
-    /// `completed` or `running` (a queued command is `running`, `queued`).
-    pub status: ExecStatus,
-    /// The command's id.
-    pub command_id: String,
-    /// Its exit code; `None` while it runs.
-    pub exit_code: Option<i64>,
-    /// The inline output (its tail when long).
-    pub output: String,
-    /// Whether `output` is only the tail.
-    pub output_truncated: bool,
+    /// The command: `status` `completed` or `running` (a queued command is
+    /// `running`, `queued`), `command_id`, `exit_code` (`None` while it
+    /// runs), `output` (its tail when long), `output_truncated`.
+    #[serde(flatten)]
+    pub command: CommandReport,
     /// It waits behind the thread's running foreground command.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub queued: bool,

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use winx_release_protocol::messages::ExecutionState;
+use winx_release_protocol::messages::{CommandReport, ExecutionState};
 
 use crate::command_result::CommandResult;
 use winx_release_engine::executions::{
@@ -128,11 +128,13 @@ fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
     // The runtime dropped a long output whole into scratch when it resolved.
     let dropped = layout.scratch_root().join(format!("{}.out", e.id));
     CommandResult {
-        status: ExecutionState::from(state).status(),
-        command_id: e.id.clone(),
-        exit_code: code,
-        output,
-        output_truncated: truncated,
+        command: CommandReport {
+            status: ExecutionState::from(state).status(),
+            command_id: e.id.clone(),
+            exit_code: code,
+            output,
+            output_truncated: truncated,
+        },
         queued: false,
         leader_exited: false,
         leader_exit_code: None,

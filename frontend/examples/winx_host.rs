@@ -28,7 +28,7 @@ mod host {
     use winx_release_frontend::{Code, FrontendError, ReceiptStore, ReleaseResult, TokenKey, TokenSubject};
 
     /// What `Initialize` made: one thread's session.
-    pub struct Session {
+    pub struct HostSession {
         thread_id: String,
         workspace_root: String,
         layout: Layout,
@@ -42,7 +42,7 @@ mod host {
         receipts: ReceiptStore,
         runtime: Arc<Runtime>,
         data_dir: std::path::PathBuf,
-        sessions: HashMap<String, Session>,
+        sessions: HashMap<String, HostSession>,
     }
 
     impl Host {
@@ -71,7 +71,8 @@ mod host {
             let key = SessionKey::of_dir(layout.create_session_dir(thread_id)?)?;
             let dir = layout.session_dir(thread_id);
             let workspace_root = workspace.to_str().ok_or("workspace not UTF-8")?.to_owned();
-            let s = Session { thread_id: thread_id.into(), workspace_root, layout, key, admission: Admission::new() };
+            let s =
+                HostSession { thread_id: thread_id.into(), workspace_root, layout, key, admission: Admission::new() };
             let answer = json!({"status": "completed", "thread_id": thread_id, "workspace_root": s.workspace_root,
                 "temporary_artifact_dir": dir, "temporary_release": {"available": true, "reason": null}});
             self.sessions.insert(thread_id.into(), s);

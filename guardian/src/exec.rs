@@ -4,14 +4,15 @@
 use std::sync::Arc;
 
 use winx_release_engine::executions::{ExecState, Execution, Spawn};
-use winx_release_protocol::messages::{ExecReply, ExecutionState};
+use winx_release_protocol::messages::{CommandReport, ExecReply, ExecutionState};
 
-use crate::sessions::{lock, Guardian, Session};
+use crate::sessions::{Guardian, OwnedSession};
+use crate::sync::lock;
 
 /// Submits a command. The caller holds the session's admission barrier.
 pub fn submit(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     command: &str,
     background: bool,
 ) -> std::io::Result<Arc<Execution>> {
@@ -55,7 +56,7 @@ pub fn leader_exited(g: &Arc<Guardian>, e: &Arc<Execution>) {
 
 /// Frees `e`'s foreground slot and starts the next queued commands until
 /// one runs. The caller holds the session's admission barrier.
-fn free_and_start_next(g: &Arc<Guardian>, session: &Session, e: &Arc<Execution>) {
+fn free_and_start_next(g: &Arc<Guardian>, session: &OwnedSession, e: &Arc<Execution>) {
     let mut ended = e.clone();
     loop {
         let next = {
@@ -90,11 +91,7 @@ pub fn reply(e: &Execution) -> ExecReply {
         _ => (false, None),
     };
     ExecReply {
-        command_id: e.id.clone(),
-        status,
-        exit_code,
-        output,
-        output_truncated,
+        command: CommandReport { status, command_id: e.id.clone(), exit_code, output, output_truncated },
         leader_exit_code,
         leader_exited,
         adopted: e.adopted,

@@ -19,6 +19,7 @@ mod server;
 mod sessions;
 mod shell;
 mod stop;
+mod sync;
 
 pub use server::{serve, serve_with, ServeOptions};
 pub use sessions::Guardian;

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::sessions::lock;
+use crate::sync::lock;
 
 /// How long a thread without a connection waits for the next one.
 pub const IDLE: Duration = Duration::from_secs(30);

@@ -23,7 +23,8 @@ use crate::activation;
 use crate::error::context;
 use crate::exec;
 use crate::pool::Pool;
-use crate::sessions::{lock, Guardian, RecordedPolicy};
+use crate::sessions::{Guardian, RecordedPolicy};
+use crate::sync::lock;
 use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
@@ -175,7 +176,7 @@ fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     let dir = trust::socket_dir(socket);
     trust::trusted_socket_dir(dir, true).map_err(|e| {
         let e = context(e, format!("socket directory {}", dir.display()));
-        match winx_release_protocol::client::socket_advice(socket) {
+        match winx_release_protocol::socket_path::socket_advice(socket) {
             Some(a) => std::io::Error::new(e.kind(), format!("{e}; {a}")),
             None => e,
         }
@@ -432,7 +433,7 @@ fn session_open(
 
 /// Creates the session directory through the engine's one no-follow path
 /// and registers its session.
-fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::Session>, OpError> {
+fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::OwnedSession>, OpError> {
     g.register(layout, thread).map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))
 }
 

@@ -12,7 +12,8 @@ use winx_release_engine::layout::Layout;
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::OwnedFd;
-pub(crate) use winx_release_engine::sys::lock;
+
+use crate::sync::lock;
 
 /// The identity (device, inode) of the executable `/proc/<who>/exe` runs.
 fn exe_of(who: &str) -> Option<(u64, u64)> {
@@ -49,7 +50,7 @@ pub struct Guardian {
     pub runtime: Arc<Runtime>,
     /// Sessions by the identity of their session directory: the same
     /// session whichever path reaches it.
-    sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
+    sessions: Mutex<HashMap<SessionKey, Arc<OwnedSession>>>,
     /// Wakes the retention worker.
     pub retention: crate::kick::Kick,
     /// Open connections that said `hello`, by connection number.
@@ -68,7 +69,7 @@ pub struct Guardian {
 }
 
 /// One session owned by the guardian.
-pub struct Session {
+pub struct OwnedSession {
     /// The identity of its session directory.
     pub key: SessionKey,
     /// Workspace and data directory, as the session was first opened.
@@ -86,6 +87,18 @@ pub struct Session {
     /// `session_open` (`None`: not recorded), which an operator's release
     /// runs under.
     pub policy: Mutex<Option<RecordedPolicy>>,
+}
+
+impl OwnedSession {
+    /// What a shell of this session takes from it.
+    pub(crate) fn for_shell(&self) -> crate::shell::ShellSession<'_> {
+        crate::shell::ShellSession {
+            key: self.key,
+            thread: &self.thread,
+            workspace: self.layout.workspace(),
+            session_dir: &self.session_dir,
+        }
+    }
 }
 
 /// A thread's shell mode as its frontend's `Initialize` had it.
@@ -143,7 +156,7 @@ impl Guardian {
     }
 
     /// Every session.
-    pub fn sessions(&self) -> Vec<Arc<Session>> {
+    pub fn sessions(&self) -> Vec<Arc<OwnedSession>> {
         lock(&self.sessions).values().cloned().collect()
     }
 
@@ -189,20 +202,20 @@ impl Guardian {
     }
 
     /// The session of `key`, if registered.
-    pub fn session_by_key(&self, key: &SessionKey) -> Option<Arc<Session>> {
+    pub fn session_by_key(&self, key: &SessionKey) -> Option<Arc<OwnedSession>> {
         lock(&self.sessions).get(key).cloned()
     }
 
     /// Creates (through the engine's one no-follow path) the session
     /// directory of (`layout`, `thread`) and registers its session, or
     /// returns the one registered for that directory.
-    pub fn register(&self, layout: Layout, thread: &str) -> std::io::Result<Arc<Session>> {
+    pub fn register(&self, layout: Layout, thread: &str) -> std::io::Result<Arc<OwnedSession>> {
         let fd = layout.create_session_dir(thread)?;
         let key = SessionKey::of_dir(&fd)?;
         Ok(lock(&self.sessions)
             .entry(key)
             .or_insert_with(|| {
-                Arc::new(Session {
+                Arc::new(OwnedSession {
                     key,
                     session_dir: layout.session_dir(thread),
                     layout,
@@ -217,7 +230,7 @@ impl Guardian {
 
     /// The registered session whose directory `layout` and `thread` name
     /// now, without creating anything.
-    pub fn session(&self, layout: &Layout, thread: &str) -> Option<Arc<Session>> {
+    pub fn session(&self, layout: &Layout, thread: &str) -> Option<Arc<OwnedSession>> {
         let key = SessionKey::of_path(&layout.session_dir(thread)).ok()?;
         self.session_by_key(&key)
     }

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 
 use winx_release_protocol::messages::{GuardianStatus, RunningExecution, SessionSummary, StopReply};
 
-use crate::sessions::{lock, Guardian};
+use crate::sessions::Guardian;
+use crate::sync::lock;
 
 /// What would block a stop: every execution of this guardian that is
 /// queued, running, or unresolved (its leader exited while something it

@@ -4,6 +4,8 @@
 //! - [`messages`]: the JSON-lines protocol as types (requests, replies,
 //!   error codes), shared by the client and the guardian server;
 //! - [`client`]: the synchronous client a frontend uses;
+//! - [`shell`]: the `shell` op's actions and reply;
+//! - [`socket_path`]: where the guardian socket is;
 //! - [`trust`]: whether a socket may be trusted (its directory is the
 //!   user's own, mode `0700`, not a link; the peer runs as the user).
 //!
@@ -13,8 +15,11 @@
 #![deny(missing_docs)]
 
 pub mod client;
+mod command;
 pub mod messages;
 pub mod shell;
+pub mod socket_path;
 pub mod trust;
 
-pub use client::{default_socket_path, resolve_socket_path, ClientError, GuardianClient, Hello};
+pub use client::{ClientError, GuardianClient, Hello};
+pub use socket_path::{default_socket_path, resolve_socket_path};

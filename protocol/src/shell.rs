@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::messages::ExecStatus;
+use crate::command::CommandReport;
 
 /// One action on a shell (`type` names it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,8 +75,8 @@ pub enum ShellAction {
 }
 
 impl ShellAction {
-    /// The `type` name.
-    pub fn name(&self) -> &'static str {
+    /// The wire spelling: the action's `type`.
+    pub fn as_str(&self) -> &'static str {
         match self {
             ShellAction::Command { .. } => "command",
             ShellAction::StatusCheck { .. } => "status_check",
@@ -124,21 +124,13 @@ pub fn special_bytes(keys: &[String], submit: bool) -> Result<Vec<u8>, String> {
 /// The `shell` reply.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShellReply {
-    /// `completed` (back at the prompt) or `running`.
-    pub status: ExecStatus,
-    /// The command reported on (empty when the shell never ran one).
-    pub command_id: String,
-    /// Its exit code, `null` while running.
-    #[serde(default)]
-    pub exit_code: Option<i64>,
-    /// What it printed: all so far for `command`, what is new since the
-    /// last look for the other actions, the whole inline tail for a
+    /// The command reported on (`command_id` empty when the shell never
+    /// ran one): `completed` once back at the prompt, else `running`; its
+    /// `output` is all it printed so far for `command`, what is new since
+    /// the last look for the other actions, the whole inline tail for a
     /// `status_check` naming a `command_id`.
-    #[serde(default)]
-    pub output: String,
-    /// Whether `output` is only a tail.
-    #[serde(default)]
-    pub output_truncated: bool,
+    #[serde(flatten)]
+    pub command: CommandReport,
     /// Processes of the shell still running besides the shell itself.
     #[serde(default)]
     pub still_running: Vec<i32>,
@@ -151,6 +143,14 @@ pub struct ShellReply {
     /// Where the whole output was dropped, beyond the inline limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_path: Option<String>,
+}
+
+impl ShellReply {
+    /// A reply about `command` alone: no processes left behind, no
+    /// background shell, no screen, nothing dropped.
+    pub fn new(command: CommandReport) -> ShellReply {
+        ShellReply { command, still_running: vec![], bg_command_id: None, screen: None, output_path: None }
+    }
 }
 
 #[cfg(test)]

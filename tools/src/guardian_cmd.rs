@@ -94,7 +94,7 @@ fn stop(socket: &std::path::Path, force: bool) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
         Err(ClientError::Remote { code, message }) => {
-            anyhow::bail!("the guardian (pid {pid}) refused to stop ({code}): {message}")
+            anyhow::bail!("the guardian (pid {pid}) refused to stop ({}): {message}", code.as_str())
         }
         Err(e) => Err(anyhow::anyhow!("stop: {e}")),
     }

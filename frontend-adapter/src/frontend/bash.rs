@@ -21,7 +21,7 @@
 use serde_json::Value;
 use winx_release_engine::Reason;
 
-use super::{unreachable_detail, Frontend, Session};
+use super::{unreachable_detail, Frontend, InitializedThread};
 use crate::command_result::CommandResult;
 use crate::embedded::ExecContext;
 use crate::error::FrontendError;
@@ -31,13 +31,13 @@ use winx_release_protocol::messages::{ExecReply, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellReply};
 
 fn pass_through(r: ExecReply) -> Value {
-    let queued = r.status == ExecStatus::Queued;
+    let mut command = r.command;
+    let queued = command.status == ExecStatus::Queued;
+    if queued {
+        command.status = ExecStatus::Running;
+    }
     CommandResult {
-        status: if queued { ExecStatus::Running } else { r.status },
-        command_id: r.command_id,
-        exit_code: r.exit_code,
-        output: r.output,
-        output_truncated: r.output_truncated,
+        command,
         queued,
         leader_exited: r.leader_exited,
         leader_exit_code: r.leader_exited.then_some(r.leader_exit_code),
@@ -52,11 +52,7 @@ fn pass_through(r: ExecReply) -> Value {
 
 fn shell_result(r: ShellReply) -> Value {
     CommandResult {
-        status: r.status,
-        command_id: r.command_id,
-        exit_code: r.exit_code,
-        output: r.output,
-        output_truncated: r.output_truncated,
+        command: r.command,
         queued: false,
         leader_exited: false,
         leader_exit_code: None,
@@ -90,13 +86,19 @@ impl Frontend {
         let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         match client.shell(&session.workspace, &session.thread_id, action.clone(), wait) {
             Ok(r) => Ok(shell_result(r)),
-            Err(ClientError::Remote { code, .. }) if code == "unknown_op" => self.one_shot(&session, action, wait),
+            // `unknown_op`: an older guardian, without shells.
+            Err(ClientError::Unsupported(_)) => self.one_shot(&session, action, wait),
             Err(e) => Err(self.guardian_refusal(e)),
         }
     }
 
     /// An embedded frontend's `BashCommand`: one-shot `bash -c` commands.
-    fn embedded_bash(&self, session: &Session, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
+    fn embedded_bash(
+        &self,
+        session: &InitializedThread,
+        action: ShellAction,
+        wait: f64,
+    ) -> Result<Value, FrontendError> {
         match action {
             ShellAction::Command { command, is_background } => {
                 let ctx = ExecContext {
@@ -112,13 +114,13 @@ impl Frontend {
             other => Err(FrontendError::invalid(format!(
                 "{} needs the guardian's shell: an embedded frontend runs one-shot commands without a terminal \
                  (status_check takes a command_id)",
-                other.name()
+                other.as_str()
             ))),
         }
     }
 
     /// An older guardian without shells: one-shot `exec` / `exec_status`.
-    fn one_shot(&self, session: &Session, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
+    fn one_shot(&self, session: &InitializedThread, action: ShellAction, wait: f64) -> Result<Value, FrontendError> {
         let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         match action {
             ShellAction::Command { command, is_background } => {
@@ -137,7 +139,7 @@ impl Frontend {
                 .map_err(|e| self.guardian_refusal(e)),
             other => Err(FrontendError::new(
                 Reason::OwnerUnsupported,
-                format!("{}: this guardian has no shells (an older guardian); nothing was sent", other.name()),
+                format!("{}: this guardian has no shells (an older guardian); nothing was sent", other.as_str()),
             )),
         }
     }
@@ -148,7 +150,7 @@ impl Frontend {
     /// neither needs nor changes.
     pub(super) fn run_command(
         &self,
-        session: &Session,
+        session: &InitializedThread,
         command: &str,
         wait: f64,
         background: bool,

@@ -47,7 +47,7 @@ use winx_release_engine::{Reason, ReleaseReport, Target};
 use winx_release_frontend::request::Binding;
 use winx_release_frontend::ReleaseResult;
 
-use super::{Frontend, Session};
+use super::{Frontend, InitializedThread};
 use crate::error::{Code, FrontendError};
 use crate::receipt::Fingerprint;
 use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs};
@@ -117,7 +117,11 @@ impl Frontend {
 
     /// Step `owner`: embedded, platform, guardian reachable, capability,
     /// the same instance as at `Initialize`; then the release is sent, once.
-    fn send_release(&self, session: &Session, targets: &[Target]) -> Result<ReleaseReport, Box<ReleaseResult>> {
+    fn send_release(
+        &self,
+        session: &InitializedThread,
+        targets: &[Target],
+    ) -> Result<ReleaseReport, Box<ReleaseResult>> {
         let paths: Vec<String> = targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
         let deny =
             |reason: Reason, msg: String| Box::new(ReleaseResult::denied(&paths, &FrontendError::new(reason, msg)));
@@ -161,7 +165,7 @@ impl Frontend {
     /// library's targets (the engine's placement and no-follow opens, each
     /// token over the identity found and the claimed digest). Returns the
     /// session and the pinned targets.
-    fn check_release(&self, r: &ReleaseArgs) -> Result<(Session, Vec<Target>), FrontendError> {
+    fn check_release(&self, r: &ReleaseArgs) -> Result<(InitializedThread, Vec<Target>), FrontendError> {
         let session = self.session(&r.thread_id)?;
         let binding = Binding { thread_id: &session.thread_id, workspace_root: &session.workspace };
         r.check_binding(Some(binding))?;

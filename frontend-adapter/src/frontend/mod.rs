@@ -43,7 +43,8 @@ use crate::token::TokenKey;
 use crate::wire::{InitializeArgs, ModeName};
 use winx_release_engine::sys::lock;
 use winx_release_engine::sys::random_hex;
-use winx_release_protocol::client::{default_socket_path, ClientError, GuardianClient, Hello, Timeouts};
+use winx_release_protocol::client::{ClientError, GuardianClient, Hello, Timeouts};
+use winx_release_protocol::socket_path::default_socket_path;
 
 /// The contract's `Initialize` result (section 3).
 #[derive(Debug, Serialize)]
@@ -113,7 +114,7 @@ pub type GuardianLauncher = Box<dyn Fn(&Path) -> io::Result<()> + Send + Sync>;
 
 /// How a [`Frontend`] runs.
 pub struct FrontendConfig {
-    /// The guardian socket (see [`winx_release_protocol::client::resolve_socket_path`]).
+    /// The guardian socket (see [`winx_release_protocol::socket_path::resolve_socket_path`]).
     pub socket_path: PathBuf,
     /// Run commands in-process, with no guardian (releases are then denied
     /// with `embedded_runtime`).
@@ -153,7 +154,11 @@ impl FrontendConfig {
     /// The socket from `--socket` or the environment, the data directory
     /// from the environment (contract section 1).
     pub fn from_env(socket: Option<&Path>, embedded: bool) -> FrontendConfig {
-        FrontendConfig::new(winx_release_protocol::client::resolve_socket_path(socket), default_data_dir(), embedded)
+        FrontendConfig::new(
+            winx_release_protocol::socket_path::resolve_socket_path(socket),
+            default_data_dir(),
+            embedded,
+        )
     }
 
     /// Sets the guardian launcher.
@@ -203,7 +208,7 @@ impl Availability {
 
 /// One initialised thread.
 #[derive(Clone, Debug)]
-pub(crate) struct Session {
+pub(crate) struct InitializedThread {
     pub(crate) thread_id: String,
     /// The canonical workspace, exactly as `Initialize` returned it.
     pub(crate) workspace: String,
@@ -220,7 +225,7 @@ pub struct Frontend {
     config: FrontendConfig,
     key: TokenKey,
     receipts: ReceiptStore,
-    threads: Mutex<HashMap<String, Session>>,
+    threads: Mutex<HashMap<String, InitializedThread>>,
     inflight: Mutex<HashMap<[u8; 32], Arc<Mutex<()>>>>,
     exec: ExecTable,
 }
@@ -267,7 +272,7 @@ impl Frontend {
         })
     }
 
-    pub(crate) fn session(&self, thread_id: &str) -> Result<Session, FrontendError> {
+    pub(crate) fn session(&self, thread_id: &str) -> Result<InitializedThread, FrontendError> {
         lock(&self.threads).get(thread_id).cloned().ok_or_else(|| {
             FrontendError::new(
                 Reason::ThreadMismatch,
@@ -393,7 +398,7 @@ impl Frontend {
             Ok(r) => serde_json::to_value(&r).unwrap_or(Value::Null),
             Err(e) => json!({"error": e.to_string(), "deletion_deferred": DELETION_DEFERRED}),
         };
-        let session = Session {
+        let session = InitializedThread {
             thread_id: thread_id.clone(),
             workspace: workspace.clone(),
             layout,
@@ -478,10 +483,11 @@ fn ensure_session_dir(layout: &Layout, thread_id: &str) -> Result<PathBuf, Front
 /// and what to do.
 pub(crate) fn unreachable_detail(socket: &Path, e: &ClientError) -> String {
     let s = socket.display();
-    let advice = winx_release_protocol::client::socket_advice(socket).map(|a| format!(" ({a})")).unwrap_or_default();
+    let advice =
+        winx_release_protocol::socket_path::socket_advice(socket).map(|a| format!(" ({a})")).unwrap_or_default();
     // A command that works for this user here: a socket whose directory
     // is (or can be made) private.
-    let usable = winx_release_protocol::client::usable_socket_path(socket);
+    let usable = winx_release_protocol::socket_path::usable_socket_path(socket);
     let u = usable.display();
     let fix = if usable == socket {
         format!("start one with `winx-release guardian --socket {u}`")
@@ -565,7 +571,7 @@ pub fn summary(tool: &str, result: &Value) -> String {
     out
 }
 
-impl Session {
+impl InitializedThread {
     /// The session's shell mode.
     pub(crate) fn mode(&self) -> ModeName {
         self.policy.mode()

@@ -37,7 +37,7 @@ use winx_release_engine::read::{read_fd, read_pinned_all, Head, Keep, PinnedRead
 use winx_release_engine::sys::lock;
 use winx_release_engine::{Identity, Reason};
 
-use super::{Frontend, Session};
+use super::{Frontend, InitializedThread};
 use crate::error::Code;
 use crate::token::TokenSubject;
 use crate::wire::ReadFilesArgs;
@@ -270,7 +270,7 @@ impl Frontend {
 
     /// The `files` entry of a helper read consistently: its revision, size,
     /// content and a generation token over its pin.
-    fn helper_value(&self, session: &Session, path: &str, read: PinnedRead) -> Value {
+    fn helper_value(&self, session: &InitializedThread, path: &str, read: PinnedRead) -> Value {
         let token = self.key.mint(&TokenSubject {
             thread_id: &session.thread_id,
             workspace_root: &session.workspace,

@@ -660,3 +660,32 @@ fn unwritable_receipt_fails_the_answer_and_keeps_the_outcomes() {
     assert!(!Path::new(&h).exists());
     assert_eq!(std::fs::read_dir(&receipts).unwrap().count(), 0);
 }
+
+/// A guardian without shells (it answers `shell` with `unknown_op`): a
+/// command and a `status_check` of a command id run one-shot through
+/// `exec` / `exec_status`; input, which needs a terminal, is
+/// `owner_unsupported` and nothing is sent.
+#[test]
+fn bash_falls_back_to_exec_on_a_guardian_without_shells() {
+    let env = Env::new();
+    let ws = env.ws();
+    let handler: Arc<Handler> = Arc::new(|op: &str, _: &Value| match op {
+        "hello" => Some(hello_reply(&["temporary_release", "executions"], "old-1")),
+        "session_open" => Some(json!({"ok": true, "session_dir": "", "instance": "old-1"})),
+        "exec" | "exec_status" => Some(json!({"ok": true, "command_id": "c1", "status": "completed",
+            "exit_code": 0, "output": "hi\n", "output_truncated": false})),
+        _ => Some(json!({"ok": false, "error": {"code": "unknown_op", "message": op}})),
+    });
+    let g = FakeGuardian::start(env.sock.clone(), handler);
+    let fe = env.guarded();
+    init(&fe, ws, "t1");
+    let v = fe.bash_command(json!({"thread_id": "t1", "command": "echo hi"}));
+    assert_eq!((&v["status"], &v["exit_code"], &v["output"]), (&json!("completed"), &json!(0), &json!("hi\n")), "{v}");
+    let s = fe.bash_command(json!({"thread_id": "t1", "status_check": true, "command_id": "c1"}));
+    assert_eq!(s["status"], "completed", "{s}");
+    let t = fe.bash_command(json!({"thread_id": "t1", "send_text": "y"}));
+    assert_eq!(code(&t), "owner_unsupported", "{t}");
+    let ops = g.ops();
+    assert_eq!(ops.iter().filter(|o| *o == "shell").count(), 3, "{ops:?}");
+    assert!(ops.contains(&"exec".to_owned()) && ops.contains(&"exec_status".to_owned()), "{ops:?}");
+}

@@ -12,6 +12,7 @@ mod ops;
 
 use std::collections::HashMap;
 use std::num::NonZeroU16;
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,20 @@ use winx_release_engine::AdmissionGuard;
 
 pub use ops::shell_op;
 
-use crate::sessions::{lock, Session};
+use crate::sync::lock;
+
+/// The session a shell is started for: what the shell takes from it.
+#[derive(Clone, Copy)]
+pub(crate) struct ShellSession<'a> {
+    /// The identity of its session directory.
+    pub(crate) key: SessionKey,
+    /// Its thread.
+    pub(crate) thread: &'a str,
+    /// Its workspace: the shell's working directory.
+    pub(crate) workspace: &'a Path,
+    /// Its session directory (the shell's `WINX_TEMP_DIR`).
+    pub(crate) session_dir: &'a Path,
+}
 
 /// How long a new shell may take to show its first prompt.
 const FIRST_PROMPT: Duration = Duration::from_secs(10);
@@ -117,7 +131,7 @@ impl Shells {
         &self,
         rt: &Arc<Runtime>,
         admitted: &AdmissionGuard<'_>,
-        session: &Session,
+        session: ShellSession<'_>,
     ) -> std::io::Result<Arc<Term>> {
         if let Some(t) = self.thread_term(&session.key) {
             return Ok(t);
@@ -133,7 +147,7 @@ impl Shells {
         &self,
         rt: &Arc<Runtime>,
         admitted: &AdmissionGuard<'_>,
-        session: &Session,
+        session: ShellSession<'_>,
     ) -> std::io::Result<Arc<Term>> {
         start(rt, admitted, session, true)
     }
@@ -151,7 +165,7 @@ impl Shells {
 fn start(
     rt: &Arc<Runtime>,
     admitted: &AdmissionGuard<'_>,
-    session: &Session,
+    session: ShellSession<'_>,
     background: bool,
 ) -> std::io::Result<Arc<Term>> {
     let rows = NonZeroU16::new(DEFAULT_ROWS).unwrap_or(NonZeroU16::MIN);
@@ -172,15 +186,15 @@ fn start(
             cv.notify_all();
         })
     };
-    let workspace = session.layout.workspace().to_path_buf();
+    let workspace = session.workspace.to_path_buf();
     let shell = rt.start_shell(
         admitted,
         ShellSpawn {
-            thread: session.thread.clone(),
+            thread: session.thread.to_owned(),
             workspace: workspace.clone(),
             cwd: workspace,
             session: session.key,
-            env: vec![("WINX_TEMP_DIR".into(), session.session_dir.clone().into())],
+            env: vec![("WINX_TEMP_DIR".into(), session.session_dir.as_os_str().to_owned())],
             background,
             terminal: Terminal::Open { rows: DEFAULT_ROWS, cols: DEFAULT_COLS },
         },
@@ -193,7 +207,7 @@ fn start(
     }
     Ok(Arc::new(Term {
         shell,
-        thread: session.thread.clone(),
+        thread: session.thread.to_owned(),
         session: session.key,
         bg_id: Mutex::new(None),
         view,
@@ -251,31 +265,23 @@ impl Term {
     /// reads the terminal: input (a Ctrl-c's flush of the input queue
     /// included) would reach it, not the command.
     pub(crate) fn wait_started(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut v = lock(&self.view);
-        loop {
-            if v.current.is_none() || v.started {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline || self.shell.ended() {
-                return false;
-            }
-            v = self
-                .cv
-                .wait_timeout(v, (deadline - now).min(Duration::from_millis(100)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.wait_until(timeout, |v| v.current.is_none() || v.started)
     }
 
     /// Waits up to `timeout` for the shell to be at its prompt with its
     /// command's output complete (the end marker read).
     pub(crate) fn settle(&self, timeout: Duration) -> bool {
+        self.wait_until(timeout, |v| v.current.is_none() && self.shell.at_prompt())
+    }
+
+    /// Waits up to `timeout` until `done` holds of the view (true), or
+    /// the time is up or the shell ended (false). `done` is asked under
+    /// the view's lock, at once and after each chunk of output.
+    fn wait_until(&self, timeout: Duration, done: impl Fn(&View) -> bool) -> bool {
         let deadline = Instant::now() + timeout;
         let mut v = lock(&self.view);
         loop {
-            if v.current.is_none() && self.shell.at_prompt() {
+            if done(&v) {
                 return true;
             }
             let now = Instant::now();
@@ -327,34 +333,22 @@ impl Term {
     /// Waits up to `timeout` until `cmd` is back at the prompt (or the
     /// shell ended: the command is then finished with the shell's exit).
     pub(crate) fn wait(&self, rt: &Runtime, cmd: &Cmd, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
+        if self.wait_until(timeout, |_| cmd.rec.finished()) {
+            return;
+        }
         let mut v = lock(&self.view);
-        loop {
-            if cmd.rec.finished() {
-                return;
-            }
-            if self.shell.ended() {
-                // `exit`, or a hangup: no prompt will come.
-                let code = match self.shell.execution().state() {
-                    winx_release_engine::executions::ExecState::Lingering(c)
-                    | winx_release_engine::executions::ExecState::Resolved(c) => c,
-                    _ => None,
-                };
-                finish(rt, cmd, code);
-                if v.current.as_ref().is_some_and(|c| c.rec.id == cmd.rec.id) {
-                    v.current = None;
-                }
-                return;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            v = self
-                .cv
-                .wait_timeout(v, (deadline - now).min(Duration::from_millis(100)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        if cmd.rec.finished() || !self.shell.ended() {
+            return;
+        }
+        // `exit`, or a hangup: no prompt will come.
+        let code = match self.shell.execution().state() {
+            winx_release_engine::executions::ExecState::Lingering(c)
+            | winx_release_engine::executions::ExecState::Resolved(c) => c,
+            _ => None,
+        };
+        finish(rt, cmd, code);
+        if v.current.as_ref().is_some_and(|c| c.rec.id == cmd.rec.id) {
+            v.current = None;
         }
     }
 

@@ -14,11 +14,12 @@ use std::time::Duration;
 use winx_release_engine::executions::shell::command::read_command;
 use winx_release_engine::executions::shell::Write;
 use winx_release_engine::Reason;
-use winx_release_protocol::messages::{ok_line, ErrorCode, ExecStatus};
+use winx_release_protocol::messages::{ok_line, CommandReport, ErrorCode, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
 
 use super::{Cmd, Term};
-use crate::sessions::{lock, Guardian, Session};
+use crate::sessions::{Guardian, OwnedSession};
+use crate::sync::lock;
 
 type OpError = (ErrorCode, String);
 
@@ -45,7 +46,7 @@ enum Part {
 pub fn shell_op(
     g: &Arc<Guardian>,
     id: u64,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     action: ShellAction,
     wait: Duration,
 ) -> Result<Vec<u8>, OpError> {
@@ -85,7 +86,7 @@ pub fn shell_op(
 
 /// The shell an action is for: the background shell `bg` (of this thread,
 /// else `thread_mismatch`), or the thread's own (`None` when it has none).
-fn target(g: &Guardian, session: &Session, bg: Option<&str>) -> Result<Option<Arc<Term>>, OpError> {
+fn target(g: &Guardian, session: &OwnedSession, bg: Option<&str>) -> Result<Option<Arc<Term>>, OpError> {
     match bg {
         None => Ok(g.shells.thread_term(&session.key)),
         Some(id) => match g.shells.background_term(id) {
@@ -101,7 +102,7 @@ fn target(g: &Guardian, session: &Session, bg: Option<&str>) -> Result<Option<Ar
 
 fn command_op(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     command: &str,
     background: bool,
     wait: Duration,
@@ -110,9 +111,9 @@ fn command_op(
     let (term, cmd) = {
         let admitted = session.admission.enter();
         let started = if background {
-            g.shells.start_background(&g.runtime, &admitted, session)
+            g.shells.start_background(&g.runtime, &admitted, session.for_shell())
         } else {
-            g.shells.thread_term_or_start(&g.runtime, &admitted, session)
+            g.shells.thread_term_or_start(&g.runtime, &admitted, session.for_shell())
         };
         let term = match started {
             Ok(t) => t,
@@ -155,7 +156,7 @@ fn command_op(
 
 fn status_op(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     bg: Option<&str>,
     command_id: Option<&str>,
     wait: Duration,
@@ -174,17 +175,7 @@ fn status_op(
     }
     let Some(term) = target(g, session, bg)? else {
         // No shell: nothing runs; nothing was ever typed.
-        return Ok(ShellReply {
-            status: ExecStatus::Completed,
-            command_id: String::new(),
-            exit_code: None,
-            output: String::new(),
-            output_truncated: false,
-            still_running: vec![],
-            bg_command_id: None,
-            screen: None,
-            output_path: None,
-        });
+        return Ok(no_command(ExecStatus::Completed, None));
     };
     let last = term.last();
     if let Some(c) = &last {
@@ -195,23 +186,27 @@ fn status_op(
     Ok(r)
 }
 
-fn failed_to_start(e: &std::io::Error) -> ShellReply {
-    ShellReply {
-        status: ExecStatus::Completed,
+/// A reply that names no command: where the shell is, and nothing it
+/// printed.
+fn no_command(status: ExecStatus, exit_code: Option<i64>) -> ShellReply {
+    ShellReply::new(CommandReport {
+        status,
         command_id: String::new(),
-        exit_code: Some(127),
-        output: format!("failed to start: {e}\n"),
+        exit_code,
+        output: String::new(),
         output_truncated: false,
-        still_running: vec![],
-        bg_command_id: None,
-        screen: None,
-        output_path: None,
-    }
+    })
+}
+
+fn failed_to_start(e: &std::io::Error) -> ShellReply {
+    let mut r = no_command(ExecStatus::Completed, Some(127));
+    r.command.output = format!("failed to start: {e}\n");
+    r
 }
 
 /// A command this guardian does not hold in memory: its record in
 /// `D/executions` (a finished one, or one an earlier guardian typed).
-fn on_disk(g: &Guardian, session: &Session, id: &str) -> Result<ShellReply, OpError> {
+fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply, OpError> {
     let Some((r, (output, truncated))) = read_command(&g.data_dir, id) else {
         return Err((
             ErrorCode::NotFound,
@@ -225,22 +220,18 @@ fn on_disk(g: &Guardian, session: &Session, id: &str) -> Result<ShellReply, OpEr
     // restart hung it up) is done once its shell's execution is resolved.
     let shell_done = || r.shell.as_deref().and_then(|s| g.runtime.lookup(s)).is_some_and(|e| e.state().is_final());
     let done = r.state == winx_release_engine::executions::record::RecordState::Resolved || shell_done();
-    Ok(ShellReply {
+    Ok(ShellReply::new(CommandReport {
         status: if done { ExecStatus::Completed } else { ExecStatus::Running },
         command_id: id.to_owned(),
         exit_code: if done { r.exit_code.map(i64::from) } else { None },
         output,
         output_truncated: truncated,
-        still_running: vec![],
-        bg_command_id: None,
-        screen: None,
-        output_path: None,
-    })
+    }))
 }
 
 fn input_op(
     g: &Arc<Guardian>,
-    session: &Arc<Session>,
+    session: &Arc<OwnedSession>,
     bg: Option<&str>,
     bytes: &[u8],
     wait: Duration,
@@ -279,17 +270,8 @@ fn input_op(
 /// The reply about `cmd` of `term`.
 fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply {
     let Some(c) = cmd else {
-        return ShellReply {
-            status: if term.at_prompt() { ExecStatus::Completed } else { ExecStatus::Running },
-            command_id: String::new(),
-            exit_code: term.shell.last_exit().map(i64::from),
-            output: String::new(),
-            output_truncated: false,
-            still_running: vec![],
-            bg_command_id: None,
-            screen: None,
-            output_path: None,
-        };
+        let status = if term.at_prompt() { ExecStatus::Completed } else { ExecStatus::Running };
+        return no_command(status, term.shell.last_exit().map(i64::from));
     };
     let done = c.rec.finished();
     let (output, truncated) = match part {
@@ -301,11 +283,13 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
     };
     let still_running = if done { g.runtime.shell_jobs(&term.shell).unwrap_or_default() } else { vec![] };
     ShellReply {
-        status: if done { ExecStatus::Completed } else { ExecStatus::Running },
-        command_id: c.rec.id.clone(),
-        exit_code: if done { c.rec.exit_code().map(i64::from) } else { None },
-        output,
-        output_truncated: truncated,
+        command: CommandReport {
+            status: if done { ExecStatus::Completed } else { ExecStatus::Running },
+            command_id: c.rec.id.clone(),
+            exit_code: if done { c.rec.exit_code().map(i64::from) } else { None },
+            output,
+            output_truncated: truncated,
+        },
         still_running,
         bg_command_id: lock(&term.bg_id).clone(),
         screen: None,

@@ -6,6 +6,7 @@ use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use winx_release_engine::Reason;
 
 fn timeouts() -> Timeouts {
     Timeouts { io: Duration::from_secs(5), release: Duration::from_secs(5), exec_slack: Duration::from_secs(5) }

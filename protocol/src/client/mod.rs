@@ -11,169 +11,28 @@
 //! request was written is reported as [`ClientError::Transport`]; the client
 //! never re-sends a request on its own.
 
-use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::trust;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use winx_release_engine::{Reason, ReleaseReport, Target};
+use winx_release_engine::{ReleaseReport, Target};
 
 use crate::messages::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
 pub use crate::messages::{ExecReply, GuardianStatus, Hello, SessionOpened, StatusReply, StopReply};
 
+mod error;
+#[cfg(any(test, feature = "fake-guardian"))]
+#[allow(missing_docs)]
+pub mod fake;
+
+pub use error::{ClientError, Phase};
+
 /// This client's name in `hello`.
 pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSION"));
-
-/// The guardian socket when none is given on the command line:
-/// `$WINX_GUARDIAN_SOCKET`, else `$XDG_RUNTIME_DIR/winx/guardian.sock`, else
-/// `/run/user/<uid>/winx/guardian.sock` when that directory is the user's
-/// and 0700, else `/tmp/winx-<uid>/guardian.sock` (contract section 1; the
-/// rule is [`winx_release_engine::layout::default_socket_path`]). Empty and, for
-/// `XDG_RUNTIME_DIR`, relative values are ignored.
-pub fn default_socket_path() -> PathBuf {
-    winx_release_engine::layout::default_socket_path()
-}
-
-/// `--socket PATH` when given, else [`default_socket_path`].
-pub fn resolve_socket_path(explicit: Option<&Path>) -> PathBuf {
-    explicit.map(Path::to_path_buf).unwrap_or_else(default_socket_path)
-}
-
-/// A note on the environment when it explains why `socket` cannot be used:
-/// `XDG_RUNTIME_DIR` unset or empty while `socket` is `/winx/...` (what
-/// `--socket "$XDG_RUNTIME_DIR/winx/guardian.sock"` becomes then), or an
-/// `XDG_RUNTIME_DIR` that `socket` lies below and that is not a writable
-/// directory. `None` when the environment is not the cause.
-pub fn socket_advice(socket: &Path) -> Option<String> {
-    let xdg = std::env::var_os("XDG_RUNTIME_DIR");
-    let empty = xdg.as_ref().is_none_or(|v| v.is_empty());
-    if empty && socket.starts_with("/winx") {
-        return Some(format!(
-            "XDG_RUNTIME_DIR is {}, so \"$XDG_RUNTIME_DIR/winx/...\" became {}; leave --socket out (the default here \
-             is {})",
-            if xdg.is_none() { "not set" } else { "empty" },
-            socket.display(),
-            default_socket_path().display()
-        ));
-    }
-    let x = PathBuf::from(xdg.filter(|v| !v.is_empty())?);
-    if !socket.starts_with(&x) {
-        return None;
-    }
-    let why = match std::fs::metadata(&x) {
-        Err(e) => e.to_string(),
-        Ok(m) if !m.is_dir() => "is not a directory".to_owned(),
-        Ok(_) => match rustix::fs::access(&x, rustix::fs::Access::WRITE_OK) {
-            Ok(()) => return None,
-            Err(e) => format!("is not writable ({e})"),
-        },
-    };
-    Some(format!("XDG_RUNTIME_DIR={} is unusable: {why}", x.display()))
-}
-
-/// A socket path a guardian can listen on for this user: `tried` when its
-/// directory is trusted, or missing below a directory that exists;
-/// otherwise the default path ([`default_socket_path`]) or
-/// `/tmp/winx-<uid>/guardian.sock`, whichever passes that test first
-/// (`tried` when none does). What a "start one with" hint names.
-pub fn usable_socket_path(tried: &Path) -> PathBuf {
-    let usable = |sock: &Path| {
-        let dir = trust::socket_dir(sock);
-        match trust::trusted_socket_dir(dir, false) {
-            Ok(_) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                dir.parent().is_some_and(|p| rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok())
-            }
-            Err(_) => false,
-        }
-    };
-    let uid = rustix::process::getuid().as_raw();
-    let fallback = PathBuf::from(format!("/tmp/winx-{uid}/guardian.sock"));
-    [tried.to_path_buf(), default_socket_path(), fallback].into_iter().find(|p| usable(p)).unwrap_or(tried.into())
-}
-
-/// Where a transport error happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// While writing the request: the guardian may have received part of it.
-    Write,
-    /// While waiting for the reply: the guardian may have run the request.
-    Read,
-}
-
-/// Why a guardian call failed.
-#[derive(Debug)]
-pub enum ClientError {
-    /// No connection could be made (`owner_unavailable`).
-    Unavailable(io::Error),
-    /// The socket's directory or its peer is not trusted (contract section
-    /// 1): nothing was sent, and no guardian may be started there
-    /// (`owner_unavailable`). The error names the failed check.
-    Untrusted(io::Error),
-    /// The guardian is too old for what was asked (`owner_unsupported`).
-    Unsupported(String),
-    /// The guardian answered with an error.
-    Remote {
-        /// Its error code.
-        code: String,
-        /// Its message.
-        message: String,
-    },
-    /// The connection failed after it was made; a request may have been
-    /// delivered and run, and its reply lost.
-    Transport {
-        /// Where it failed.
-        phase: Phase,
-        /// The error.
-        error: io::Error,
-    },
-    /// A reply that does not follow the protocol.
-    Protocol(String),
-}
-
-impl ClientError {
-    /// The contract reason of this failure: `owner_unavailable` for
-    /// connection trouble, `owner_unsupported` for an older guardian, the
-    /// guardian's own code when it is a contract reason, else `None`.
-    pub fn reason(&self) -> Option<Reason> {
-        match self {
-            ClientError::Unavailable(_)
-            | ClientError::Untrusted(_)
-            | ClientError::Transport { .. }
-            | ClientError::Protocol(_) => Some(Reason::OwnerUnavailable),
-            ClientError::Unsupported(_) => Some(Reason::OwnerUnsupported),
-            ClientError::Remote { code, .. } => Reason::from_code(code),
-        }
-    }
-
-    /// Whether the request may have reached the guardian and run although no
-    /// usable reply came back.
-    pub fn outcome_unknown(&self) -> bool {
-        matches!(self, ClientError::Transport { .. } | ClientError::Protocol(_))
-    }
-}
-
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::Unavailable(e) => write!(f, "guardian unreachable: {e}"),
-            ClientError::Untrusted(e) => write!(f, "guardian socket not trusted: {e}"),
-            ClientError::Unsupported(m) => write!(f, "guardian unsupported: {m}"),
-            ClientError::Remote { code, message } => write!(f, "guardian refused ({code}): {message}"),
-            ClientError::Transport { phase: Phase::Write, error } => {
-                write!(f, "sending to the guardian failed: {error}")
-            }
-            ClientError::Transport { phase: Phase::Read, error } => write!(f, "guardian reply lost: {error}"),
-            ClientError::Protocol(m) => write!(f, "guardian protocol error: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
 
 /// What `exec` runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -262,7 +121,7 @@ impl GuardianClient {
     pub fn call<T: DeserializeOwned>(&mut self, request: Request, timeout: Duration) -> Result<T, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let op = request.op();
+        let op = request.as_str();
         let mut line =
             serde_json::to_vec(&RequestLine { id, request }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         line.push(b'\n');
@@ -299,7 +158,7 @@ impl GuardianClient {
             if err.code == ErrorCode::UnknownOp {
                 return Err(ClientError::Unsupported(format!("op {op:?} unknown to the guardian: {}", err.message)));
             }
-            return Err(ClientError::Remote { code: err.code.as_str().to_owned(), message: err.message });
+            return Err(ClientError::Remote { code: err.code, message: err.message });
         }
         serde_json::from_value(Value::Object(reply.body)).map_err(|e| ClientError::Protocol(format!("{op} reply: {e}")))
     }
@@ -372,7 +231,8 @@ impl GuardianClient {
 
     /// `shell`: an action on the thread's shell, waiting up to
     /// `wait_for_seconds` for the command to be back at its prompt. A
-    /// guardian without shells answers [`ClientError`] with `unknown_op`.
+    /// guardian without shells answers `unknown_op`:
+    /// [`ClientError::Unsupported`].
     pub fn shell(
         &mut self,
         workspace: &str,
@@ -448,83 +308,7 @@ impl GuardianClient {
     }
 }
 
-#[cfg(any(test, feature = "fake-guardian"))]
-#[allow(missing_docs)]
-pub mod fake {
-    //! A minimal scripted guardian for unit tests (feature `fake-guardian`).
-
-    use super::*;
-    use serde_json::json;
-    use std::io::BufRead;
-    use std::os::unix::net::UnixListener;
-    use std::sync::{Arc, Mutex};
-    use std::thread::JoinHandle;
-
-    /// A handler maps (op, request) to a reply line (without id), or `None`
-    /// to drop the connection without answering.
-    pub type Handler = dyn Fn(&str, &Value) -> Option<Value> + Send + Sync;
-
-    /// A guardian listening at `path`, answering with `handler`, recording
-    /// every op it receives.
-    pub struct FakeGuardian {
-        pub path: PathBuf,
-        pub ops: Arc<Mutex<Vec<String>>>,
-        _thread: JoinHandle<()>,
-    }
-
-    impl FakeGuardian {
-        pub fn start(path: PathBuf, handler: Arc<Handler>) -> FakeGuardian {
-            let listener = UnixListener::bind(&path).unwrap();
-            let ops = Arc::new(Mutex::new(Vec::new()));
-            let ops2 = ops.clone();
-            let thread = std::thread::spawn(move || {
-                for conn in listener.incoming() {
-                    let Ok(conn) = conn else { return };
-                    let handler = handler.clone();
-                    let ops = ops2.clone();
-                    std::thread::spawn(move || {
-                        let mut w = conn.try_clone().unwrap();
-                        for line in BufReader::new(conn).lines() {
-                            let Ok(line) = line else { return };
-                            let req: Value = serde_json::from_str(&line).unwrap();
-                            let op = req["op"].as_str().unwrap_or_default().to_owned();
-                            ops.lock().unwrap().push(op.clone());
-                            let Some(mut reply) = handler(&op, &req) else { return };
-                            reply["id"] = req["id"].clone();
-                            let mut out = serde_json::to_vec(&reply).unwrap();
-                            out.push(b'\n');
-                            if w.write_all(&out).is_err() {
-                                return;
-                            }
-                        }
-                    });
-                }
-            });
-            FakeGuardian { path, ops, _thread: thread }
-        }
-
-        pub fn ops(&self) -> Vec<String> {
-            self.ops.lock().unwrap().clone()
-        }
-    }
-
-    /// A temporary directory of mode 0700 (one that may hold a socket).
-    pub fn private_tempdir() -> tempfile::TempDir {
-        use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        d
-    }
-
-    /// A hello reply with `caps`.
-    pub fn hello_reply(caps: &[&str], instance: &str) -> Value {
-        json!({"ok": true, "protocol": 1, "guardian": "fake/0", "platform": "linux",
-            "capabilities": caps, "instance": instance, "pid": 1})
-    }
-}
-
 #[cfg(test)]
-#[path = "client_trust_tests.rs"]
 mod trust_tests;
 
 #[cfg(test)]
@@ -533,6 +317,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::sync::Arc;
+    use winx_release_engine::Reason;
 
     fn timeouts() -> Timeouts {
         Timeouts { io: Duration::from_secs(5), release: Duration::from_secs(5), exec_slack: Duration::from_secs(5) }
@@ -584,6 +369,34 @@ mod tests {
         assert_eq!(e.reason(), Some(Reason::OwnerUnavailable));
     }
 
+    /// A code from a newer guardian stays a typed [`ErrorCode::Other`]
+    /// with its wire spelling, and maps to no contract reason.
+    #[test]
+    fn remote_codes_stay_typed() {
+        let d = private_tempdir();
+        let g = FakeGuardian::start(
+            d.path().join("g.sock"),
+            Arc::new(|op: &str, _: &Value| match op {
+                "hello" => Some(hello_reply(&["temporary_release"], "i1")),
+                "status" => Some(json!({"ok": false, "error": {"code": "thread_mismatch", "message": "who"}})),
+                _ => Some(json!({"ok": false, "error": {"code": "brand_new", "message": "later"}})),
+            }),
+        );
+        let (mut c, _) = GuardianClient::connect_hello(&g.path, timeouts()).unwrap();
+        let e = c.status("/w", "t").unwrap_err();
+        assert!(matches!(&e, ClientError::Remote { code: ErrorCode::Reason(Reason::ThreadMismatch), .. }), "{e:?}");
+        let e = c.stop(false).unwrap_err();
+        match &e {
+            ClientError::Remote { code: ErrorCode::Other(s), message } => {
+                assert_eq!((s.as_str(), message.as_str()), ("brand_new", "later"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.reason(), None);
+        assert!(!e.outcome_unknown());
+        assert_eq!(e.to_string(), "guardian refused (brand_new): later");
+    }
+
     #[test]
     fn wrong_id_is_a_protocol_error() {
         let d = private_tempdir();
@@ -598,13 +411,5 @@ mod tests {
         });
         let mut c = GuardianClient::connect(&path, timeouts()).unwrap();
         assert!(matches!(c.hello(), Err(ClientError::Protocol(_))));
-    }
-
-    #[test]
-    fn socket_path_resolution() {
-        assert_eq!(resolve_socket_path(Some(Path::new("/x/s.sock"))), PathBuf::from("/x/s.sock"));
-        let p = default_socket_path();
-        assert!(p.is_absolute() || std::env::var_os("WINX_GUARDIAN_SOCKET").is_some());
-        assert!(p.ends_with("guardian.sock") || std::env::var_os("WINX_GUARDIAN_SOCKET").is_some());
     }
 }

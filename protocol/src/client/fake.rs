@@ -1,0 +1,71 @@
+//! A minimal scripted guardian for unit tests (feature `fake-guardian`).
+
+use super::*;
+use serde_json::json;
+use std::io::BufRead;
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// A handler maps (op, request) to a reply line (without id), or `None`
+/// to drop the connection without answering.
+pub type Handler = dyn Fn(&str, &Value) -> Option<Value> + Send + Sync;
+
+/// A guardian listening at `path`, answering with `handler`, recording
+/// every op it receives.
+pub struct FakeGuardian {
+    pub path: PathBuf,
+    pub ops: Arc<Mutex<Vec<String>>>,
+    _thread: JoinHandle<()>,
+}
+
+impl FakeGuardian {
+    pub fn start(path: PathBuf, handler: Arc<Handler>) -> FakeGuardian {
+        let listener = UnixListener::bind(&path).unwrap();
+        let ops = Arc::new(Mutex::new(Vec::new()));
+        let ops2 = ops.clone();
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let handler = handler.clone();
+                let ops = ops2.clone();
+                std::thread::spawn(move || {
+                    let mut w = conn.try_clone().unwrap();
+                    for line in BufReader::new(conn).lines() {
+                        let Ok(line) = line else { return };
+                        let req: Value = serde_json::from_str(&line).unwrap();
+                        let op = req["op"].as_str().unwrap_or_default().to_owned();
+                        ops.lock().unwrap().push(op.clone());
+                        let Some(mut reply) = handler(&op, &req) else { return };
+                        reply["id"] = req["id"].clone();
+                        let mut out = serde_json::to_vec(&reply).unwrap();
+                        out.push(b'\n');
+                        if w.write_all(&out).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        FakeGuardian { path, ops, _thread: thread }
+    }
+
+    pub fn ops(&self) -> Vec<String> {
+        self.ops.lock().unwrap().clone()
+    }
+}
+
+/// A temporary directory of mode 0700 (one that may hold a socket).
+pub fn private_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    d
+}
+
+/// A hello reply with `caps`.
+pub fn hello_reply(caps: &[&str], instance: &str) -> Value {
+    json!({"ok": true, "protocol": 1, "guardian": "fake/0", "platform": "linux",
+        "capabilities": caps, "instance": instance, "pid": 1})
+}
