@@ -36,7 +36,7 @@ pub enum ExecState {
 
 impl ExecState {
     /// The name used in replies.
-    pub fn name(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             ExecState::Queued => "queued",
             ExecState::Running => "running",

@@ -91,7 +91,7 @@ pub enum LivenessMode {
 
 impl LivenessMode {
     /// `"cgroup"` or `"proc"`.
-    pub fn name(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             LivenessMode::Cgroup => "cgroup",
             LivenessMode::Proc => "proc",

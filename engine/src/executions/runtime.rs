@@ -185,7 +185,7 @@ impl Runtime {
             sigchld: Arc::new(AtomicBool::new(false)),
             hooks: Mutex::new(Hooks::default()),
         });
-        tracing::info!(liveness = rt.liveness_mode().name(), reason = %rt.reason, "execution liveness");
+        tracing::info!(liveness = rt.liveness_mode().as_str(), reason = %rt.reason, "execution liveness");
         let adopted = rt.adopt();
         if adopted > 0 {
             tracing::info!(adopted, "found unresolved executions of an earlier runtime");

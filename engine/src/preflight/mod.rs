@@ -9,7 +9,7 @@
 //! answered) before it compares each identity with its pin and re-hashes
 //! the bytes. Nothing here changes anything on disk.
 //!
-//! Names: `shape` is [`shape`] (count, duplicates, exactness),
+//! Names: `shape` is [`check_shape`] (count, duplicates, exactness),
 //! `preflight` is [`place_all`] (shape, then placement: reserved namespace,
 //! other session, not a helper) followed by [`open_all`] (each target a
 //! regular file with one link, on the session directory's filesystem, no
@@ -47,7 +47,7 @@ mod rules;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use reserved::write_reaches_reserved;
-pub use rules::{check_exact, check_shape, in_reserved_namespace, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
+pub use rules::{check_exact, in_reserved_namespace, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use rules::{place_helper, HelperPath};
 
@@ -96,15 +96,19 @@ pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Rea
     open_dir_beneath(ws.as_fd(), &[layout::WINX_DIR, layout::TMP_DIR, session.as_str()]).map_err(|e| e.reason())
 }
 
-/// Step `shape`: [`check_shape`], with a refusal that names the first
-/// refused path and why.
+/// Step `shape`: checks a request's paths: 1–[`MAX_TARGETS`] entries, each
+/// unique and exact (see [`check_exact`]), with a refusal that names the
+/// first refused path and why.
+///
+/// This is the one copy of the shape rules; the frontend and the engine both
+/// call it.
 ///
 /// # Errors
 /// A [`Refusal`] with [`Reason::FileCount`], [`Reason::DuplicatePath`],
 /// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
-pub fn shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
+pub fn check_shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
     let exact: Vec<&OsStr> = paths.iter().map(|p| p.as_ref().as_os_str()).collect();
-    let Err((reason, own)) = check_shape(&exact) else { return Ok(()) };
+    let Err((reason, own)) = rules::shape_reasons(&exact) else { return Ok(()) };
     Err(Refusal::of_targets(paths, own, |_| None).unwrap_or_else(|| {
         Refusal::whole(paths.len(), reason, format!("a release names 1 to {MAX_TARGETS} targets, not {}", paths.len()))
     }))
@@ -123,7 +127,7 @@ pub fn shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
 /// [`Reason::OtherSession`] or [`Reason::NotSessionHelper`].
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) -> Result<Vec<HelperPath>, Refusal> {
-    shape(paths)?;
+    check_shape(paths)?;
     let mut own = vec![None; paths.len()];
     let mut helpers = Vec::with_capacity(paths.len());
     for (i, p) in paths.iter().enumerate() {

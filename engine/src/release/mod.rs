@@ -52,7 +52,7 @@ use crate::no_space::reason_of;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::owner::RuntimeOwner;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::scan::{ScanBackend, ScanLimits, SharedScanner};
+use crate::scan::ScanLimits;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod backing;
@@ -70,6 +70,8 @@ pub mod in_use;
 mod foreign;
 
 pub use crate::preflight::MAX_TARGETS;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use backing::Scanner;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
@@ -112,16 +114,10 @@ pub struct ReleaseOptions<'a> {
     /// The scan bound.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub scan_limits: ScanLimits,
-    /// The scan backend (default: [`crate::scan::auto_backend`]), used when
-    /// there is no `scanner`.
+    /// How step `scan` runs (default: a fresh scan on
+    /// [`crate::scan::auto_backend`]).
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub backend: &'a dyn ScanBackend,
-    /// The shared, cached scanner a long-lived owner holds (the guardian):
-    /// the scan then reuses a walk that started after the targets were
-    /// checked and reads only the directories that changed
-    /// ([`SharedScanner`]). `None` (the default): a fresh scan on `backend`.
-    #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub scanner: Option<&'a SharedScanner>,
+    pub scanner: Scanner<'a>,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
     /// Stop right after `in_use`: every check runs, nothing is journaled or
@@ -137,9 +133,7 @@ impl Default for ReleaseOptions<'_> {
             #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scan_limits: ScanLimits::default(),
             #[cfg(all(target_os = "linux", not(winx_foreign)))]
-            backend: crate::scan::auto_backend(),
-            #[cfg(all(target_os = "linux", not(winx_foreign)))]
-            scanner: None,
+            scanner: Scanner::Fresh(crate::scan::auto_backend()),
             faults: None,
             dry_run: false,
         }
@@ -340,8 +334,8 @@ pub fn release(
     let checked_at = std::time::Instant::now();
     let run_scan = || {
         fault(opts, FaultPoint::BeforeScan).map(|()| match opts.scanner {
-            Some(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
-            None => scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases),
+            Scanner::Shared(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
+            Scanner::Fresh(backend) => scan_backing_roots(req.layout, backend, opts.scan_limits, &aliases),
         })
     };
     // A small batch is re-hashed in less time than starting a thread

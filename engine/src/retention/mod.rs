@@ -35,7 +35,7 @@ mod receipts;
 pub mod remove;
 mod usage;
 
-pub use executions::{prune_executions, read_status, ExecStatus, ExecutionPrune, STATUS_FILE};
+pub use executions::{prune_executions, read_status, ExecutionPrune, PayloadStatus, STATUS_FILE};
 pub use receipts::{is_receipt_name, prune_receipts, ReceiptPrune};
 pub use usage::{backing_usage, backing_usage_in, data_usage, data_usage_in, BackingUsage, WARN_PERCENT};
 

@@ -13,7 +13,8 @@ use crate::error::Reason;
 use crate::layout::Layout;
 use crate::release::open_backing_roots;
 use crate::scan::{
-    open_root, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend, MAX_DEPTH, MAX_ENTRIES,
+    open_root, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, SyncBackend, MAX_DEPTH,
+    MAX_ENTRIES,
 };
 
 /// Share of the bound past which a warning is given, in percent.
@@ -107,7 +108,7 @@ fn count(roots: &[ScanRoot], cache: Option<&DirCache>) -> ScanReport {
     let none = HashSet::new();
     match cache {
         Some(cache) => cache.scan(roots, COUNT_LIMITS, &none),
-        None => SyncBackend.scan_with(roots, COUNT_LIMITS, &none, ScanMode::Lean),
+        None => SyncBackend.scan(&ScanRequest { roots, limits: COUNT_LIMITS, aliases: &none, mode: ScanMode::Lean }),
     }
 }
 

@@ -141,28 +141,30 @@ impl ScanReport {
     }
 }
 
+/// One scan asked of a [`ScanBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct ScanRequest<'a> {
+    /// The opened roots, scanned in order under one shared bound.
+    pub roots: &'a [ScanRoot],
+    /// The bound.
+    pub limits: ScanLimits,
+    /// Identities that fail the scan closed wherever they are met (a
+    /// release's targets).
+    pub aliases: &'a HashSet<PhysicalId>,
+    /// [`ScanMode::Sizes`] measures every regular file; [`ScanMode::Lean`]
+    /// gives the same verdict, path and counts without `statx`ing what
+    /// getdents64 already tells, and no `bytes`.
+    pub mode: ScanMode,
+}
+
 /// A scan strategy.
 pub trait ScanBackend: Send + Sync {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
 
-    /// Scans `roots` under one shared bound, failing closed on the first
-    /// offending entry or any entry whose identity is in `aliases`,
-    /// measuring sizes ([`ScanMode::Sizes`]).
-    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
-        self.scan_with(roots, limits, aliases, ScanMode::Sizes)
-    }
-
-    /// [`ScanBackend::scan`] in `mode`: [`ScanMode::Lean`] gives the same
-    /// verdict, path and counts without `statx`ing what getdents64 already
-    /// tells, and no `bytes`.
-    fn scan_with(
-        &self,
-        roots: &[ScanRoot],
-        limits: ScanLimits,
-        aliases: &HashSet<PhysicalId>,
-        mode: ScanMode,
-    ) -> ScanReport;
+    /// Scans `req.roots` under one shared bound, failing closed on the first
+    /// offending entry or any entry whose identity is in `req.aliases`.
+    fn scan(&self, req: &ScanRequest<'_>) -> ScanReport;
 }
 
 /// Builds a report from a backend's tally and first failure.
