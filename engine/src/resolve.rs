@@ -28,6 +28,19 @@ static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// Why a walk stopped.
+///
+/// Like every error enum of the engine it is `#[non_exhaustive]`: a match
+/// outside the engine needs a wildcard arm.
+///
+/// ```compile_fail
+/// use winx_release_engine::resolve::WalkError;
+/// fn index(e: &WalkError) -> usize {
+///     match e {
+///         WalkError::NotFound(i) | WalkError::Symlink(i) | WalkError::NotDirectory(i) | WalkError::Io(i, _) => *i,
+///     }
+/// }
+/// ```
+#[non_exhaustive]
 #[derive(Debug)]
 pub enum WalkError {
     /// A component does not exist.
