@@ -13,8 +13,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::release::Scanner;
-use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend};
-use winx_release_engine::uring::UringBackend;
+use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend, UringBackend};
 use winx_release_engine::{
     release, Admission, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target,
 };

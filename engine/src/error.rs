@@ -322,7 +322,7 @@ impl fmt::Display for TargetCode {
 ///
 /// [`crate::preflight::preflight`] returns it; a release turns it into a
 /// `denied` (or `invalid_input`) [`ReleaseReport`](crate::ReleaseReport)
-/// with [`Refusal::into_report`].
+/// that names the same reasons and line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// The request-level reason: the first refused target's own reason, or
@@ -361,12 +361,6 @@ impl Refusal {
             detail.push_str(&format!("; {others} more target(s) refused"));
         }
         Some(Refusal { reason, own, detail })
-    }
-
-    /// The `denied` (or `invalid_input`) report of this refusal for
-    /// `paths`, nothing touched.
-    pub fn into_report(self, paths: &[String]) -> crate::ReleaseReport {
-        crate::ReleaseReport::denied(paths, self.reason, &self.own, self.detail)
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Reason, Refusal};
-use crate::preflight::exact::check_exact;
+use crate::exact::check_exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{mkdir_beneath, open_dir_abs};
 

@@ -154,6 +154,8 @@ pub mod scan;
 pub mod sys;
 
 mod error;
+// The exact-path rule, below both `layout` and `preflight`.
+mod exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod generation;
 pub(crate) mod hash;

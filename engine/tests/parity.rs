@@ -27,9 +27,10 @@ use winx_release_engine::read::Keep;
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
     open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, DirCache, RootSpec, ScanBackend,
-    ScanLimits, ScanMode, ScanReport, ScanRequest, SharedScanner, SyncBackend, ThreadsBackend, MAX_DEPTH, MAX_ENTRIES,
+    ScanLimits, ScanMode, ScanReport, ScanRequest, SharedScanner, SyncBackend, ThreadsBackend, UringBackend,
+    UringConfig, MAX_DEPTH, MAX_ENTRIES,
 };
-use winx_release_engine::uring::{probe, RingConfig, UringBackend, UringConfig};
+use winx_release_engine::uring::{probe, RingConfig};
 use winx_release_engine::{PhysicalId, Pin, Reason};
 
 /// The io_uring shapes every scan runs on, with whether the run is

@@ -55,7 +55,7 @@ pub fn serve(socket: &Path, data_dir: &Path) -> std::io::Result<()> {
 /// serves until SIGTERM/SIGINT.
 pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::io::Result<()> {
     // Before any thread: later growth of the table would wait for RCU.
-    match winx_release_engine::sys::reserve_descriptor_table() {
+    match winx_release_engine::release::reserve_descriptor_table() {
         Ok(n) => tracing::debug!(descriptors = n, "descriptor table reserved"),
         Err(e) => tracing::debug!(error = %e, "descriptor table not reserved"),
     }

@@ -98,8 +98,6 @@ pub struct Execution {
     pub(crate) quiet_probes: Mutex<u32>,
     /// Every process a look has seen as its member (`members.rs`).
     pub(crate) members: Members,
-    /// The live shell, when this execution is one this runtime started.
-    pub(crate) shell: std::sync::OnceLock<std::sync::Weak<super::shell::Core>>,
     state: Mutex<ExecState>,
     cv: Condvar,
     ends: EndSignals,
@@ -122,7 +120,6 @@ impl Execution {
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
             members: Members::default(),
-            shell: std::sync::OnceLock::new(),
             state: Mutex::new(state),
             cv: Condvar::new(),
             ends: EndSignals::default(),

@@ -8,13 +8,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cgroup::{self, Subtree};
 use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
 use super::probe::{self, Probe, QUIET_PROBES};
 use super::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
+use super::shell::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
 use crate::scan::DirLook;
@@ -138,6 +139,9 @@ pub struct Runtime {
     children: Mutex<HashSet<i32>>,
     sigchld: Arc<AtomicBool>,
     hooks: Mutex<Hooks>,
+    /// The live shells this runtime started, by execution id
+    /// (`runtime/shell.rs`).
+    shells: Mutex<HashMap<String, Weak<Core>>>,
 }
 
 fn now_unix() -> u64 {
@@ -184,6 +188,7 @@ impl Runtime {
             children: Mutex::new(HashSet::new()),
             sigchld: Arc::new(AtomicBool::new(false)),
             hooks: Mutex::new(Hooks::default()),
+            shells: Mutex::new(HashMap::new()),
         });
         tracing::info!(liveness = rt.liveness_mode().as_str(), reason = %rt.reason, "execution liveness");
         let adopted = rt.adopt();

@@ -40,7 +40,6 @@ use crate::layout::{self, Layout};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 
-pub(crate) mod exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod reserved;
 mod rules;

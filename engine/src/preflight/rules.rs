@@ -17,7 +17,7 @@ use crate::layout;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::layout::Layout;
 
-pub use super::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use crate::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
 
 /// Most targets of one release request.
 pub const MAX_TARGETS: usize = 100;

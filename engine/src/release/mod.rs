@@ -22,7 +22,9 @@
 //!   knows of no holder that no descriptor table shows;
 //! - `capture.rs` (step `capture`): quarantine and journal, then per target
 //!   rename, recheck, unlink or restore;
-//! - `finish.rs` (step `finish`): durability and the report.
+//! - `finish.rs` (step `finish`): durability and the report;
+//! - `descriptors.rs`: the descriptor table a long-lived owner grows once
+//!   for the caches of steps `scan` and `in_use`.
 //!
 //! # References
 //! - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html)
@@ -60,6 +62,8 @@ mod backing;
 mod capture;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod check;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod descriptors;
 mod display;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
@@ -74,6 +78,8 @@ pub use crate::preflight::MAX_TARGETS;
 pub use backing::Scanner;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use descriptors::reserve_descriptor_table;
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
 pub use foreign::release;
 
@@ -229,6 +235,13 @@ impl ReleaseReport {
         }
     }
 
+    /// The `denied` (or `invalid_input`) report of `refusal` for `paths`,
+    /// nothing touched.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
+    pub(crate) fn refused(paths: &[String], refusal: Refusal) -> Self {
+        ReleaseReport::denied(paths, refusal.reason, &refusal.own, refusal.detail)
+    }
+
     /// A report refusing every target with `reason`; per-target reasons
     /// override it where a target has its own.
     pub fn denied(targets: &[String], reason: Reason, own: &[Option<Reason>], detail: impl Into<String>) -> Self {
@@ -354,7 +367,7 @@ pub fn release(
     steps.mark("check+scan");
     let why = |_| Some("its content changed since it was read".to_owned());
     if let Some(refusal) = Refusal::of_targets(&paths, own, why) {
-        return refusal.into_report(&paths);
+        return ReleaseReport::refused(&paths, refusal);
     }
     let scan = match scan {
         Ok(Ok(scan)) => scan,

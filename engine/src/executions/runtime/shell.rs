@@ -76,7 +76,11 @@ impl Runtime {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
         });
-        let _ = e.shell.set(Arc::downgrade(&core));
+        {
+            let mut shells = lock(&self.shells);
+            shells.retain(|_, core| core.strong_count() > 0);
+            shells.insert(e.id.clone(), Arc::downgrade(&core));
+        }
         {
             let core = core.clone();
             std::thread::spawn(move || crate::executions::shell::read_reports(core, ours));
@@ -114,7 +118,7 @@ impl Runtime {
     /// The live shell of execution `e`, if it is one this runtime started
     /// and its process has not exited.
     pub(crate) fn live_shell(&self, e: &Execution) -> Option<Shell> {
-        let core = e.shell.get()?.upgrade()?;
+        let core = lock(&self.shells).get(&e.id)?.upgrade()?;
         (!e.leader_exited()).then_some(Shell { core })
     }
 
