@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::end::{EndSignal, EndSignals};
 use super::members::Members;
-use super::record::{Leader, Record, RecordState, OUTPUT_FILE};
+use super::record::{Leader, NewRecord, Record, RecordState, OUTPUT_FILE};
 use super::SessionKey;
 use crate::sys::lock;
 
@@ -130,7 +130,7 @@ impl Execution {
     /// session, so it counts for every session.
     pub(crate) fn unreadable(id: &str, dir: PathBuf, why: String) -> Execution {
         let mut e = Execution::new(
-            &Record {
+            &Record::new(NewRecord {
                 command_id: id.to_owned(),
                 thread_id: String::new(),
                 workspace: PathBuf::new(),
@@ -138,14 +138,7 @@ impl Execution {
                 background: true,
                 started_unix: 0,
                 state: RecordState::Lingering,
-                leader: None,
-                cgroup: None,
-                leader_exited_unix: None,
-                exit_code: None,
-                failed_to_start: false,
-                ended_unix: None,
-                shell: None,
-            },
+            }),
             dir,
             true,
             ExecState::Lingering(None),
