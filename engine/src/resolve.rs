@@ -111,7 +111,7 @@ fn open_component(dir: BorrowedFd<'_>, name: &OsStr, index: usize) -> Result<Own
 }
 
 /// Opens `components` one by one below `base`, never following links.
-pub fn open_dir_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
+pub(crate) fn open_dir_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
     if components.is_empty() {
         return rustix::fs::openat(base, ".", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()));
     }
@@ -183,7 +183,7 @@ pub struct OpenedFile {
 /// Refuses with `not_found`, `symlink` (any component), `not_regular_file`,
 /// `hardlink` (`nlink > 1`), or `read_required` when the object changed
 /// between the no-follow `statx` and the open.
-pub fn open_regular_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
+pub(crate) fn open_regular_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
     let (name, parents) = rel.split_last().ok_or(Reason::NotSessionHelper)?;
     let name = name.as_ref();
     let parent = open_dir_beneath(base, parents).map_err(|e| e.reason())?;

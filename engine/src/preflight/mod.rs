@@ -5,13 +5,13 @@
 //! This is the one copy of those rules. The frontend runs [`preflight`]
 //! before it verifies each target's generation token against the identity
 //! found here; the engine's `check` step ([`crate::release()`]) runs the
-//! same two halves ([`place_all`], then [`open_all`] once the owner has
+//! same two halves ([`place_all`], then `open_all` once the owner has
 //! answered) before it compares each identity with its pin and re-hashes
 //! the bytes. Nothing here changes anything on disk.
 //!
 //! Names: `shape` is [`check_shape`] (count, duplicates, exactness),
 //! `preflight` is [`place_all`] (shape, then placement: reserved namespace,
-//! other session, not a helper) followed by [`open_all`] (each target a
+//! other session, not a helper) followed by `open_all` (each target a
 //! regular file with one link, on the session directory's filesystem, no
 //! two naming one physical file).
 //!
@@ -163,7 +163,7 @@ pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) 
 /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> Result<Preflight, Refusal> {
+pub(crate) fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> Result<Preflight, Refusal> {
     let n = helpers.len();
     let session_path = layout.session_dir(thread_id);
     let session = open_session_dir(layout, thread_id).map_err(|r| {
@@ -214,7 +214,7 @@ pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> R
 }
 
 /// Runs the `preflight` step of a release for `paths` of `thread_id`'s
-/// session: [`place_all`] (shape and placement), then [`open_all`] (every
+/// session: [`place_all`] (shape and placement), then `open_all` (every
 /// target opened through directory handles, no-follow, regular, one link).
 ///
 /// What it returns is what a caller pins or compares: each target's opened
@@ -225,7 +225,7 @@ pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> R
 ///
 /// # Errors
 /// A [`Refusal`] (every target refused, nothing touched) with any reason
-/// [`place_all`] or [`open_all`] returns.
+/// [`place_all`] or `open_all` returns.
 ///
 /// # Example
 /// ```

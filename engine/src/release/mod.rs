@@ -273,7 +273,7 @@ impl ReleaseReport {
 /// rechecked, and only the verified pinned object is unlinked.
 ///
 /// The steps, one file each: `check` (shape and placement, the owner's
-/// answers, [`crate::preflight::open_all`], each identity against its pin,
+/// answers, `crate::preflight::open_all`, each identity against its pin,
 /// the bytes re-hashed), `scan` (the backing roots, beside the re-hash),
 /// `in_use`, `capture` and `finish`.
 ///
