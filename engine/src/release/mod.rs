@@ -413,6 +413,7 @@ pub fn release(
 
 /// The report of a dry run that passed every check: nothing touched, each
 /// target `not_attempted`.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn dry_run_report(paths: &[String]) -> ReleaseReport {
     let files = paths
         .iter()
