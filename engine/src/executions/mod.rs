@@ -71,7 +71,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use end::EndSignal;
-pub use execution::{read_tail, ExecState, Execution, INLINE_OUTPUT_BYTES};
+pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
 pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
 pub use spawn::CGROUP_JOIN_FAILED;

@@ -35,9 +35,13 @@ mod receipts;
 pub mod remove;
 mod usage;
 
-pub use executions::{prune_executions, read_status, ExecutionPrune, PayloadStatus, STATUS_FILE};
-pub use receipts::{is_receipt_name, prune_receipts, ReceiptPrune};
-pub use usage::{backing_usage, backing_usage_in, data_usage, data_usage_in, BackingUsage, WARN_PERCENT};
+pub(crate) use executions::prune_executions;
+pub use executions::{ExecutionPrune, STATUS_FILE};
+pub(crate) use receipts::prune_receipts;
+pub use receipts::ReceiptPrune;
+#[cfg(test)]
+use usage::data_usage;
+pub use usage::{backing_usage, backing_usage_in, data_usage_in, BackingUsage, WARN_PERCENT};
 
 /// Default number of resolved executions kept.
 pub const DEFAULT_KEEP_EXECUTIONS: usize = 2_000;
@@ -203,7 +207,7 @@ impl Retention {
     }
 
     /// Runs one pass: clears staging, prunes executions (asking `claim`
-    /// before each, see [`prune_executions`]) and receipts older than the
+    /// before each, see `prune_executions`) and receipts older than the
     /// window as of `now`. Receipts are looked at on the first pass and
     /// then once `receipts_every` has gone by since they last were (or
     /// the clock went back); otherwise the report's receipts part is

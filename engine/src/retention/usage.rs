@@ -129,11 +129,13 @@ pub fn backing_usage_in(layout: &Layout, cache: Option<&DirCache>) -> BackingUsa
 
 /// Counts the data directory's two backing roots (`D/executions`,
 /// `D/receipts`), shared by every workspace.
-pub fn data_usage(data_dir: &Path) -> BackingUsage {
+#[cfg(test)]
+pub(crate) fn data_usage(data_dir: &Path) -> BackingUsage {
     data_usage_in(data_dir, None)
 }
 
-/// [`data_usage`] through `cache` when given.
+/// Counts the data directory's two backing roots (`D/executions`,
+/// `D/receipts`), shared by every workspace, through `cache` when given.
 pub fn data_usage_in(data_dir: &Path, cache: Option<&DirCache>) -> BackingUsage {
     let mut roots = Vec::new();
     for name in ["executions", "receipts"] {

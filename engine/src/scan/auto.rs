@@ -137,7 +137,7 @@ pub fn auto_pick(mode: ScanMode) -> &'static dyn ScanBackend {
     }
 }
 
-/// `auto`: runs each scan on [`auto_pick`]'s backend for its mode; the
+/// `auto`: runs each scan on `auto_pick`'s backend for its mode; the
 /// report names the backend that ran.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AutoBackend;

@@ -39,7 +39,7 @@ mod tally;
 mod threads;
 pub(crate) mod uring;
 
-pub use auto::{auto_backend, auto_pick, backend_for, AutoBackend, BackendChoice};
+pub use auto::{auto_backend, backend_for, AutoBackend, BackendChoice};
 pub use cache::{CacheStats, DirCache};
 pub use shared::{RootSpec, SharedScanner, SharedStats};
 
@@ -47,7 +47,8 @@ pub use shared::{RootSpec, SharedScanner, SharedStats};
 pub use lean::after_next_mount_table_read;
 pub(crate) use lean::unescape as unescape_mountinfo;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
-pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
+pub(crate) use root::fail_report;
+pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
 pub use sync::SyncBackend;
 pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};

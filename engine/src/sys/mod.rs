@@ -29,10 +29,10 @@ mod pidfds;
 mod random;
 
 pub(crate) use cores::cores;
-pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
+pub use durable::{create_private_dir_all, fsync_dir, write_durable};
 pub(crate) use fd_table::{cache_share, grow_descriptor_table};
 pub use lease::{open_elsewhere, OpenElsewhere};
 pub use lock::lock;
 pub use peer::peer_pidfd;
 pub use pidfds::{pidfd_of, Remembered};
-pub use random::{fill_random, random_hex};
+pub use random::random_hex;
