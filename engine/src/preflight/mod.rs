@@ -46,6 +46,7 @@ mod rules;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use reserved::write_reaches_reserved;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use rules::in_reserved_namespace;
 pub use rules::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]

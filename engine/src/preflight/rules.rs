@@ -13,9 +13,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Reason;
-use crate::layout;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::layout::Layout;
+use crate::layout::{self, Layout};
 
 pub use crate::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
 
@@ -46,7 +45,8 @@ pub(super) fn shape_reasons<P: AsRef<OsStr>>(paths: &[P]) -> Result<(), (Reason,
 
 /// Whether any component of `path` is in the reserved `.winx-release-*`
 /// namespace.
-pub fn in_reserved_namespace(path: impl AsRef<OsStr>) -> bool {
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub(crate) fn in_reserved_namespace(path: impl AsRef<OsStr>) -> bool {
     path.as_ref().as_encoded_bytes().split(|&b| b == b'/').any(|c| c.starts_with(layout::RESERVED_PREFIX.as_bytes()))
 }
 
