@@ -24,7 +24,8 @@ use std::time::Instant;
 use winx_release_engine::rehash::{hash_fds, HashJob, RehashBackend, RehashOptions};
 use winx_release_engine::rehash::{sha256_fd_with, HASH_CHUNK};
 use winx_release_engine::scan::{scan_paths, ScanBackend, ScanLimits, SyncBackend};
-use winx_release_engine::uring::{RingConfig, UringBackend, UringConfig};
+use winx_release_engine::scan::{UringBackend, UringConfig};
+use winx_release_engine::uring::RingConfig;
 
 mod common;
 

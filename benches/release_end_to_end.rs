@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use winx_release_engine::rehash::sha256_fd;
-use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend};
-use winx_release_engine::uring::UringBackend;
+use winx_release_engine::release::Scanner;
+use winx_release_engine::scan::{auto_backend, ScanBackend, SyncBackend, UringBackend};
 use winx_release_engine::{
     release, Admission, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target,
 };
@@ -60,7 +60,7 @@ fn release_end_to_end(c: &mut Criterion) {
                 || write_helpers(&session, helpers),
                 |targets| {
                     let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };
-                    let opts = ReleaseOptions { backend, ..ReleaseOptions::default() };
+                    let opts = ReleaseOptions { scanner: Scanner::Fresh(backend), ..ReleaseOptions::default() };
                     let report = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
                     assert_eq!(report.status, Status::Completed, "{report:?}");
                     report.bytes_reclaimed

@@ -3,7 +3,7 @@
 //! as the baseline in the same group.
 //!
 //! - `find`: the baseline (a child process, output to a pipe and dropped);
-//! - `fresh scan`: `ReleaseOptions` without a scanner (what a one-shot
+//! - `fresh scan`: `ReleaseOptions`' default `Scanner::Fresh` (what a one-shot
 //!   caller gets: a full lean scan per release);
 //! - `cold`: a new `SharedScanner` per release (the first release after a
 //!   guardian start: the cache is empty, every directory is read);
@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use winx_release_engine::rehash::sha256_fd;
+use winx_release_engine::release::Scanner;
 use winx_release_engine::scan::SharedScanner;
 use winx_release_engine::{
     release, Admission, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target,
@@ -62,7 +63,7 @@ fn release_single(c: &mut Criterion) {
         n += 1;
         write_helper(&session, n)
     };
-    let run = |targets: Vec<Target>, scanner: Option<&SharedScanner>| {
+    let run = |targets: Vec<Target>, scanner: Scanner<'_>| {
         let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };
         let opts = ReleaseOptions { scanner, ..ReleaseOptions::default() };
         let report = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
@@ -71,15 +72,15 @@ fn release_single(c: &mut Criterion) {
     };
     // Let the warm scanner's records settle (a record read within a few
     // clock ticks of its directory's change is read again).
-    run(next(), Some(&warm));
+    run(next(), Scanner::Shared(&warm));
     std::thread::sleep(Duration::from_millis(50));
-    run(next(), Some(&warm));
+    run(next(), Scanner::Shared(&warm));
 
     let mut g = c.benchmark_group("release_single");
     g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
     g.bench_function("find baseline, 48k entries", |b| b.iter(|| common::find(&roots)));
     g.bench_function("fresh scan, 1 x 4 KiB, 48k backing", |b| {
-        b.iter_batched(&mut next, |t| run(t, None), BatchSize::PerIteration)
+        b.iter_batched(&mut next, |t| run(t, ReleaseOptions::default().scanner), BatchSize::PerIteration)
     });
     g.bench_function("cold cache, 1 x 4 KiB, 48k backing", |b| {
         // The scanner is returned, so that it is dropped after the timing:
@@ -89,14 +90,14 @@ fn release_single(c: &mut Criterion) {
         b.iter_batched(
             || (next(), SharedScanner::new()),
             |(t, s)| {
-                run(t, Some(&s));
+                run(t, Scanner::Shared(&s));
                 s
             },
             BatchSize::PerIteration,
         )
     });
     g.bench_function("warm cache, 1 x 4 KiB, 48k backing", |b| {
-        b.iter_batched(&mut next, |t| run(t, Some(&warm)), BatchSize::PerIteration)
+        b.iter_batched(&mut next, |t| run(t, Scanner::Shared(&warm)), BatchSize::PerIteration)
     });
     g.finish();
     eprintln!("warm scanner: {:?}", warm.cache().stats());

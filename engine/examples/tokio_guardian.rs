@@ -103,7 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts =
         RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: false, ..Default::default() };
     let rt = spawn_blocking(move || Runtime::start(&data, &opts)).await?;
-    println!("liveness: {} ({})", rt.liveness_mode().name(), rt.liveness_reason());
+    println!("liveness: {} ({})", rt.liveness_mode().as_str(), rt.liveness_reason());
 
     // The read pins what it opened (no-follow, through directory handles).
     let read = {
@@ -141,7 +141,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Once the command has ended (awaited on the reactor), the helper is
     // released.
     let state = tokio::time::timeout(std::time::Duration::from_secs(20), ended(&command)).await??;
-    println!("command {}: {}", command.id, state.name());
+    println!("command {}: {}", command.id, state.as_str());
     let report = release_in(rt, session, targets).await?;
     println!("{report}");
     if report.status != Status::Completed || report.files[0].outcome != Outcome::Released || exists(&helper).await? {

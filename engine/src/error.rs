@@ -14,7 +14,7 @@ use std::fmt;
 /// Why a release request, or one of its targets, was refused.
 ///
 /// Each variant maps one-to-one to a request-level reason code of the
-/// contract's section 4; [`Reason::code`] gives the wire spelling.
+/// contract's section 4; [`Reason::as_str`] gives the wire spelling.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,7 +124,7 @@ impl Reason {
     ];
 
     /// The contract's wire spelling of this reason.
-    pub fn code(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Reason::InvalidInput => "invalid_input",
             Reason::FileCount => "file_count",
@@ -207,7 +207,7 @@ impl Reason {
 
     /// Parses a wire code back into a reason.
     pub fn from_code(code: &str) -> Option<Reason> {
-        Reason::ALL.iter().copied().find(|r| r.code() == code)
+        Reason::ALL.iter().copied().find(|r| r.as_str() == code)
     }
 
     /// Whether the request is `invalid_input` rather than `denied` when this
@@ -230,7 +230,7 @@ impl Reason {
 /// means: `read_required (the file changed since it was read, ...)`.
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())?;
+        f.write_str(self.as_str())?;
         if f.alternate() {
             write!(f, " ({})", self.describe())?;
         }
@@ -259,7 +259,7 @@ pub enum TargetReason {
 
 impl TargetReason {
     /// The contract's wire spelling of this reason.
-    pub fn code(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             TargetReason::ReplacedDuringRelease => "replaced_during_release",
             TargetReason::RestoreBlocked => "restore_blocked",
@@ -272,7 +272,7 @@ impl TargetReason {
 
 impl fmt::Display for TargetReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
+        f.write_str(self.as_str())
     }
 }
 
@@ -290,10 +290,10 @@ pub enum TargetCode {
 
 impl TargetCode {
     /// The contract's wire spelling.
-    pub fn code(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
-            TargetCode::Request(r) => r.code(),
-            TargetCode::Target(r) => r.code(),
+            TargetCode::Request(r) => r.as_str(),
+            TargetCode::Target(r) => r.as_str(),
         }
     }
 }
@@ -312,7 +312,7 @@ impl From<TargetReason> for TargetCode {
 
 impl fmt::Display for TargetCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
+        f.write_str(self.as_str())
     }
 }
 
@@ -322,7 +322,7 @@ impl fmt::Display for TargetCode {
 ///
 /// [`crate::preflight::preflight`] returns it; a release turns it into a
 /// `denied` (or `invalid_input`) [`ReleaseReport`](crate::ReleaseReport)
-/// with [`Refusal::into_report`].
+/// that names the same reasons and line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// The request-level reason: the first refused target's own reason, or
@@ -361,12 +361,6 @@ impl Refusal {
             detail.push_str(&format!("; {others} more target(s) refused"));
         }
         Some(Refusal { reason, own, detail })
-    }
-
-    /// The `denied` (or `invalid_input`) report of this refusal for
-    /// `paths`, nothing touched.
-    pub fn into_report(self, paths: &[String]) -> crate::ReleaseReport {
-        crate::ReleaseReport::denied(paths, self.reason, &self.own, self.detail)
     }
 }
 

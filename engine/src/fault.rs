@@ -70,7 +70,7 @@ pub enum FaultPoint<'a> {
 
 impl FaultPoint<'_> {
     /// A short stable name of this point, for logs and crash tests.
-    pub fn name(&self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             FaultPoint::BeforeScan => "before_scan",
             FaultPoint::AfterChecks => "after_checks",

@@ -54,7 +54,7 @@ pub struct Identity {
     /// Inode generation number (`FS_IOC_GETVERSION`), where the filesystem
     /// answers; `None` as well for an identity read by name with `statx`
     /// alone, since the ioctl needs an open file ([`Identity::of_fd`] and
-    /// [`Identity::of_name`] open the file to read it).
+    /// `Identity::of_name` open the file to read it).
     #[serde(default)]
     pub generation: Option<u32>,
 }
@@ -116,7 +116,7 @@ impl Identity {
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html),
     ///   [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub fn of_name<Fd: AsFd>(dir: Fd, name: &str) -> std::io::Result<Option<Identity>> {
+    pub(crate) fn of_name<Fd: AsFd>(dir: Fd, name: &str) -> std::io::Result<Option<Identity>> {
         let dir = dir.as_fd();
         let st = match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK) {
             Ok(st) => Identity::from_statx(&st),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Reason, Refusal};
-use crate::preflight::exact::check_exact;
+use crate::exact::check_exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{mkdir_beneath, open_dir_abs};
 
@@ -102,7 +102,7 @@ impl Layout {
     }
 
     /// `W/.winx/tmp`, the parent of every session directory.
-    pub fn sessions_parent(&self) -> PathBuf {
+    pub(crate) fn sessions_parent(&self) -> PathBuf {
         self.workspace.join(WINX_DIR).join(TMP_DIR)
     }
 
@@ -147,13 +147,16 @@ impl Layout {
     /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
     /// it, never following a link.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
+    pub(crate) fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
         mkdir_beneath(winx.as_fd(), SCRATCH_DIR, 0o700)
     }
 
     /// Where release intent journals live: `D/journal`.
+    // Hidden: public only for the engine's own tests (release, crash,
+    // recovery and race count and plant journals there); not a supported API.
+    #[doc(hidden)]
     pub fn journal_dir(&self) -> PathBuf {
         self.data_dir.join("journal")
     }

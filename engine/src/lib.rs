@@ -154,6 +154,8 @@ pub mod scan;
 pub mod sys;
 
 mod error;
+// The exact-path rule, below both `layout` and `preflight`.
+mod exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod generation;
 pub(crate) mod hash;
@@ -165,8 +167,10 @@ pub(crate) mod quarantine;
 // Internals that this workspace's own tests, benches and fuzz targets
 // measure or drive directly (the io_uring rings, the rehash pipeline and
 // the journal's on-disk format). They are public only for those: hidden
-// from the docs, and not a supported API of the engine. Nothing else is
-// hidden; the frontend adapter uses none of them.
+// from the docs, and not a supported API of the engine. Elsewhere only
+// `procfs` (above), `Layout::journal_dir`, `retention::remove::remove_tree`
+// and `scan::after_next_mount_table_read` are hidden, each with its reason
+// beside it; the frontend adapter uses none of them.
 #[doc(hidden)]
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod journal;

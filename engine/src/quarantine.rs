@@ -16,6 +16,7 @@ use crate::layout::RESERVED_PREFIX;
 use crate::sys::random_hex;
 
 /// Why the quarantine could not be set up.
+#[non_exhaustive]
 #[derive(Debug)]
 pub enum QuarantineError {
     /// The filesystem refuses `RENAME_NOREPLACE` (`EINVAL`/`ENOSYS`).

@@ -28,6 +28,19 @@ static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// Why a walk stopped.
+///
+/// Like every error enum of the engine it is `#[non_exhaustive]`: a match
+/// outside the engine needs a wildcard arm.
+///
+/// ```compile_fail
+/// use winx_release_engine::resolve::WalkError;
+/// fn index(e: &WalkError) -> usize {
+///     match e {
+///         WalkError::NotFound(i) | WalkError::Symlink(i) | WalkError::NotDirectory(i) | WalkError::Io(i, _) => *i,
+///     }
+/// }
+/// ```
+#[non_exhaustive]
 #[derive(Debug)]
 pub enum WalkError {
     /// A component does not exist.
@@ -98,7 +111,7 @@ fn open_component(dir: BorrowedFd<'_>, name: &OsStr, index: usize) -> Result<Own
 }
 
 /// Opens `components` one by one below `base`, never following links.
-pub fn open_dir_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
+pub(crate) fn open_dir_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, components: &[S]) -> Result<OwnedFd, WalkError> {
     if components.is_empty() {
         return rustix::fs::openat(base, ".", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()));
     }
@@ -170,7 +183,7 @@ pub struct OpenedFile {
 /// Refuses with `not_found`, `symlink` (any component), `not_regular_file`,
 /// `hardlink` (`nlink > 1`), or `read_required` when the object changed
 /// between the no-follow `statx` and the open.
-pub fn open_regular_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
+pub(crate) fn open_regular_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, rel: &[S]) -> Result<OpenedFile, Reason> {
     let (name, parents) = rel.split_last().ok_or(Reason::NotSessionHelper)?;
     let name = name.as_ref();
     let parent = open_dir_beneath(base, parents).map_err(|e| e.reason())?;

@@ -13,16 +13,16 @@
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of a byte slice.
-pub fn sha256_bytes(bytes: &[u8]) -> [u8; 32] {
+pub(crate) fn sha256_bytes(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
 /// The revision string of a digest: `sha256:<64 lowercase hex>`.
-pub fn format(digest: &[u8; 32]) -> String {
+pub(crate) fn format(digest: &[u8; 32]) -> String {
     format!("sha256:{}", hex::encode(digest))
 }
 
-/// The revision string of `bytes`: [`format()`] of their SHA-256.
+/// The revision string of `bytes`: `format()` of their SHA-256.
 pub fn of_bytes(bytes: &[u8]) -> String {
     format(&sha256_bytes(bytes))
 }

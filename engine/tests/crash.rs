@@ -56,7 +56,7 @@ fn crash_child() {
             writeln!(f, "{index}").unwrap();
         }
         if let Some((name, index)) = &die_at {
-            if p.name() == name && (index.is_none() || p.index() == *index) {
+            if p.as_str() == name && (index.is_none() || p.index() == *index) {
                 rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL).unwrap();
                 std::thread::sleep(Duration::from_secs(10));
             }

@@ -68,7 +68,7 @@ fn check(liveness: LivenessChoice) {
     assert_eq!(rt.liveness(&key).running, 0);
 
     // A daemon that leaves the group and session and scrubs its environment.
-    let tag = format!("winx-rt-{}-{}", std::process::id(), rt.liveness_mode().name());
+    let tag = format!("winx-rt-{}-{}", std::process::id(), rt.liveness_mode().as_str());
     let cmd = format!("( setsid env -i bash -c 'exec -a {tag} sleep 3' >/dev/null 2>&1 </dev/null & ); echo forked");
     let d = spawn(&rt, &ws, key, &cmd, true);
     assert!(until(Duration::from_secs(5), || d.leader_exited()), "the shell did not exit");

@@ -87,7 +87,7 @@ fn no_space_at_a_target_is_its_reason() {
     let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
     let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
     assert_eq!(r.status, Status::Partial, "{r:?}");
-    let got: Vec<_> = r.files.iter().map(|f| (f.outcome, f.reason.map(|c| c.code()))).collect();
+    let got: Vec<_> = r.files.iter().map(|f| (f.outcome, f.reason.map(|c| c.as_str()))).collect();
     assert_eq!(
         got,
         [

@@ -27,9 +27,10 @@ use winx_release_engine::read::Keep;
 use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
     open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, DirCache, RootSpec, ScanBackend,
-    ScanLimits, ScanMode, ScanReport, SharedScanner, SyncBackend, ThreadsBackend, MAX_DEPTH, MAX_ENTRIES,
+    ScanLimits, ScanMode, ScanReport, ScanRequest, SharedScanner, SyncBackend, ThreadsBackend, UringBackend,
+    UringConfig, MAX_DEPTH, MAX_ENTRIES,
 };
-use winx_release_engine::uring::{probe, RingConfig, UringBackend, UringConfig};
+use winx_release_engine::uring::{probe, RingConfig};
 use winx_release_engine::{PhysicalId, Pin, Reason};
 
 /// The io_uring shapes every scan runs on, with whether the run is
@@ -381,9 +382,19 @@ fn open_root_beneath_then_scan() {
     let base = fs::File::open(base_path).unwrap();
     for (name, backend, _) in uring_shapes() {
         let ok = open_root_beneath(base.as_fd(), base_path, &["a", "real"]).unwrap();
-        let mut r = backend.scan(&[ok], ScanLimits::default(), &no_aliases());
+        let mut r = backend.scan(&ScanRequest {
+            roots: &[ok],
+            limits: ScanLimits::default(),
+            aliases: &no_aliases(),
+            mode: ScanMode::Sizes,
+        });
         let ok = open_root_beneath(base.as_fd(), base_path, &["a", "real"]).unwrap();
-        let want = SyncBackend.scan(&[ok], ScanLimits::default(), &no_aliases());
+        let want = SyncBackend.scan(&ScanRequest {
+            roots: &[ok],
+            limits: ScanLimits::default(),
+            aliases: &no_aliases(),
+            mode: ScanMode::Sizes,
+        });
         r.elapsed_us = want.elapsed_us;
         r.backend = want.backend;
         assert_eq!(r, want, "{name}");

@@ -85,7 +85,7 @@ where
             }
             Outcome::Restored => {
                 tally.restored += 1;
-                assert_eq!(f.reason.map(TargetCode::code), Some("replaced_during_release"));
+                assert_eq!(f.reason.map(TargetCode::as_str), Some("replaced_during_release"));
             }
             Outcome::Preserved => {
                 tally.preserved += 1;
@@ -94,12 +94,12 @@ where
             }
             Outcome::Denied => {
                 tally.denied += 1;
-                let code = report.error_code.unwrap().code();
+                let code = report.error_code.unwrap().as_str();
                 assert!(allowed_denials.contains(&code), "{name} #{i}: unexpected denial {code}");
             }
             Outcome::Failed => {
                 tally.failed += 1;
-                assert_eq!(f.reason.map(TargetCode::code), Some("io_error"));
+                assert_eq!(f.reason.map(TargetCode::as_str), Some("io_error"));
             }
             Outcome::NotAttempted => panic!("{name} #{i}: single target not attempted"),
         }

@@ -314,7 +314,7 @@ fn identical_replacement_after_checks_is_restored_not_deleted() {
     let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Partial, "{r:?}");
     assert_eq!(r.files[0].outcome, Outcome::Restored);
-    assert_eq!(r.files[0].reason.map(TargetCode::code), Some("replaced_during_release"));
+    assert_eq!(r.files[0].reason.map(TargetCode::as_str), Some("replaced_during_release"));
     assert_eq!(r.bytes_reclaimed, 0);
     assert_eq!(fs::read(&h).unwrap(), b"same text");
     assert_ne!(fs::metadata(&h).unwrap().ino(), original_ino);
@@ -359,7 +359,7 @@ fn in_place_write_after_checks_is_restored_not_deleted() {
         let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
         assert_eq!(r.status, Status::Partial, "{in_quarantine}: {r:?}");
         assert_eq!(r.files[0].outcome, Outcome::Restored, "{in_quarantine}: {r:?}");
-        assert_eq!(r.files[0].reason.map(TargetCode::code), Some("replaced_during_release"));
+        assert_eq!(r.files[0].reason.map(TargetCode::as_str), Some("replaced_during_release"));
         assert_eq!(r.bytes_reclaimed, 0);
         assert_eq!(fs::read(&h).unwrap(), b"PINNED bytes, one of many");
         assert_eq!(fs::metadata(&h).unwrap().ino(), original_ino);
@@ -388,7 +388,7 @@ fn occupied_name_during_restore_is_preserved_and_named() {
     assert_eq!(r.status, Status::Partial);
     let f = &r.files[0];
     assert_eq!(f.outcome, Outcome::Preserved, "{r:?}");
-    assert_eq!(f.reason.map(TargetCode::code), Some("restore_blocked"));
+    assert_eq!(f.reason.map(TargetCode::as_str), Some("restore_blocked"));
     let q = f.quarantine_path.as_ref().expect("quarantine path named");
     assert!(q.starts_with(&fx.session));
     assert_eq!(fs::read(q).unwrap(), b"replacement");
@@ -403,7 +403,7 @@ fn injected_failure_at(point: &'static str, k: usize) {
     let paths: Vec<_> = (0..5).map(|i| fx.helper(&format!("h{i}.txt"), format!("helper {i}").as_bytes())).collect();
     let targets: Vec<_> = paths.iter().map(|p| target(p)).collect();
     let hook = move |p: &FaultPoint<'_>| {
-        if p.name() == point && p.index() == Some(k) {
+        if p.as_str() == point && p.index() == Some(k) {
             return Err(io::Error::other("injected"));
         }
         Ok(())
@@ -418,12 +418,12 @@ fn injected_failure_at(point: &'static str, k: usize) {
             }
             std::cmp::Ordering::Equal => {
                 assert_eq!(f.outcome, Outcome::Failed, "{r:?}");
-                assert_eq!(f.reason.map(TargetCode::code), Some("io_error"));
+                assert_eq!(f.reason.map(TargetCode::as_str), Some("io_error"));
                 assert_eq!(fs::read(p).unwrap(), format!("helper {i}").as_bytes());
             }
             std::cmp::Ordering::Greater => {
                 assert_eq!(f.outcome, Outcome::NotAttempted);
-                assert_eq!(f.reason.map(TargetCode::code), Some("stopped_after_failure"));
+                assert_eq!(f.reason.map(TargetCode::as_str), Some("stopped_after_failure"));
                 assert_eq!(fs::read(p).unwrap(), format!("helper {i}").as_bytes());
             }
         }

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use winx_release_engine::retention::{remove::remove_tree, Retention, RetentionPolicy};
-use winx_release_engine::scan::{open_root, ScanBackend, ScanLimits, SyncBackend};
-use winx_release_engine::uring::{probe, UringBackend};
+use winx_release_engine::scan::{open_root, ScanBackend, ScanLimits, ScanMode, ScanRequest, SyncBackend, UringBackend};
+use winx_release_engine::uring::probe;
 
 fn backends() -> Vec<Box<dyn ScanBackend>> {
     let mut v: Vec<Box<dyn ScanBackend>> = vec![Box::new(SyncBackend)];
@@ -44,7 +44,12 @@ fn a_root_removed_under_an_open_scan_is_empty_not_inaccessible() {
         fs::create_dir(&root).unwrap();
         let opened = open_root(&root).unwrap();
         fs::remove_dir(&root).unwrap();
-        let r = b.scan(&[opened], ScanLimits::default(), &HashSet::new());
+        let r = b.scan(&ScanRequest {
+            roots: &[opened],
+            limits: ScanLimits::default(),
+            aliases: &HashSet::new(),
+            mode: ScanMode::Sizes,
+        });
         assert!(!r.failed_closed(), "{:?}: {r:?}", b.kind());
         assert_eq!(r.entries, 0);
     }
@@ -67,7 +72,12 @@ fn scans_while(root: &Path, backend: &dyn ScanBackend, mut prune: impl FnMut(u64
         let deadline = Instant::now() + Duration::from_millis(700);
         while Instant::now() < deadline || scans < 20 {
             let opened = open_root(root).unwrap();
-            let r = backend.scan(&[opened], ScanLimits::default(), &HashSet::new());
+            let r = backend.scan(&ScanRequest {
+                roots: &[opened],
+                limits: ScanLimits::default(),
+                aliases: &HashSet::new(),
+                mode: ScanMode::Sizes,
+            });
             if r.failed_closed() {
                 stop.store(true, Ordering::Relaxed);
                 panic!("{:?}: a scan failed closed during pruning: {r:?}", backend.kind());

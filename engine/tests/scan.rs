@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, CWD};
 use winx_release_engine::scan::{
-    open_root, open_root_beneath, scan_paths, BackendKind, ScanBackend, ScanLimits, ScanReport, SyncBackend, Verdict,
-    MAX_DEPTH, MAX_ENTRIES,
+    open_root, open_root_beneath, scan_paths, BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest,
+    SyncBackend, Verdict, MAX_DEPTH, MAX_ENTRIES,
 };
 use winx_release_engine::{PhysicalId, Reason};
 
@@ -376,7 +376,12 @@ fn open_root_beneath_never_follows_links() {
     let ok = open_root_beneath(base.as_fd(), base_path, &["a", "real", "c"]).unwrap();
     assert_eq!(ok.path, base_path.join("a/real/c"));
     assert!(ok.dir.is_some());
-    let r = SyncBackend.scan(&[ok], ScanLimits::default(), &no_aliases());
+    let r = SyncBackend.scan(&ScanRequest {
+        roots: &[ok],
+        limits: ScanLimits::default(),
+        aliases: &no_aliases(),
+        mode: ScanMode::Sizes,
+    });
     assert_clean(&r);
     assert_eq!((r.entries, r.files, r.bytes), (1, 1, Some(2)));
 

@@ -182,7 +182,7 @@ mod host {
         }
 
         let state = command.wait_until(Duration::from_secs(20), ExecState::is_final);
-        println!("command {}: {}", command.id, state.name());
+        println!("command {}: {}", command.id, state.as_str());
         let released = host.edit_files(&args);
         println!("release: {released}");
         expect(&released, "completed", None, false)?;

@@ -28,7 +28,7 @@ impl Code {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
-            Code::Reason(r) => r.code(),
+            Code::Reason(r) => r.as_str(),
             Code::QuotaExceeded => "quota_exceeded",
             Code::IoError => "io_error",
         }

@@ -40,7 +40,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use winx_release_engine::layout::Layout;
-use winx_release_engine::preflight::shape;
+use winx_release_engine::preflight::check_shape;
 use winx_release_engine::{Reason, Target};
 
 use crate::error::FrontendError;
@@ -207,7 +207,7 @@ impl ReleaseArgs {
     /// `file_count`, `duplicate_path`, `path_not_exact`, `glob_not_allowed`
     /// (all `invalid_input` statuses), naming each target's own code.
     pub fn check_shape(&self) -> Result<(), FrontendError> {
-        shape(&self.paths()).map_err(FrontendError::from)
+        check_shape(&self.paths()).map_err(FrontendError::from)
     }
 
     /// Step 4: the request belongs to `session`, the thread and workspace

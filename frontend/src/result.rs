@@ -35,7 +35,7 @@ impl ReleaseCode {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
-            ReleaseCode::Code(c) => c.code(),
+            ReleaseCode::Code(c) => c.as_str(),
             ReleaseCode::ReceiptUnavailable => "receipt_unavailable",
         }
     }

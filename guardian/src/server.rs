@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use winx_release_engine::executions::{ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions};
 use winx_release_engine::layout::Layout;
-use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Target};
+use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Scanner, Target};
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{
     error_line, ok_line, parse_request, ErrorCode, ExecutionSummary, Hello, ReleaseReply, Request, RequestLine,
@@ -56,7 +56,7 @@ pub fn serve(socket: &Path, data_dir: &Path) -> std::io::Result<()> {
 /// serves until SIGTERM/SIGINT.
 pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::io::Result<()> {
     // Before any thread: later growth of the table would wait for RCU.
-    match winx_release_engine::sys::reserve_descriptor_table() {
+    match winx_release_engine::release::reserve_descriptor_table() {
         Ok(n) => tracing::debug!(descriptors = n, "descriptor table reserved"),
         Err(e) => tracing::debug!(error = %e, "descriptor table not reserved"),
     }
@@ -134,7 +134,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
         std::thread::spawn(move || crate::retention::run(&shared.guardian, policy, &shared.shutdown))
     };
 
-    let liveness = runtime.liveness_mode().name();
+    let liveness = runtime.liveness_mode().as_str();
     let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES,
         "liveness": liveness});
     {
@@ -359,7 +359,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
                     capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
                     instance: Some(g.instance.clone()),
                     pid: Some(u64::from(std::process::id())),
-                    liveness: Some(g.runtime.liveness_mode().name().to_owned()),
+                    liveness: Some(g.runtime.liveness_mode().as_str().to_owned()),
                 },
             ))
         }
@@ -532,7 +532,7 @@ fn release_op(
         // The request's own path to the session (which may differ from the
         // one the session was first opened through: a bind mount).
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
-        let opts = ReleaseOptions { scanner: Some(&g.scanner), dry_run, ..ReleaseOptions::default() };
+        let opts = ReleaseOptions { scanner: Scanner::Shared(&g.scanner), dry_run, ..ReleaseOptions::default() };
         (release(&req, &admission, &owner, &opts), liveness_us)
     };
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");

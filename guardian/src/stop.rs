@@ -52,7 +52,7 @@ pub fn guardian_status(g: &Guardian) -> GuardianStatus {
         guardian: concat!("winx-release-guardian/", env!("CARGO_PKG_VERSION")).to_owned(),
         pid: u64::from(std::process::id()),
         instance: g.instance.clone(),
-        liveness: g.runtime.liveness_mode().name().to_owned(),
+        liveness: g.runtime.liveness_mode().as_str().to_owned(),
         data_dir: g.data_dir.display().to_string(),
         sessions,
         running,

@@ -96,7 +96,7 @@ fn release(args: &ReleaseArgs, socket: &Path, ws: &str) -> anyhow::Result<Value>
     let status = match client.status(ws, &args.thread) {
         Ok(s) => s,
         Err(e) => {
-            let code = e.reason().map_or("owner_unavailable", |r| r.code());
+            let code = e.reason().map_or("owner_unavailable", |r| r.as_str());
             return Ok(refused(&named, code, format!("status: {e}"), args.dry_run));
         }
     };

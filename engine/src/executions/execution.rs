@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::end::{EndSignal, EndSignals};
 use super::members::Members;
-use super::record::{Leader, Record, RecordState, OUTPUT_FILE};
+use super::record::{Leader, NewRecord, Record, RecordState, OUTPUT_FILE};
 use super::SessionKey;
 use crate::sys::lock;
 
@@ -36,7 +36,7 @@ pub enum ExecState {
 
 impl ExecState {
     /// The name used in replies.
-    pub fn name(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             ExecState::Queued => "queued",
             ExecState::Running => "running",
@@ -98,8 +98,6 @@ pub struct Execution {
     pub(crate) quiet_probes: Mutex<u32>,
     /// Every process a look has seen as its member (`members.rs`).
     pub(crate) members: Members,
-    /// The live shell, when this execution is one this runtime started.
-    pub(crate) shell: std::sync::OnceLock<std::sync::Weak<super::shell::Core>>,
     state: Mutex<ExecState>,
     cv: Condvar,
     ends: EndSignals,
@@ -122,7 +120,6 @@ impl Execution {
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
             members: Members::default(),
-            shell: std::sync::OnceLock::new(),
             state: Mutex::new(state),
             cv: Condvar::new(),
             ends: EndSignals::default(),
@@ -133,7 +130,7 @@ impl Execution {
     /// session, so it counts for every session.
     pub(crate) fn unreadable(id: &str, dir: PathBuf, why: String) -> Execution {
         let mut e = Execution::new(
-            &Record {
+            &Record::new(NewRecord {
                 command_id: id.to_owned(),
                 thread_id: String::new(),
                 workspace: PathBuf::new(),
@@ -141,14 +138,7 @@ impl Execution {
                 background: true,
                 started_unix: 0,
                 state: RecordState::Lingering,
-                leader: None,
-                cgroup: None,
-                leader_exited_unix: None,
-                exit_code: None,
-                failed_to_start: false,
-                ended_unix: None,
-                shell: None,
-            },
+            }),
             dir,
             true,
             ExecState::Lingering(None),

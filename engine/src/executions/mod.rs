@@ -16,11 +16,11 @@
 //!   systemd unit with `Delegate=yes`, a `systemd-run --scope -p
 //!   Delegate=yes`), an execution runs while its cgroup is populated,
 //!   whatever its processes do to their environment, group, session or
-//!   parent, across any number of guardian restarts ([`cgroup`]);
+//!   parent, across any number of guardian restarts (`cgroup`);
 //! - **proc**: elsewhere, the union of `/proc` signals, every doubt
 //!   counted as running (`probe.rs`).
 //!
-//! Each execution's durable record ([`record`]) has a size independent of
+//! Each execution's durable record (`record`) has a size independent of
 //! the command, so a restarted guardian adopts every unresolved execution
 //! ([`Runtime::adopt`]); a record it cannot read counts as running for
 //! every session. Nothing here ever signals, kills or freezes a process.
@@ -54,12 +54,12 @@
 //! # }
 //! ```
 
-pub mod cgroup;
+pub(crate) mod cgroup;
 mod end;
 mod execution;
 mod members;
 pub(crate) mod probe;
-pub mod record;
+pub(crate) mod record;
 mod runtime;
 pub mod shell;
 mod spawn;
@@ -71,8 +71,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use end::EndSignal;
-pub use execution::{read_tail, ExecState, Execution, INLINE_OUTPUT_BYTES};
-pub use record::Leader;
+pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
 pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
 pub use spawn::CGROUP_JOIN_FAILED;
 
@@ -91,7 +91,7 @@ pub enum LivenessMode {
 
 impl LivenessMode {
     /// `"cgroup"` or `"proc"`.
-    pub fn name(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             LivenessMode::Cgroup => "cgroup",
             LivenessMode::Proc => "proc",

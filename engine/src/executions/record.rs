@@ -99,6 +99,41 @@ pub struct Record {
     pub shell: Option<String>,
 }
 
+/// Who a new record is: the fields a record starts with.
+pub(crate) struct NewRecord {
+    pub(crate) command_id: String,
+    pub(crate) thread_id: String,
+    pub(crate) workspace: PathBuf,
+    pub(crate) session: Option<SessionKey>,
+    pub(crate) background: bool,
+    pub(crate) started_unix: u64,
+    pub(crate) state: RecordState,
+}
+
+impl Record {
+    /// A record that starts as `new` says, with nothing spawned yet: no
+    /// leader, cgroup, exit or end, and no shell.
+    pub(crate) fn new(new: NewRecord) -> Record {
+        let NewRecord { command_id, thread_id, workspace, session, background, started_unix, state } = new;
+        Record {
+            command_id,
+            thread_id,
+            workspace,
+            session,
+            background,
+            started_unix,
+            state,
+            leader: None,
+            cgroup: None,
+            leader_exited_unix: None,
+            exit_code: None,
+            failed_to_start: false,
+            ended_unix: None,
+            shell: None,
+        }
+    }
+}
+
 /// What reading a record found.
 #[derive(Debug)]
 pub enum ReadRecord {

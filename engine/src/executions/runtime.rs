@@ -6,15 +6,16 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cgroup::{self, Subtree};
 use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
 use super::probe::{self, Probe, QUIET_PROBES};
-use super::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
+use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
+use super::shell::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
 use crate::scan::DirLook;
@@ -138,6 +139,9 @@ pub struct Runtime {
     children: Mutex<HashSet<i32>>,
     sigchld: Arc<AtomicBool>,
     hooks: Mutex<Hooks>,
+    /// The live shells this runtime started, by execution id
+    /// (`runtime/shell.rs`).
+    shells: Mutex<HashMap<String, Weak<Core>>>,
 }
 
 fn now_unix() -> u64 {
@@ -184,8 +188,9 @@ impl Runtime {
             children: Mutex::new(HashSet::new()),
             sigchld: Arc::new(AtomicBool::new(false)),
             hooks: Mutex::new(Hooks::default()),
+            shells: Mutex::new(HashMap::new()),
         });
-        tracing::info!(liveness = rt.liveness_mode().name(), reason = %rt.reason, "execution liveness");
+        tracing::info!(liveness = rt.liveness_mode().as_str(), reason = %rt.reason, "execution liveness");
         let adopted = rt.adopt();
         if adopted > 0 {
             tracing::info!(adopted, "found unresolved executions of an earlier runtime");
@@ -249,20 +254,16 @@ impl Runtime {
             Mode::Proc => None,
         };
         let record = Record {
-            command_id: id.clone(),
-            thread_id: spawn.thread.clone(),
-            workspace: spawn.workspace.clone(),
-            session: Some(spawn.session),
-            background: spawn.background,
-            started_unix: now_unix(),
-            state: RecordState::Starting,
-            leader: None,
             cgroup,
-            leader_exited_unix: None,
-            exit_code: None,
-            failed_to_start: false,
-            ended_unix: None,
-            shell: None,
+            ..Record::new(NewRecord {
+                command_id: id.clone(),
+                thread_id: spawn.thread.clone(),
+                workspace: spawn.workspace.clone(),
+                session: Some(spawn.session),
+                background: spawn.background,
+                started_unix: now_unix(),
+                state: RecordState::Starting,
+            })
         };
         let e = Arc::new(Execution::new(&record, dir.clone(), false, ExecState::Queued));
         // Known before its directory exists, so that adoption never takes it
@@ -332,28 +333,41 @@ impl Runtime {
     }
 
     fn spawn(&self, e: &Arc<Execution>, spawn: &Spawn) -> io::Result<Child> {
-        if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
-            s.create_execution_cgroup(&e.id)?;
-        }
-        // Recorded durably before the spawn: a runtime that dies right after
-        // it still leaves the marker and the cgroup for the next one.
-        record::write_record(&e.dir, &e.record(RecordState::Starting))?;
         let spec = CommandSpec {
             command: spawn.command.clone(),
             cwd: spawn.cwd.clone().unwrap_or_else(|| spawn.workspace.clone()),
             env: spawn.env.clone(),
             env_remove: self.env_remove.clone(),
         };
-        let (child, leader) = spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), |cmd| {
-            // Under the table of leaders: the orphan reaper never reaps a
-            // leader before it is recorded.
-            let mut children = lock(&self.children);
-            let child = cmd.spawn()?;
-            children.insert(child.id() as i32);
-            Ok(child)
-        })?;
+        self.start_leader(e, || spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), |cmd| self.spawn_child(cmd)))
+    }
+
+    /// Starts the leader of `e` with `start` (which spawns it through
+    /// [`Runtime::spawn_child`]), the one way every leader starts: its
+    /// cgroup made and its record written durably first, so that a runtime
+    /// that dies right after the spawn still leaves the marker and the
+    /// cgroup for the next one; then its leader recorded running.
+    pub(super) fn start_leader(
+        &self,
+        e: &Execution,
+        start: impl FnOnce() -> io::Result<(Child, Leader)>,
+    ) -> io::Result<Child> {
+        if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
+            s.create_execution_cgroup(&e.id)?;
+        }
+        record::write_record(&e.dir, &e.record(RecordState::Starting))?;
+        let (child, leader) = start()?;
         *lock(&e.leader) = Some(leader);
         self.write(e, &e.record(RecordState::Running));
+        Ok(child)
+    }
+
+    /// Spawns `cmd` under the table of leaders: the orphan reaper never
+    /// reaps a leader before it is recorded.
+    pub(super) fn spawn_child(&self, cmd: &mut Command) -> io::Result<Child> {
+        let mut children = lock(&self.children);
+        let child = cmd.spawn()?;
+        children.insert(child.id() as i32);
         Ok(child)
     }
 

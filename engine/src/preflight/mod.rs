@@ -5,13 +5,13 @@
 //! This is the one copy of those rules. The frontend runs [`preflight`]
 //! before it verifies each target's generation token against the identity
 //! found here; the engine's `check` step ([`crate::release()`]) runs the
-//! same two halves ([`place_all`], then [`open_all`] once the owner has
+//! same two halves ([`place_all`], then `open_all` once the owner has
 //! answered) before it compares each identity with its pin and re-hashes
 //! the bytes. Nothing here changes anything on disk.
 //!
-//! Names: `shape` is [`shape`] (count, duplicates, exactness),
+//! Names: `shape` is [`check_shape`] (count, duplicates, exactness),
 //! `preflight` is [`place_all`] (shape, then placement: reserved namespace,
-//! other session, not a helper) followed by [`open_all`] (each target a
+//! other session, not a helper) followed by `open_all` (each target a
 //! regular file with one link, on the session directory's filesystem, no
 //! two naming one physical file).
 //!
@@ -40,14 +40,15 @@ use crate::layout::{self, Layout};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
 
-pub(crate) mod exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod reserved;
 mod rules;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use reserved::write_reaches_reserved;
-pub use rules::{check_exact, check_shape, in_reserved_namespace, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub(crate) use rules::in_reserved_namespace;
+pub use rules::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use rules::{place_helper, HelperPath};
 
@@ -96,15 +97,19 @@ pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Rea
     open_dir_beneath(ws.as_fd(), &[layout::WINX_DIR, layout::TMP_DIR, session.as_str()]).map_err(|e| e.reason())
 }
 
-/// Step `shape`: [`check_shape`], with a refusal that names the first
-/// refused path and why.
+/// Step `shape`: checks a request's paths: 1–[`MAX_TARGETS`] entries, each
+/// unique and exact (see [`check_exact`]), with a refusal that names the
+/// first refused path and why.
+///
+/// This is the one copy of the shape rules; the frontend and the engine both
+/// call it.
 ///
 /// # Errors
 /// A [`Refusal`] with [`Reason::FileCount`], [`Reason::DuplicatePath`],
 /// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
-pub fn shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
+pub fn check_shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
     let exact: Vec<&OsStr> = paths.iter().map(|p| p.as_ref().as_os_str()).collect();
-    let Err((reason, own)) = check_shape(&exact) else { return Ok(()) };
+    let Err((reason, own)) = rules::shape_reasons(&exact) else { return Ok(()) };
     Err(Refusal::of_targets(paths, own, |_| None).unwrap_or_else(|| {
         Refusal::whole(paths.len(), reason, format!("a release names 1 to {MAX_TARGETS} targets, not {}", paths.len()))
     }))
@@ -123,7 +128,7 @@ pub fn shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
 /// [`Reason::OtherSession`] or [`Reason::NotSessionHelper`].
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) -> Result<Vec<HelperPath>, Refusal> {
-    shape(paths)?;
+    check_shape(paths)?;
     let mut own = vec![None; paths.len()];
     let mut helpers = Vec::with_capacity(paths.len());
     for (i, p) in paths.iter().enumerate() {
@@ -160,7 +165,7 @@ pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) 
 /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> Result<Preflight, Refusal> {
+pub(crate) fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> Result<Preflight, Refusal> {
     let n = helpers.len();
     let session_path = layout.session_dir(thread_id);
     let session = open_session_dir(layout, thread_id).map_err(|r| {
@@ -211,7 +216,7 @@ pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> R
 }
 
 /// Runs the `preflight` step of a release for `paths` of `thread_id`'s
-/// session: [`place_all`] (shape and placement), then [`open_all`] (every
+/// session: [`place_all`] (shape and placement), then `open_all` (every
 /// target opened through directory handles, no-follow, regular, one link).
 ///
 /// What it returns is what a caller pins or compares: each target's opened
@@ -222,7 +227,7 @@ pub fn open_all(layout: &Layout, thread_id: &str, helpers: Vec<HelperPath>) -> R
 ///
 /// # Errors
 /// A [`Refusal`] (every target refused, nothing touched) with any reason
-/// [`place_all`] or [`open_all`] returns.
+/// [`place_all`] or `open_all` returns.
 ///
 /// # Example
 /// ```

@@ -13,26 +13,22 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Reason;
-use crate::layout;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::layout::Layout;
+use crate::layout::{self, Layout};
 
-pub use super::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use crate::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
 
 /// Most targets of one release request.
 pub const MAX_TARGETS: usize = 100;
 
-/// Step `shape`: checks a request's paths: 1–[`MAX_TARGETS`] entries, each
-/// unique and exact (see [`check_exact`]).
-///
-/// This is the one copy of the shape rules; the frontend and the engine both
-/// call it.
+/// The rules of step `shape`: 1–[`MAX_TARGETS`] entries, each unique and
+/// exact (see [`check_exact`]). [`super::shape_reasons`] words the refusal.
 ///
 /// # Errors
 /// The request-level reason ([`Reason::FileCount`] for a bad count, else the
 /// first entry's own reason in request order) and each entry's own reason
 /// ([`Reason::DuplicatePath`] before exactness).
-pub fn check_shape<P: AsRef<OsStr>>(paths: &[P]) -> Result<(), (Reason, Vec<Option<Reason>>)> {
+pub(super) fn shape_reasons<P: AsRef<OsStr>>(paths: &[P]) -> Result<(), (Reason, Vec<Option<Reason>>)> {
     if paths.is_empty() || paths.len() > MAX_TARGETS {
         return Err((Reason::FileCount, vec![None; paths.len()]));
     }
@@ -49,7 +45,8 @@ pub fn check_shape<P: AsRef<OsStr>>(paths: &[P]) -> Result<(), (Reason, Vec<Opti
 
 /// Whether any component of `path` is in the reserved `.winx-release-*`
 /// namespace.
-pub fn in_reserved_namespace(path: impl AsRef<OsStr>) -> bool {
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub(crate) fn in_reserved_namespace(path: impl AsRef<OsStr>) -> bool {
     path.as_ref().as_encoded_bytes().split(|&b| b == b'/').any(|c| c.starts_with(layout::RESERVED_PREFIX.as_bytes()))
 }
 
@@ -131,18 +128,18 @@ mod tests {
     #[test]
     fn shape_rules() {
         let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(check_shape::<String>(&[]).unwrap_err().0, Reason::FileCount);
+        assert_eq!(shape_reasons::<String>(&[]).unwrap_err().0, Reason::FileCount);
         let many: Vec<String> = (0..101).map(|i| format!("/a{i}")).collect();
-        assert_eq!(check_shape(&many).unwrap_err().0, Reason::FileCount);
-        assert!(check_shape(&many[..100]).is_ok());
-        let (r, own) = check_shape(&p(&["/a", "/b", "/a"])).unwrap_err();
+        assert_eq!(shape_reasons(&many).unwrap_err().0, Reason::FileCount);
+        assert!(shape_reasons(&many[..100]).is_ok());
+        let (r, own) = shape_reasons(&p(&["/a", "/b", "/a"])).unwrap_err();
         assert_eq!((r, own), (Reason::DuplicatePath, vec![None, None, Some(Reason::DuplicatePath)]));
-        assert_eq!(check_shape(&p(&["/a/../b"])).unwrap_err().0, Reason::PathNotExact);
-        assert_eq!(check_shape(&p(&["a"])).unwrap_err().0, Reason::PathNotExact);
-        assert_eq!(check_shape(&p(&["/a/"])).unwrap_err().0, Reason::PathNotExact);
-        assert_eq!(check_shape(&p(&["/a/*.py"])).unwrap_err().0, Reason::GlobNotAllowed);
+        assert_eq!(shape_reasons(&p(&["/a/../b"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(shape_reasons(&p(&["a"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(shape_reasons(&p(&["/a/"])).unwrap_err().0, Reason::PathNotExact);
+        assert_eq!(shape_reasons(&p(&["/a/*.py"])).unwrap_err().0, Reason::GlobNotAllowed);
         // The first entry's own reason is the request's.
-        let (r, _) = check_shape(&p(&["/x", "/a[1]", "/x"])).unwrap_err();
+        let (r, _) = shape_reasons(&p(&["/x", "/a[1]", "/x"])).unwrap_err();
         assert_eq!(r, Reason::GlobNotAllowed);
     }
 }

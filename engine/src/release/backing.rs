@@ -2,33 +2,37 @@
 //! alias.
 
 use std::collections::HashSet;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::layout::{self, Layout};
-use crate::resolve::open_dir_abs;
-use crate::scan::{
-    open_root, open_root_beneath, RootSpec, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SharedScanner,
-};
+use crate::scan::{RootSpec, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, SharedScanner};
 
-/// Opens the three backing roots of `layout`: `W/.winx/scratch` through
-/// no-follow handles from the workspace, `D/executions` and `D/receipts`
-/// with their final component no-follow.
+/// How a release runs its step `scan`: one choice, so no knob is ignored.
+#[derive(Clone, Copy)]
+pub enum Scanner<'a> {
+    /// A fresh lean scan of the backing roots on this backend.
+    Fresh(&'a dyn ScanBackend),
+    /// The shared, cached scanner a long-lived owner holds (the guardian):
+    /// the scan reuses a walk that started after the targets were checked
+    /// and reads only the directories that changed ([`SharedScanner`]).
+    Shared(&'a SharedScanner),
+}
+
+impl std::fmt::Debug for Scanner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scanner::Fresh(backend) => f.debug_tuple("Fresh").field(&backend.kind()).finish(),
+            Scanner::Shared(shared) => f.debug_tuple("Shared").field(shared).finish(),
+        }
+    }
+}
+
+/// Opens the backing roots of `layout` ([`backing_specs`]) now, in order.
 pub(crate) fn open_backing_roots(layout: &Layout) -> Result<Vec<ScanRoot>, (Reason, PathBuf)> {
-    let ws = open_dir_abs(layout.workspace()).map_err(|e| {
-        (Reason::BackingInaccessible, {
-            let _ = e;
-            layout.workspace().to_path_buf()
-        })
-    })?;
-    let scratch = open_root_beneath(ws.as_fd(), layout.workspace(), &[layout::WINX_DIR, layout::SCRATCH_DIR])
-        .map_err(|f| (f.reason, f.path))?;
-    let exec = open_root(&layout.executions_root()).map_err(|f| (f.reason, f.path))?;
-    let receipts = open_root(&layout.receipts_root()).map_err(|f| (f.reason, f.path))?;
-    Ok(vec![scratch, exec, receipts])
+    backing_specs(layout).iter().map(|spec| spec.open().map_err(|f| (f.reason, f.path))).collect()
 }
 
 /// Scans the backing roots of `layout` with `aliases`, leanly
@@ -41,15 +45,18 @@ pub(crate) fn scan_backing_roots(
 ) -> ScanReport {
     let start = Instant::now();
     match open_backing_roots(layout) {
-        Ok(roots) => backend.scan_with(&roots, limits, aliases, ScanMode::Lean),
+        Ok(roots) => backend.scan(&ScanRequest { roots: &roots, limits, aliases, mode: ScanMode::Lean }),
         Err((reason, path)) => {
             crate::scan::fail_report(backend.kind(), ScanMode::Lean, reason, path, start.elapsed().as_micros() as u64)
         }
     }
 }
 
-/// The backing roots of `layout` as a [`SharedScanner`] opens them: the
-/// same roots, opened the same way, as [`open_backing_roots`].
+/// The three backing roots of `layout` (contract section 1), the one
+/// description of them: `W/.winx/scratch` through no-follow handles from
+/// the workspace, `D/executions` and `D/receipts` with their final
+/// component no-follow. A fresh scan and a [`SharedScanner`] both open them
+/// from here.
 pub(crate) fn backing_specs(layout: &Layout) -> Vec<RootSpec> {
     vec![
         RootSpec::Beneath {

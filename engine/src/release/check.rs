@@ -62,7 +62,7 @@ pub(super) fn open_targets(
     paths: &[String],
 ) -> Result<Opened, ReleaseReport> {
     let exact: Vec<&Path> = req.targets.iter().map(|t| t.path.as_path()).collect();
-    let helpers = place_all(req.layout, req.thread_id, &exact).map_err(|r| r.into_report(paths))?;
+    let helpers = place_all(req.layout, req.thread_id, &exact).map_err(|r| ReleaseReport::refused(paths, r))?;
     if !owner.supports_temporary_release() {
         return Err(ReleaseReport::denied(
             paths,
@@ -81,7 +81,7 @@ pub(super) fn open_targets(
         let detail = owner.running_detail(req.thread_id).unwrap_or_else(|| format!("{running} execution(s) running"));
         return Err(ReleaseReport::denied(paths, Reason::ExecutionActive, &[], detail));
     }
-    let pre = open_all(req.layout, req.thread_id, helpers).map_err(|r| r.into_report(paths))?;
+    let pre = open_all(req.layout, req.thread_id, helpers).map_err(|r| ReleaseReport::refused(paths, r))?;
     let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
     let mut targets = Vec::with_capacity(pre.targets.len());
     for t in pre.targets {
@@ -101,7 +101,7 @@ pub(super) fn open_targets(
     }
     let why = |_| Some("its identity (inode, size or change time) changed since it was read".to_owned());
     if let Some(refusal) = Refusal::of_targets(paths, own, why) {
-        return Err(refusal.into_report(paths));
+        return Err(ReleaseReport::refused(paths, refusal));
     }
     Ok(Opened { session: pre.session, session_path: pre.session_path, targets, count: paths.len() })
 }

@@ -8,7 +8,7 @@ use super::{Outcome, ReleaseReport, Status};
 impl Status {
     /// The contract's name (`completed`, `partial`, `denied`,
     /// `invalid_input`, `failed`).
-    pub fn name(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Status::Completed => "completed",
             Status::Partial => "partial",
@@ -22,7 +22,7 @@ impl Status {
 impl Outcome {
     /// The contract's name (`released`, `restored`, `preserved`, `denied`,
     /// `not_attempted`, `failed`).
-    pub fn name(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Released => "released",
             Outcome::Restored => "restored",
@@ -36,13 +36,13 @@ impl Outcome {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.as_str())
     }
 }
 

@@ -22,7 +22,9 @@
 //!   knows of no holder that no descriptor table shows;
 //! - `capture.rs` (step `capture`): quarantine and journal, then per target
 //!   rename, recheck, unlink or restore;
-//! - `finish.rs` (step `finish`): durability and the report.
+//! - `finish.rs` (step `finish`): durability and the report;
+//! - `descriptors.rs`: the descriptor table a long-lived owner grows once
+//!   for the caches of steps `scan` and `in_use`.
 //!
 //! # References
 //! - [`renameat2(2)`](https://man7.org/linux/man-pages/man2/renameat2.2.html)
@@ -52,7 +54,7 @@ use crate::no_space::reason_of;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::owner::RuntimeOwner;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::scan::{ScanBackend, ScanLimits, SharedScanner};
+use crate::scan::ScanLimits;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod backing;
@@ -60,6 +62,8 @@ mod backing;
 mod capture;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod check;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod descriptors;
 mod display;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
@@ -71,7 +75,11 @@ mod foreign;
 
 pub use crate::preflight::MAX_TARGETS;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use backing::Scanner;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use descriptors::reserve_descriptor_table;
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
 pub use foreign::release;
 
@@ -112,16 +120,10 @@ pub struct ReleaseOptions<'a> {
     /// The scan bound.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub scan_limits: ScanLimits,
-    /// The scan backend (default: [`crate::scan::auto_backend`]), used when
-    /// there is no `scanner`.
+    /// How step `scan` runs (default: a fresh scan on
+    /// [`crate::scan::auto_backend`]).
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub backend: &'a dyn ScanBackend,
-    /// The shared, cached scanner a long-lived owner holds (the guardian):
-    /// the scan then reuses a walk that started after the targets were
-    /// checked and reads only the directories that changed
-    /// ([`SharedScanner`]). `None` (the default): a fresh scan on `backend`.
-    #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub scanner: Option<&'a SharedScanner>,
+    pub scanner: Scanner<'a>,
     /// Fault points, for tests.
     pub faults: Option<&'a dyn FaultHook>,
     /// Stop right after `in_use`: every check runs, nothing is journaled or
@@ -137,9 +139,7 @@ impl Default for ReleaseOptions<'_> {
             #[cfg(all(target_os = "linux", not(winx_foreign)))]
             scan_limits: ScanLimits::default(),
             #[cfg(all(target_os = "linux", not(winx_foreign)))]
-            backend: crate::scan::auto_backend(),
-            #[cfg(all(target_os = "linux", not(winx_foreign)))]
-            scanner: None,
+            scanner: Scanner::Fresh(crate::scan::auto_backend()),
             faults: None,
             dry_run: false,
         }
@@ -235,6 +235,13 @@ impl ReleaseReport {
         }
     }
 
+    /// The `denied` (or `invalid_input`) report of `refusal` for `paths`,
+    /// nothing touched.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
+    pub(crate) fn refused(paths: &[String], refusal: Refusal) -> Self {
+        ReleaseReport::denied(paths, refusal.reason, &refusal.own, refusal.detail)
+    }
+
     /// A report refusing every target with `reason`; per-target reasons
     /// override it where a target has its own.
     pub fn denied(targets: &[String], reason: Reason, own: &[Option<Reason>], detail: impl Into<String>) -> Self {
@@ -266,7 +273,7 @@ impl ReleaseReport {
 /// rechecked, and only the verified pinned object is unlinked.
 ///
 /// The steps, one file each: `check` (shape and placement, the owner's
-/// answers, [`crate::preflight::open_all`], each identity against its pin,
+/// answers, `crate::preflight::open_all`, each identity against its pin,
 /// the bytes re-hashed), `scan` (the backing roots, beside the re-hash),
 /// `in_use`, `capture` and `finish`.
 ///
@@ -340,8 +347,8 @@ pub fn release(
     let checked_at = std::time::Instant::now();
     let run_scan = || {
         fault(opts, FaultPoint::BeforeScan).map(|()| match opts.scanner {
-            Some(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
-            None => scan_backing_roots(req.layout, opts.backend, opts.scan_limits, &aliases),
+            Scanner::Shared(shared) => scan_backing_shared(req.layout, shared, opts.scan_limits, &aliases, checked_at),
+            Scanner::Fresh(backend) => scan_backing_roots(req.layout, backend, opts.scan_limits, &aliases),
         })
     };
     // A small batch is re-hashed in less time than starting a thread
@@ -360,7 +367,7 @@ pub fn release(
     steps.mark("check+scan");
     let why = |_| Some("its content changed since it was read".to_owned());
     if let Some(refusal) = Refusal::of_targets(&paths, own, why) {
-        return refusal.into_report(&paths);
+        return ReleaseReport::refused(&paths, refusal);
     }
     let scan = match scan {
         Ok(Ok(scan)) => scan,
@@ -406,6 +413,7 @@ pub fn release(
 
 /// The report of a dry run that passed every check: nothing touched, each
 /// target `not_attempted`.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn dry_run_report(paths: &[String]) -> ReleaseReport {
     let files = paths
         .iter()

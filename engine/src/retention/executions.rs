@@ -50,7 +50,7 @@ pub struct ExecutionPrune {
 
 /// What a status file says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExecStatus {
+pub enum PayloadStatus {
     /// Resolved; its status file was last written at this time
     /// (nanoseconds since the epoch).
     Resolved(u64),
@@ -59,24 +59,24 @@ pub enum ExecStatus {
 }
 
 /// Reads `dir/status.json` (no-follow, bounded) and classifies it.
-pub fn read_status(exec_root: BorrowedFd<'_>, name: &str) -> ExecStatus {
+pub fn read_status(exec_root: BorrowedFd<'_>, name: &str) -> PayloadStatus {
     let flags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
-    let Ok(dir) = rustix::fs::openat(exec_root, name, flags, Mode::empty()) else { return ExecStatus::Unresolved };
+    let Ok(dir) = rustix::fs::openat(exec_root, name, flags, Mode::empty()) else { return PayloadStatus::Unresolved };
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::openat(&dir, STATUS_FILE, flags, Mode::empty()) else {
-        return ExecStatus::Unresolved;
+        return PayloadStatus::Unresolved;
     };
     let mtime = rustix::fs::statx(&fd, c"", AtFlags::EMPTY_PATH, StatxFlags::TYPE | StatxFlags::MTIME).ok();
     if !mtime.as_ref().is_some_and(|st| FileType::from_raw_mode(u32::from(st.stx_mode)) == FileType::RegularFile) {
-        return ExecStatus::Unresolved;
+        return PayloadStatus::Unresolved;
     }
     let mut bytes = Vec::new();
     if std::fs::File::from(fd).take(MAX_STATUS_BYTES).read_to_end(&mut bytes).is_err() {
-        return ExecStatus::Unresolved;
+        return PayloadStatus::Unresolved;
     }
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return ExecStatus::Unresolved };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return PayloadStatus::Unresolved };
     if v.get("state").and_then(serde_json::Value::as_str) != Some("resolved") {
-        return ExecStatus::Unresolved;
+        return PayloadStatus::Unresolved;
     }
     // The status file is rewritten when the execution resolves, so its
     // modification time (to the nanosecond; `ended_unix` is whole seconds)
@@ -84,7 +84,7 @@ pub fn read_status(exec_root: BorrowedFd<'_>, name: &str) -> ExecStatus {
     let ns = mtime.map_or(0, |st| {
         u64::try_from(st.stx_mtime.tv_sec).unwrap_or(0).saturating_mul(1_000_000_000) + u64::from(st.stx_mtime.tv_nsec)
     });
-    ExecStatus::Resolved(ns)
+    PayloadStatus::Resolved(ns)
 }
 
 /// Prunes `exec_root` (the opened `D/executions`) down to the newest `keep`
@@ -113,11 +113,11 @@ pub fn prune_executions(
             continue;
         }
         match read_status(exec_root, name) {
-            ExecStatus::Resolved(ended) => {
+            PayloadStatus::Resolved(ended) => {
                 resolved.insert(name.clone(), ended);
                 done.push((ended, name));
             }
-            ExecStatus::Unresolved => report.unresolved += 1,
+            PayloadStatus::Unresolved => report.unresolved += 1,
         }
     }
     report.resolved = done.len() as u64;

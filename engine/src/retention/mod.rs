@@ -35,9 +35,13 @@ mod receipts;
 pub mod remove;
 mod usage;
 
-pub use executions::{prune_executions, read_status, ExecStatus, ExecutionPrune, STATUS_FILE};
-pub use receipts::{is_receipt_name, prune_receipts, ReceiptPrune};
-pub use usage::{backing_usage, backing_usage_in, data_usage, data_usage_in, BackingUsage, WARN_PERCENT};
+pub(crate) use executions::prune_executions;
+pub use executions::{ExecutionPrune, STATUS_FILE};
+pub(crate) use receipts::prune_receipts;
+pub use receipts::ReceiptPrune;
+#[cfg(test)]
+use usage::data_usage;
+pub use usage::{backing_usage, backing_usage_in, data_usage_in, BackingUsage, WARN_PERCENT};
 
 /// Default number of resolved executions kept.
 pub const DEFAULT_KEEP_EXECUTIONS: usize = 2_000;
@@ -46,7 +50,7 @@ pub const DEFAULT_KEEP_RECEIPTS_DAYS: u64 = 30;
 /// The staging directory below `D`, outside every backing root.
 pub const STAGING_DIR: &str = "retention";
 /// The longest a pass leaves `D/receipts` unlooked at (see
-/// [`receipts_every`]).
+/// `receipts_every`).
 pub const RECEIPTS_EVERY_MAX: Duration = Duration::from_secs(60);
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
@@ -87,7 +91,7 @@ pub struct Staging {
 /// # References
 /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
-pub fn open_data_dir(data_dir: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_data_dir(data_dir: &Path) -> io::Result<OwnedFd> {
     let d = rustix::fs::openat(CWD, data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
     let st = rustix::fs::fstat(&d)?;
     let others_write = st.st_mode & 0o002 != 0;
@@ -106,7 +110,7 @@ pub fn open_data_dir(data_dir: &Path) -> io::Result<OwnedFd> {
 
 impl Staging {
     /// Opens (creating, mode 0700) `data_dir/retention`: the data directory
-    /// as [`open_data_dir`] resolves it, `retention` without following a
+    /// as `open_data_dir` resolves it, `retention` without following a
     /// link.
     pub fn open(data_dir: &Path) -> io::Result<Staging> {
         Staging::open_in(open_data_dir(data_dir)?.as_fd())
@@ -114,7 +118,7 @@ impl Staging {
 
     /// Opens (creating, mode 0700) `retention` in the opened data
     /// directory `d`, without following a link.
-    pub fn open_in(d: BorrowedFd<'_>) -> io::Result<Staging> {
+    pub(crate) fn open_in(d: BorrowedFd<'_>) -> io::Result<Staging> {
         match rustix::fs::mkdirat(d, STAGING_DIR, Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(e.into()),
@@ -128,7 +132,7 @@ impl Staging {
     /// [`remove::REMOVE_MAX_DEPTH`] levels, a directory it may not write)
     /// is left and counted, and the others are still removed. Returns the
     /// entries removed and the staged trees left.
-    pub fn clear(&self) -> io::Result<(u64, u64)> {
+    pub(crate) fn clear(&self) -> io::Result<(u64, u64)> {
         let (mut removed, mut stuck) = (0, 0);
         for name in remove::list(&self.dir)? {
             match remove::remove_tree(self.dir.as_fd(), &name, 1) {
@@ -146,7 +150,7 @@ impl Staging {
 /// Staged trees waiting in `data_dir/retention`: more than none between
 /// passes means retention is behind (something it moved out of a backing
 /// root could not be removed). `0` when there is no staging directory.
-pub fn staged_entries(data_dir: &Path) -> u64 {
+pub(crate) fn staged_entries(data_dir: &Path) -> u64 {
     let d = rustix::fs::openat(CWD, data_dir.join(STAGING_DIR), DIR_FLAGS, Mode::empty());
     d.ok().and_then(|d| remove::list(&d).ok()).map_or(0, |names| names.len() as u64)
 }
@@ -161,14 +165,14 @@ pub struct PruneReport {
     /// Entries left over in staging by an interrupted pass, removed now.
     pub staging_cleared: u64,
     /// Staged trees that could not be removed and stay in staging: when
-    /// not zero, retention is behind (see [`PruneReport::behind`]).
+    /// not zero, retention is behind (see `PruneReport::behind`).
     pub staging_stuck: u64,
 }
 
 impl PruneReport {
     /// Entries this pass could not remove (staged trees left, executions
     /// and receipts that failed): retention is behind when not zero.
-    pub fn behind(&self) -> u64 {
+    pub(crate) fn behind(&self) -> u64 {
         self.staging_stuck + self.executions.failed + self.receipts.failed
     }
 }
@@ -192,7 +196,7 @@ pub struct Retention {
 /// that was most of a core under steady releases, for a window counted in
 /// days. A receipt so lives at most this much past its window: a minute
 /// past 30 days.
-pub fn receipts_every(keep: Duration) -> Duration {
+pub(crate) fn receipts_every(keep: Duration) -> Duration {
     (keep / 1440).min(RECEIPTS_EVERY_MAX)
 }
 
@@ -202,22 +206,17 @@ impl Retention {
         Retention { data_dir: data_dir.to_path_buf(), policy, resolved: HashMap::new(), receipts_pruned: None }
     }
 
-    /// The policy.
-    pub fn policy(&self) -> RetentionPolicy {
-        self.policy
-    }
-
     /// Runs one pass: clears staging, prunes executions (asking `claim`
-    /// before each, see [`prune_executions`]) and receipts older than the
+    /// before each, see `prune_executions`) and receipts older than the
     /// window as of `now`. Receipts are looked at on the first pass and
-    /// then once [`receipts_every`] has gone by since they last were (or
+    /// then once `receipts_every` has gone by since they last were (or
     /// the clock went back); otherwise the report's receipts part is
     /// zero.
     ///
     /// Best effort per entry: an entry that cannot be removed is left,
-    /// counted ([`PruneReport::behind`]) and logged, and the pass goes on;
+    /// counted (`PruneReport::behind`) and logged, and the pass goes on;
     /// a store that cannot be read does not keep the other from its pass.
-    /// The data directory is resolved once per pass ([`open_data_dir`]).
+    /// The data directory is resolved once per pass (`open_data_dir`).
     /// A missing data directory, `D/executions` or `D/receipts` is empty.
     /// A backing root that is a link or not a directory is left alone.
     pub fn pass(&mut self, now: SystemTime, claim: &mut dyn FnMut(&str) -> bool) -> io::Result<PruneReport> {

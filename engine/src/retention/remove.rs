@@ -37,6 +37,9 @@ pub struct Removed {
 ///
 /// An entry that vanishes meanwhile is not an error. Returns what was
 /// removed; an error leaves the rest in place.
+// Hidden: public only for the engine's own retention-scan test (it removes
+// trees under a scan running beside it); not a supported API.
+#[doc(hidden)]
 pub fn remove_tree(parent: BorrowedFd<'_>, name: &str, depth: u32) -> io::Result<Removed> {
     let mut removed = Removed::default();
     remove_entry(parent, name, depth, &mut removed)?;
@@ -82,7 +85,7 @@ fn remove_entry(parent: BorrowedFd<'_>, name: &str, depth: u32, removed: &mut Re
 
 /// The names in `dir` (without `.` and `..`), read to the end before
 /// anything is removed. A directory removed meanwhile (`ENOENT`) is empty.
-pub fn list<Fd: rustix::fd::AsFd>(dir: Fd) -> io::Result<Vec<String>> {
+pub(crate) fn list<Fd: rustix::fd::AsFd>(dir: Fd) -> io::Result<Vec<String>> {
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 16 * 1024];
     let mut iter = RawDir::new(dir, &mut buf);
     let mut names = Vec::new();

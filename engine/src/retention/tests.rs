@@ -2,6 +2,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use super::receipts::is_receipt_name;
 use super::*;
 
 fn exec(d: &Path, id: &str, state: &str, ended: u64) {

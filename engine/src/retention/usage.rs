@@ -13,7 +13,8 @@ use crate::error::Reason;
 use crate::layout::Layout;
 use crate::release::open_backing_roots;
 use crate::scan::{
-    open_root, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend, MAX_DEPTH, MAX_ENTRIES,
+    open_root, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, SyncBackend, MAX_DEPTH,
+    MAX_ENTRIES,
 };
 
 /// Share of the bound past which a warning is given, in percent.
@@ -107,7 +108,7 @@ fn count(roots: &[ScanRoot], cache: Option<&DirCache>) -> ScanReport {
     let none = HashSet::new();
     match cache {
         Some(cache) => cache.scan(roots, COUNT_LIMITS, &none),
-        None => SyncBackend.scan_with(roots, COUNT_LIMITS, &none, ScanMode::Lean),
+        None => SyncBackend.scan(&ScanRequest { roots, limits: COUNT_LIMITS, aliases: &none, mode: ScanMode::Lean }),
     }
 }
 
@@ -128,11 +129,13 @@ pub fn backing_usage_in(layout: &Layout, cache: Option<&DirCache>) -> BackingUsa
 
 /// Counts the data directory's two backing roots (`D/executions`,
 /// `D/receipts`), shared by every workspace.
-pub fn data_usage(data_dir: &Path) -> BackingUsage {
+#[cfg(test)]
+pub(crate) fn data_usage(data_dir: &Path) -> BackingUsage {
     data_usage_in(data_dir, None)
 }
 
-/// [`data_usage`] through `cache` when given.
+/// Counts the data directory's two backing roots (`D/executions`,
+/// `D/receipts`), shared by every workspace, through `cache` when given.
 pub fn data_usage_in(data_dir: &Path, cache: Option<&DirCache>) -> BackingUsage {
     let mut roots = Vec::new();
     for name in ["executions", "receipts"] {

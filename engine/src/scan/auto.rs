@@ -13,10 +13,7 @@
 
 use std::sync::OnceLock;
 
-use std::collections::HashSet;
-
-use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend, ThreadsBackend};
-use crate::identity::PhysicalId;
+use super::{BackendKind, ScanBackend, ScanMode, ScanReport, ScanRequest, SyncBackend, ThreadsBackend};
 use crate::scan::UringBackend;
 use crate::uring::probe;
 
@@ -84,9 +81,10 @@ pub(crate) fn idle_cores_from(cores: f64, loadavg: &str) -> Option<f64> {
     Some(cores - load)
 }
 
-/// Whether `auto` picks io_uring given `idle` cores (see
+/// Whether `idle` cores are enough for `auto` to pick a parallel backend
+/// (io_uring for a scan with sizes, the threaded walkers for a lean one; see
 /// [`URING_MIN_IDLE_CORES`]); an unknown load picks the synchronous backend.
-pub(crate) fn auto_prefers_uring(idle: Option<f64>) -> bool {
+pub(crate) fn parallel_scan_pays(idle: Option<f64>) -> bool {
     idle.is_some_and(|i| i >= URING_MIN_IDLE_CORES)
 }
 
@@ -103,7 +101,7 @@ fn sizes_backend() -> &'static dyn ScanBackend {
     match probe() {
         Ok(_) => {
             let idle = idle_cores();
-            if auto_prefers_uring(idle) {
+            if parallel_scan_pays(idle) {
                 tracing::debug!(?idle, "auto: io_uring scan backend");
                 uring()
             } else {
@@ -133,13 +131,13 @@ fn sizes_backend() -> &'static dyn ScanBackend {
 ///   synchronous backend (1.5 idle cores, `URING_MIN_IDLE_CORES`).
 pub fn auto_pick(mode: ScanMode) -> &'static dyn ScanBackend {
     match mode {
-        ScanMode::Lean if auto_prefers_uring(idle_cores()) => threads(),
+        ScanMode::Lean if parallel_scan_pays(idle_cores()) => threads(),
         ScanMode::Lean => &SYNC,
         ScanMode::Sizes => sizes_backend(),
     }
 }
 
-/// `auto`: runs each scan on [`auto_pick`]'s backend for its mode; the
+/// `auto`: runs each scan on `auto_pick`'s backend for its mode; the
 /// report names the backend that ran.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AutoBackend;
@@ -150,14 +148,8 @@ impl ScanBackend for AutoBackend {
         sizes_backend().kind()
     }
 
-    fn scan_with(
-        &self,
-        roots: &[ScanRoot],
-        limits: ScanLimits,
-        aliases: &HashSet<PhysicalId>,
-        mode: ScanMode,
-    ) -> ScanReport {
-        auto_pick(mode).scan_with(roots, limits, aliases, mode)
+    fn scan(&self, req: &ScanRequest<'_>) -> ScanReport {
+        auto_pick(req.mode).scan(req)
     }
 }
 
@@ -200,11 +192,11 @@ mod tests {
     #[test]
     fn auto_rule() {
         assert_eq!(idle_cores_from(2.0, "0.25 0.40 0.50 1/120 999\n"), Some(1.75));
-        assert!(auto_prefers_uring(idle_cores_from(2.0, "0.25 0.40 0.50 1/120 999\n")));
-        assert!(!auto_prefers_uring(idle_cores_from(2.0, "0.90 0.40 0.50 1/120 999\n")));
-        assert!(!auto_prefers_uring(idle_cores_from(1.0, "0.00 0.00 0.00 1/120 999\n")));
-        assert!(auto_prefers_uring(idle_cores_from(8.0, "5.00 5.00 5.00 1/120 999\n")));
-        assert!(!auto_prefers_uring(None));
+        assert!(parallel_scan_pays(idle_cores_from(2.0, "0.25 0.40 0.50 1/120 999\n")));
+        assert!(!parallel_scan_pays(idle_cores_from(2.0, "0.90 0.40 0.50 1/120 999\n")));
+        assert!(!parallel_scan_pays(idle_cores_from(1.0, "0.00 0.00 0.00 1/120 999\n")));
+        assert!(parallel_scan_pays(idle_cores_from(8.0, "5.00 5.00 5.00 1/120 999\n")));
+        assert!(!parallel_scan_pays(None));
         assert_eq!(idle_cores_from(2.0, "garbage"), None);
         let k = auto_backend().kind();
         assert!(k == BackendKind::Sync || probe().is_ok());

@@ -39,7 +39,7 @@ mod tally;
 mod threads;
 pub(crate) mod uring;
 
-pub use auto::{auto_backend, auto_pick, backend_for, AutoBackend, BackendChoice};
+pub use auto::{auto_backend, backend_for, AutoBackend, BackendChoice};
 pub use cache::{CacheStats, DirCache};
 pub use shared::{RootSpec, SharedScanner, SharedStats};
 
@@ -47,7 +47,8 @@ pub use shared::{RootSpec, SharedScanner, SharedStats};
 pub use lean::after_next_mount_table_read;
 pub(crate) use lean::unescape as unescape_mountinfo;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
-pub use root::{fail_report, open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
+pub(crate) use root::fail_report;
+pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
 pub use sync::SyncBackend;
 pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};
@@ -141,28 +142,30 @@ impl ScanReport {
     }
 }
 
+/// One scan asked of a [`ScanBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct ScanRequest<'a> {
+    /// The opened roots, scanned in order under one shared bound.
+    pub roots: &'a [ScanRoot],
+    /// The bound.
+    pub limits: ScanLimits,
+    /// Identities that fail the scan closed wherever they are met (a
+    /// release's targets).
+    pub aliases: &'a HashSet<PhysicalId>,
+    /// [`ScanMode::Sizes`] measures every regular file; [`ScanMode::Lean`]
+    /// gives the same verdict, path and counts without `statx`ing what
+    /// getdents64 already tells, and no `bytes`.
+    pub mode: ScanMode,
+}
+
 /// A scan strategy.
 pub trait ScanBackend: Send + Sync {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
 
-    /// Scans `roots` under one shared bound, failing closed on the first
-    /// offending entry or any entry whose identity is in `aliases`,
-    /// measuring sizes ([`ScanMode::Sizes`]).
-    fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
-        self.scan_with(roots, limits, aliases, ScanMode::Sizes)
-    }
-
-    /// [`ScanBackend::scan`] in `mode`: [`ScanMode::Lean`] gives the same
-    /// verdict, path and counts without `statx`ing what getdents64 already
-    /// tells, and no `bytes`.
-    fn scan_with(
-        &self,
-        roots: &[ScanRoot],
-        limits: ScanLimits,
-        aliases: &HashSet<PhysicalId>,
-        mode: ScanMode,
-    ) -> ScanReport;
+    /// Scans `req.roots` under one shared bound, failing closed on the first
+    /// offending entry or any entry whose identity is in `req.aliases`.
+    fn scan(&self, req: &ScanRequest<'_>) -> ScanReport;
 }
 
 /// Builds a report from a backend's tally and first failure.

@@ -20,7 +20,7 @@ use std::time::Instant;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 
-use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, Verdict};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, Verdict};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::resolve::{open_dir_beneath, WalkError};
@@ -179,7 +179,7 @@ pub fn scan_paths_with(
     aliases: &HashSet<PhysicalId>,
     mode: ScanMode,
 ) -> ScanReport {
-    scan_opened(roots, backend.kind(), mode, |opened| backend.scan_with(opened, limits, aliases, mode))
+    scan_opened(roots, backend.kind(), mode, |roots| backend.scan(&ScanRequest { roots, limits, aliases, mode }))
 }
 
 /// Opens every root with [`open_root`] and hands them to `scan`; a root

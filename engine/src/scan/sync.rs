@@ -64,7 +64,7 @@ use rustix::io::Errno;
 use super::lean::{dir_identity, from_dirent, lean_scan, Lean, MountParents};
 use super::root::DIR_FLAGS;
 use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
-use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -87,21 +87,15 @@ impl ScanBackend for SyncBackend {
         BackendKind::Sync
     }
 
-    fn scan_with(
-        &self,
-        roots: &[ScanRoot],
-        limits: ScanLimits,
-        aliases: &HashSet<PhysicalId>,
-        mode: ScanMode,
-    ) -> ScanReport {
+    fn scan(&self, req: &ScanRequest<'_>) -> ScanReport {
         let start = Instant::now();
         let walk = |mounts| {
-            let mut scan = Scan::new(limits, aliases, mode, mounts);
-            let failure = roots.iter().find_map(|root| scan.root(root).err());
+            let mut scan = Scan::new(req.limits, req.aliases, req.mode, mounts);
+            let failure = req.roots.iter().find_map(|root| scan.root(root).err());
             super::report(BackendKind::Sync, &scan.tally, failure, start)
         };
-        match mode {
-            ScanMode::Lean => lean_scan(roots, walk),
+        match req.mode {
+            ScanMode::Lean => lean_scan(req.roots, walk),
             ScanMode::Sizes => walk(None),
         }
     }

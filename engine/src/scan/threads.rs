@@ -11,11 +11,8 @@
 //! - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 //! - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 
-use std::collections::HashSet;
-
 use super::uring::{run, UringConfig};
-use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot};
-use crate::identity::PhysicalId;
+use super::{BackendKind, ScanBackend, ScanReport, ScanRequest};
 
 /// Parallel walkers on plain system calls.
 #[derive(Clone, Debug, Default)]
@@ -36,13 +33,7 @@ impl ScanBackend for ThreadsBackend {
         BackendKind::Threads
     }
 
-    fn scan_with(
-        &self,
-        roots: &[ScanRoot],
-        limits: ScanLimits,
-        aliases: &HashSet<PhysicalId>,
-        mode: ScanMode,
-    ) -> ScanReport {
-        run(&self.config, true, roots, limits, aliases, mode)
+    fn scan(&self, req: &ScanRequest<'_>) -> ScanReport {
+        run(&self.config, true, req)
     }
 }

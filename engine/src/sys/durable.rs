@@ -61,7 +61,8 @@ fn groups() -> &'static Groups {
 static DIR_FSYNCS: AtomicU64 = AtomicU64::new(0);
 
 /// How many directory `fsync`s this process has run ([`fsync_dir`]).
-pub fn dir_fsyncs() -> u64 {
+#[cfg(test)]
+fn dir_fsyncs() -> u64 {
     DIR_FSYNCS.load(Ordering::Relaxed)
 }
 

@@ -37,16 +37,14 @@ fn share_of(soft: Option<u64>, max: usize) -> usize {
     soft.map_or(max, |n| usize::try_from(n / 4).unwrap_or(max).min(max))
 }
 
-/// Grows this process's descriptor table to hold as many descriptors as
-/// the engine's caches may keep (the scan cache's directories and the
-/// remembered kernel threads) plus 1,024, within the soft
-/// `RLIMIT_NOFILE`; returns the size asked for. Call it first thing in a
-/// long-lived process, before it starts threads. Nothing stays open.
+/// Grows this process's descriptor table to hold `cached` descriptors (what
+/// the caller's caches may keep) plus 1,024, within the soft
+/// `RLIMIT_NOFILE`; returns the size asked for. Nothing stays open.
 ///
 /// # References
 /// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
-pub fn reserve_descriptor_table() -> io::Result<usize> {
-    let want = crate::scan::descriptor_budget() + crate::procfs::kernel_threads_remembered_at_most() + SLACK;
+pub(crate) fn grow_descriptor_table(cached: usize) -> io::Result<usize> {
+    let want = cached + SLACK;
     let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let want = soft.map_or(want, |s| want.min(usize::try_from(s.saturating_sub(1)).unwrap_or(want)));
     let probe = rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
@@ -72,7 +70,7 @@ mod tests {
     fn the_table_is_grown_within_the_limit_and_nothing_stays_open() {
         let count = || std::fs::read_dir("/proc/self/fd").unwrap().count();
         let before = count();
-        let n = reserve_descriptor_table().unwrap();
+        let n = grow_descriptor_table(4096).unwrap();
         let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         assert!(soft.is_none_or(|s| n as u64 <= s));
         // The table holds at least `n` slots now (`FDSize` of

@@ -2,7 +2,8 @@
 //! locks that survive a panicked holder, randomness from the kernel,
 //! durable writes of small files with group-committed directory `fsync`s,
 //! a descriptor table grown once for the descriptors the engine's caches
-//! keep, and processes remembered by pidfd.
+//! keep (their budget comes from the caller,
+//! `release::reserve_descriptor_table`), and processes remembered by pidfd.
 //!
 //! They are public because a guardian built on the engine needs the same
 //! first three with the same guarantees (a guardian's session table, its
@@ -28,11 +29,10 @@ mod pidfds;
 mod random;
 
 pub(crate) use cores::cores;
-pub use durable::{create_private_dir_all, dir_fsyncs, fsync_dir, write_durable};
-pub(crate) use fd_table::cache_share;
-pub use fd_table::reserve_descriptor_table;
+pub use durable::{create_private_dir_all, fsync_dir, write_durable};
+pub(crate) use fd_table::{cache_share, grow_descriptor_table};
 pub use lease::{open_elsewhere, OpenElsewhere};
 pub use lock::lock;
 pub use peer::peer_pidfd;
 pub use pidfds::{pidfd_of, Remembered};
-pub use random::{fill_random, random_hex};
+pub use random::random_hex;

@@ -9,7 +9,7 @@
 //!
 //! - `owned`: `openat`/`statx` whose paths and descriptors the pipeline
 //!   holds until completion, so the scan backend
-//!   ([`UringBackend`], in `crate::scan::uring`) needs no `unsafe`;
+//!   (`UringBackend`, in `crate::scan::uring`) needs no `unsafe`;
 //! - [`probe()`], [`probe_with`], [`gather`]: availability and the reason
 //!   it is missing;
 //! - [`RingConfig`]: ring set-up knobs;
@@ -25,6 +25,5 @@ pub(crate) mod probe;
 pub(crate) mod read;
 pub(crate) mod ring;
 
-pub use crate::scan::{UringBackend, UringConfig};
 pub use probe::{gather, probe, probe_with, Capabilities, ProbeInputs, Unavailable, REQUIRED_OPS};
 pub use ring::RingConfig;

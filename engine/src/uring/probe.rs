@@ -53,6 +53,7 @@ pub struct ProbeInputs {
 }
 
 /// Why io_uring cannot be used.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unavailable {
     /// `io_uring_disabled` is 2 (disabled for everyone).

@@ -221,7 +221,7 @@ mod tests {
             let v = ReleaseResult::of_report(&report, None).to_value();
             assert_eq!(
                 (&v["status"], &v["errorCode"], &v["touched"]),
-                (&json!("failed"), &json!(code.code()), &json!(false))
+                (&json!("failed"), &json!(code.as_str()), &json!(false))
             );
             assert!(v["message"].as_str().unwrap().contains("/m"));
         }

@@ -415,7 +415,7 @@ impl Frontend {
             temporary_artifact_dir: session_dir,
             temporary_release: TemporaryRelease {
                 available: availability.available,
-                reason: availability.reason.map(Reason::code),
+                reason: availability.reason.map(Reason::as_str),
                 detail,
             },
             temporary_artifact_max_files: quota::MAX_SESSION_FILES,

@@ -242,9 +242,9 @@ fn write_atomic(plan: &Plan, content: &[u8]) -> io::Result<()> {
 impl Frontend {
     pub(super) fn write(&self, w: &WriteArgs) -> Value {
         let paths = w.paths();
-        if let Err((code, own)) = check_shape(&paths) {
-            let own: Vec<Option<Code>> = own.into_iter().map(|o| o.map(Code::from)).collect();
-            return write_denial(&paths, &FrontendError::new(code, "a path was refused"), &own);
+        if let Err(refused) = check_shape(&paths) {
+            let own: Vec<Option<Code>> = refused.own.into_iter().map(|o| o.map(Code::from)).collect();
+            return write_denial(&paths, &FrontendError::new(refused.reason, "a path was refused"), &own);
         }
         let session = match self.session(&w.thread_id) {
             Ok(s) => s,

@@ -219,7 +219,7 @@ fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply,
     // A command whose shell ended before its prompt came back (a guardian
     // restart hung it up) is done once its shell's execution is resolved.
     let shell_done = || r.shell.as_deref().and_then(|s| g.runtime.lookup(s)).is_some_and(|e| e.state().is_final());
-    let done = r.state == winx_release_engine::executions::record::RecordState::Resolved || shell_done();
+    let done = r.state == winx_release_engine::executions::RecordState::Resolved || shell_done();
     Ok(ShellReply::new(CommandReport {
         status: if done { ExecStatus::Completed } else { ExecStatus::Running },
         command_id: id.to_owned(),
@@ -307,7 +307,7 @@ fn new_output(c: &Cmd) -> (String, bool) {
     let from = (*delivered).max(len.saturating_sub(limit)).min(len);
     let cut = from > *delivered;
     let mut buf = Vec::new();
-    if let Ok(mut f) = std::fs::File::open(c.rec.dir.join(winx_release_engine::executions::record::OUTPUT_FILE)) {
+    if let Ok(mut f) = std::fs::File::open(c.rec.dir.join(winx_release_engine::executions::OUTPUT_FILE)) {
         if f.seek(SeekFrom::Start(from)).is_ok() {
             let _ = f.take(len - from).read_to_end(&mut buf);
         }

@@ -38,7 +38,7 @@ impl ErrorCode {
             ErrorCode::SessionUnavailable => "session_unavailable",
             ErrorCode::NotFound => "not_found",
             ErrorCode::IoError => "io_error",
-            ErrorCode::Reason(r) => r.code(),
+            ErrorCode::Reason(r) => r.as_str(),
             ErrorCode::Other(s) => s,
         }
     }

@@ -5,13 +5,11 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use super::{Mode, Runtime, Spawn};
+use super::{Runtime, Spawn};
 use crate::executions::execution::Execution;
-use crate::executions::record::{self, RecordState};
 use crate::executions::shell::spawn::{spawn_shell, ShellSpec};
 use crate::executions::shell::{pty, Core, OutputSink, Shell, ShellSpawn, State, Terminal, HOOK_FILE};
 use crate::sys::lock;
@@ -67,7 +65,7 @@ impl Runtime {
                 env_remove: &env_remove,
                 cgroup: e.cgroup.as_deref(),
             };
-            self.spawn_shell_leader(e, &spec, &follower, OwnedFd::from(theirs))
+            self.start_leader(e, || spawn_shell(&spec, &follower, OwnedFd::from(theirs), |cmd| self.spawn_child(cmd)))
         })?;
         let core = Arc::new(Core {
             execution: e.clone(),
@@ -76,7 +74,11 @@ impl Runtime {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
         });
-        let _ = e.shell.set(Arc::downgrade(&core));
+        {
+            let mut shells = lock(&self.shells);
+            shells.retain(|_, core| core.strong_count() > 0);
+            shells.insert(e.id.clone(), Arc::downgrade(&core));
+        }
         {
             let core = core.clone();
             std::thread::spawn(move || crate::executions::shell::read_reports(core, ours));
@@ -89,32 +91,10 @@ impl Runtime {
         Ok(Shell { core })
     }
 
-    fn spawn_shell_leader(
-        &self,
-        e: &Arc<Execution>,
-        spec: &ShellSpec<'_>,
-        follower: &OwnedFd,
-        hook_end: OwnedFd,
-    ) -> io::Result<Child> {
-        if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
-            s.create_execution_cgroup(&e.id)?;
-        }
-        record::write_record(&e.dir, &e.record(RecordState::Starting))?;
-        let (child, leader) = spawn_shell(spec, follower, hook_end, |cmd| {
-            let mut children = lock(&self.children);
-            let child = cmd.spawn()?;
-            children.insert(child.id() as i32);
-            Ok(child)
-        })?;
-        *lock(&e.leader) = Some(leader);
-        self.write(e, &e.record(RecordState::Running));
-        Ok(child)
-    }
-
     /// The live shell of execution `e`, if it is one this runtime started
     /// and its process has not exited.
     pub(crate) fn live_shell(&self, e: &Execution) -> Option<Shell> {
-        let core = e.shell.get()?.upgrade()?;
+        let core = lock(&self.shells).get(&e.id)?.upgrade()?;
         (!e.leader_exited()).then_some(Shell { core })
     }
 

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use super::{Shell, Write};
 use crate::admission::AdmissionGuard;
 use crate::executions::execution::{read_tail, INLINE_OUTPUT_BYTES};
-use crate::executions::record::{self, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
+use crate::executions::record::{self, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use crate::executions::Runtime;
 use crate::sys::{create_private_dir_all, lock};
 
@@ -64,20 +64,16 @@ impl Shell {
         create_private_dir_all(&dir)?;
         fs::write(dir.join(COMMAND_FILE), text)?;
         let record = Record {
-            command_id: id.clone(),
-            thread_id: e.thread.clone(),
-            workspace: e.workspace.clone(),
-            session: e.session,
-            background: e.background,
-            started_unix: now_unix(),
-            state: RecordState::Running,
-            leader: None,
-            cgroup: None,
-            leader_exited_unix: None,
-            exit_code: None,
-            failed_to_start: false,
-            ended_unix: None,
             shell: Some(e.id.clone()),
+            ..Record::new(NewRecord {
+                command_id: id.clone(),
+                thread_id: e.thread.clone(),
+                workspace: e.workspace.clone(),
+                session: e.session,
+                background: e.background,
+                started_unix: now_unix(),
+                state: RecordState::Running,
+            })
         };
         record::write_record(&dir, &record)?;
         let out = OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(OUTPUT_FILE))?;

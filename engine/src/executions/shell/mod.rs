@@ -12,7 +12,7 @@
 //! [`Shell::busy`] is the rule that says whether anything of it runs.
 //!
 //! Two ways to hand it a terminal ([`Terminal`]):
-//! - [`Terminal::Open`]: the engine opens the pair ([`pty::open_pair`]),
+//! - [`Terminal::Open`]: the engine opens the pair (`pty::open_pair`),
 //!   keeps the controller, reads everything the terminal prints (into the
 //!   execution's `output` file and the caller's [`OutputSink`]), and the
 //!   caller writes with [`Shell::write`];
@@ -36,7 +36,7 @@ pub(crate) mod spawn;
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -146,11 +146,6 @@ impl Shell {
     /// The shell's pid, once spawned.
     pub fn pid(&self) -> Option<i32> {
         self.core.execution.leader().map(|l| l.pid)
-    }
-
-    /// The follower side of its terminal.
-    pub fn follower(&self) -> BorrowedFd<'_> {
-        self.core.follower.as_fd()
     }
 
     /// Whether the hook reported the prompt after the last byte written

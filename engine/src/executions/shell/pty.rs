@@ -38,7 +38,7 @@ pub struct PtyPair {
 /// # References
 /// - [`pty(7)`](https://man7.org/linux/man-pages/man7/pty.7.html)
 /// - [`TIOCSWINSZ`](https://man7.org/linux/man-pages/man2/TIOCSWINSZ.2const.html)
-pub fn open_pair(rows: u16, cols: u16) -> io::Result<PtyPair> {
+pub(crate) fn open_pair(rows: u16, cols: u16) -> io::Result<PtyPair> {
     let controller = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     grantpt(&controller)?;
     unlockpt(&controller)?;

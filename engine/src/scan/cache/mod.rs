@@ -200,7 +200,7 @@ impl DirCache {
     /// Scans the opened `roots` leanly under one shared bound, failing
     /// closed on the first offending entry or any entry whose identity is
     /// in `aliases`: the report of
-    /// [`ScanBackend::scan_with`](super::ScanBackend::scan_with) in
+    /// [`ScanBackend::scan`](super::ScanBackend::scan) in
     /// [`ScanMode::Lean`], reading only the directories whose records no
     /// longer hold.
     pub fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {

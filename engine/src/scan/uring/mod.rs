@@ -61,7 +61,7 @@ use crossbeam_deque::Injector;
 
 use super::lean::{dir_identity, lean_scan, MountParents};
 use super::tally::Class;
-use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRoot, SyncBackend};
+use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, SyncBackend};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 use crate::uring::ring::{RingConfig, Shared};
@@ -143,52 +143,36 @@ impl ScanBackend for UringBackend {
         BackendKind::Uring
     }
 
-    fn scan_with(
-        &self,
-        roots: &[ScanRoot],
-        limits: ScanLimits,
-        aliases: &HashSet<PhysicalId>,
-        mode: ScanMode,
-    ) -> ScanReport {
+    fn scan(&self, req: &ScanRequest<'_>) -> ScanReport {
         if let Err(why) = crate::uring::probe() {
             tracing::warn!(reason = %why, "io_uring unavailable; scanning with the synchronous backend");
-            return SyncBackend.scan_with(roots, limits, aliases, mode);
+            return SyncBackend.scan(req);
         }
-        run(&self.config, false, roots, limits, aliases, mode)
+        run(&self.config, false, req)
     }
 }
 
 /// Runs a scan on parallel walkers: on io_uring, or on plain system calls
 /// (`syscalls`, the [`ThreadsBackend`](super::ThreadsBackend)).
-pub(super) fn run(
-    config: &UringConfig,
-    syscalls: bool,
-    roots: &[ScanRoot],
-    limits: ScanLimits,
-    aliases: &HashSet<PhysicalId>,
-    mode: ScanMode,
-) -> ScanReport {
+pub(super) fn run(config: &UringConfig, syscalls: bool, req: &ScanRequest<'_>) -> ScanReport {
     let start = Instant::now();
-    let walk = |mounts| walk(config, syscalls, roots, limits, aliases, mode, mounts, start);
-    match mode {
-        ScanMode::Lean => lean_scan(roots, walk),
+    let walk = |mounts| walk(config, syscalls, req, mounts, start);
+    match req.mode {
+        ScanMode::Lean => lean_scan(req.roots, walk),
         ScanMode::Sizes => walk(None),
     }
 }
 
-/// One walk of `roots` (see [`run`]); `mounts` are the directories that
-/// hold a mount point, for [`ScanMode::Lean`].
-#[allow(clippy::too_many_arguments)]
+/// One walk of `req.roots` (see [`run`]); `mounts` are the directories
+/// that hold a mount point, for [`ScanMode::Lean`].
 fn walk(
     config: &UringConfig,
     syscalls: bool,
-    roots: &[ScanRoot],
-    limits: ScanLimits,
-    aliases: &HashSet<PhysicalId>,
-    mode: ScanMode,
+    req: &ScanRequest<'_>,
     mounts: Option<Arc<MountParents>>,
     start: Instant,
 ) -> ScanReport {
+    let &ScanRequest { roots, limits, aliases, mode } = req;
     {
         let shared = Shared::with_einval_at(config.simulate_einval_at);
         let sizes = mode == ScanMode::Sizes;

@@ -1,6 +1,6 @@
 //! The exact-path rule: one absolute path that needs no normalising. It
 //! knows nothing of layouts, so the layout's own workspace check uses it
-//! too.
+//! too; [`crate::preflight`] offers it as `check_exact`.
 
 use std::ffi::OsStr;
 
