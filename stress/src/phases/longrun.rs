@@ -22,15 +22,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 use serde_json::{json, Value};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::retention::backing_usage;
 
-use crate::client::McpClient;
-use crate::procs::{GuardianProc, Private};
-use crate::{Config, CALL_TIMEOUT};
+use crate::config::{Config, CALL_TIMEOUT};
+use crate::harness::client::McpClient;
+use crate::harness::private::{GuardianProc, Private};
+use crate::progress::{self, Progress};
 
 /// Latency in one window of the run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -185,7 +186,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<LongReport> {
     let layout = Layout::new(ws.clone(), &private.data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
 
     let stop = AtomicBool::new(false);
-    let bar = progress(cfg);
+    let bar = progress::bar(cfg.progress, Progress::Commands(cfg.commands.unwrap_or(0)));
     let shared =
         Shared { fe: &fe, ws: &ws, cfg, next: AtomicU64::new(0), log: Mutex::default(), stop: &stop, bar: &bar };
     let started = Instant::now();
@@ -263,18 +264,6 @@ pub fn run(cfg: &Config) -> anyhow::Result<LongReport> {
         private.remove();
     }
     Ok(r)
-}
-
-fn progress(cfg: &Config) -> ProgressBar {
-    if !cfg.progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::with_draw_target(Some(cfg.commands.unwrap_or(0)), ProgressDrawTarget::stderr());
-    pb.set_style(
-        ProgressStyle::with_template("{bar:24} {pos}/{len} commands {elapsed:>4} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    pb
 }
 
 /// Percentile `p` (0–100) of sorted `v`.

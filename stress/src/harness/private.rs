@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::client::McpClient;
+use crate::harness::client::McpClient;
 
 /// How long the guardian may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);

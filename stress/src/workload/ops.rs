@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::client::{CallError, ToolReply};
-use crate::ledger::record;
-use crate::quota::{self, Usage};
-use crate::world::{Recorded, Session, Stats, World};
+use crate::harness::client::{CallError, ToolReply};
+use crate::oracle::ledger::record;
+use crate::oracle::quota::{self, Usage};
+use crate::workload::world::{Recorded, Session, Stats, World};
 
 /// Statuses for which `isError` must be true.
 const ERROR_STATUSES: &[&str] = &["denied", "invalid_input", "failed"];
@@ -359,7 +359,7 @@ fn apply_outcomes(
                 };
                 let q = PathBuf::from(q);
                 let at_home = sess.ledger.get(&t.path).is_some_and(|g| {
-                    crate::ledger::hash_file(&t.path).is_ok_and(|(sha, size, _)| sha == g.sha && size == g.size)
+                    crate::oracle::ledger::hash_file(&t.path).is_ok_and(|(sha, size, _)| sha == g.sha && size == g.size)
                 });
                 if at_home || !sess.ledger.relocate(&t.path, &q) {
                     // Something else was preserved; track it so that nothing

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::client::McpClient;
-use crate::ledger::{Findings, Ledger};
-use crate::procs::Private;
-use crate::quota::WorkspaceBook;
-use crate::rng::Rng;
+use crate::harness::client::McpClient;
+use crate::harness::private::Private;
+use crate::oracle::ledger::{Findings, Ledger};
+use crate::oracle::quota::WorkspaceBook;
+use crate::workload::rng::Rng;
 
 /// One workspace.
 pub struct Workspace {

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::ops;
-use crate::world::{Session, World};
+use crate::workload::ops;
+use crate::workload::world::{Session, World};
 
 /// The scan bound of the contract.
 pub const SCAN_BOUND: u64 = 50_000;
@@ -40,7 +40,7 @@ pub fn open_session(
     home: usize,
     other: usize,
     mode: Option<&str>,
-    rng: crate::rng::Rng,
+    rng: crate::workload::rng::Rng,
 ) -> anyhow::Result<(Session, Value)> {
     let root = w.workspaces[ws].root.clone();
     let v = ops::initialize(w, home, &root, thread_id, mode)?;

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::ledger::{in_quarantine, record};
-use crate::ops::{self, Expect, Pinned, Written};
-use crate::quota;
-use crate::world::{Session, Stats, World};
+use crate::oracle::ledger::{in_quarantine, record};
+use crate::oracle::quota;
+use crate::workload::ops::{self, Expect, Pinned, Written};
+use crate::workload::world::{Session, Stats, World};
 
 /// Helpers of `sess` to work on: up to `k` present ones, files of at most
 /// `max_size` bytes first.
@@ -95,7 +95,7 @@ fn full(room: Option<u64>) -> bool {
 /// The size a helper planned at `size` is written at, with `room` left:
 /// as planned when it fits; made to fit nine times in ten otherwise (at
 /// most 32 KiB), sent as planned the tenth (a refusal probe).
-fn fitted(size: u64, room: u64, rng: &mut crate::rng::Rng) -> u64 {
+fn fitted(size: u64, room: u64, rng: &mut crate::workload::rng::Rng) -> u64 {
     if size > room && !rng.chance(100) {
         rng.range(0, room.min(32 << 10))
     } else {
@@ -136,7 +136,7 @@ pub fn create_tool(w: &World, sess: &mut Session) -> anyhow::Result<Written> {
 /// output is dropped into the scratch backing root.
 pub fn create_bash(w: &World, sess: &mut Session) -> anyhow::Result<()> {
     let (files, bytes) = sess.ledger.usage();
-    let room = crate::quota::MAX_SESSION_BYTES.saturating_sub(bytes);
+    let room = crate::oracle::quota::MAX_SESSION_BYTES.saturating_sub(bytes);
     if files >= 120 || room < (64 << 10) {
         return Ok(());
     }
@@ -492,7 +492,7 @@ pub fn other_session_release(w: &World, sess: &mut Session, other_dir: &Path) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::workload::rng::Rng;
 
     #[test]
     fn the_room_is_the_tighter_quota_and_none_at_the_file_quota() {

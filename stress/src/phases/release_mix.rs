@@ -22,13 +22,15 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use crate::backing::Backing;
-use crate::cpu::{Sample, Ticks};
-use crate::ledger::in_quarantine;
-use crate::ops::{self, Expect, Written};
-use crate::quota::MAX_SESSION_FILES;
-use crate::world::{Session, Stats, World};
-use crate::{workload, Config, CpuReport};
+use crate::config::Config;
+use crate::oracle::ledger::in_quarantine;
+use crate::oracle::quota::MAX_SESSION_FILES;
+use crate::phases::cpu::CpuReport;
+use crate::phases::cpu::{Sample, Ticks};
+use crate::phases::timed;
+use crate::workload::backing::Backing;
+use crate::workload::ops::{self, Expect, Written};
+use crate::workload::world::{Session, Stats, World};
 
 /// Most files in one top-up tool write.
 const WRITE_CHUNK: usize = 100;
@@ -129,7 +131,7 @@ fn top_up(w: &World, sess: &mut Session) -> anyhow::Result<()> {
 /// had none.
 fn release_step(w: &World, sess: &mut Session) -> anyhow::Result<bool> {
     let k = (sess.rng.range(1, 4) as usize).min(own_helpers(sess));
-    let paths = crate::scenarios::pick(sess, k, u64::MAX);
+    let paths = crate::workload::scenarios::pick(sess, k, u64::MAX);
     if paths.is_empty() {
         return Ok(false);
     }
@@ -203,7 +205,7 @@ pub fn run(
     pb.set_message(format!("release-only rounds, {n} sessions"));
     let done = AtomicBool::new(false);
     let sessions: Vec<Session> = std::thread::scope(|sc| {
-        let keeper = sc.spawn(|| workload::keeper(w, backing, target, &done));
+        let keeper = sc.spawn(|| timed::keeper(w, backing, target, &done));
         let handles: Vec<_> = sessions.into_iter().map(|s| sc.spawn(|| worker(&r, s))).collect();
         let out: Vec<Session> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         done.store(true, Ordering::SeqCst);

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::backing::Backing;
-use crate::opening::{check_denied, denied_with, open_session, SCAN_BOUND};
-use crate::ops::{self, Expect, Written};
-use crate::scenarios::{self};
-use crate::world::{Session, Stats, World};
-use crate::Config;
+use crate::config::Config;
+use crate::workload::backing::Backing;
+use crate::workload::opening::{check_denied, denied_with, open_session, SCAN_BOUND};
+use crate::workload::ops::{self, Expect, Written};
+use crate::workload::scenarios::{self};
+use crate::workload::world::{Session, Stats, World};
 
 /// The scan bound: 50,000 entries pass, 50,001 fail closed with every
 /// helper preserved.
@@ -222,7 +222,8 @@ fn forget_file(w: &World, s: &mut Session, p: &Path) -> anyhow::Result<()> {
 /// Policy and runtime refusals: architect mode, an embedded frontend.
 pub(super) fn owner_checks(w: &World, extras: &mut Vec<Session>, cfg: &Config) -> anyhow::Result<()> {
     let arch_thread = format!("stress-{}-architect", cfg.seed());
-    let (mut a, _) = open_session(w, 3000, 0, &arch_thread, 0, 0, Some("architect"), crate::rng::Rng::new(3))?;
+    let (mut a, _) =
+        open_session(w, 3000, 0, &arch_thread, 0, 0, Some("architect"), crate::workload::rng::Rng::new(3))?;
     let p = a.fresh_path("arch");
     let r = ops::write_files(w, &mut a, 0, &[(p.clone(), "x".to_owned())])?;
     w.check(
@@ -245,7 +246,7 @@ pub(super) fn owner_checks(w: &World, extras: &mut Vec<Session>, cfg: &Config) -
     let emb = w.worker_frontends;
     let ws = w.workspaces.len() - 1;
     let emb_thread = format!("stress-{}-embedded", cfg.seed());
-    let (mut e, v) = open_session(w, 3001, ws, &emb_thread, emb, emb, None, crate::rng::Rng::new(4))?;
+    let (mut e, v) = open_session(w, 3001, ws, &emb_thread, emb, emb, None, crate::workload::rng::Rng::new(4))?;
     let tr = &v["temporary_release"];
     w.check(
         "embedded frontend: temporary_release unavailable (embedded_runtime)",

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use crate::backing::Backing;
-use crate::ops::{self, Expect};
-use crate::scenarios::{self, Blocker};
-use crate::world::{Session, Stats, World};
+use crate::workload::backing::Backing;
+use crate::workload::ops::{self, Expect};
+use crate::workload::scenarios::{self, Blocker};
+use crate::workload::world::{Session, Stats, World};
 
 /// The steps and their weights (per mille).
 const STEPS: &[(Step, u64)] = &[

@@ -8,17 +8,17 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use crate::backing::Backing;
-use crate::client::{CallError, McpClient};
-use crate::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
-use crate::fill_plan::{self, FillPlan, TINY};
-use crate::ledger::Ledger;
-use crate::opening::{check_denied, open_session, SCAN_BOUND};
-use crate::ops::{self, Written};
-use crate::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
-use crate::scenarios::{self, Blocker};
-use crate::world::{Session, Stats, World};
-use crate::Config;
+use crate::config::Config;
+use crate::harness::client::{CallError, McpClient};
+use crate::oracle::ledger::Ledger;
+use crate::oracle::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
+use crate::phases::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
+use crate::workload::backing::Backing;
+use crate::workload::fill_plan::{self, FillPlan, TINY};
+use crate::workload::opening::{check_denied, open_session, SCAN_BOUND};
+use crate::workload::ops::{self, Written};
+use crate::workload::scenarios::{self, Blocker};
+use crate::workload::world::{Session, Stats, World};
 
 pub(super) fn interrupted(w: &World) -> anyhow::Result<()> {
     anyhow::ensure!(!w.stopping(), "interrupted");
@@ -142,7 +142,7 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
     while total < MAX_WORKSPACE_BYTES {
         interrupted(w)?;
         let thread = format!("stress-{}-filler-{k}", cfg.seed());
-        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, crate::rng::Rng::new(k as u64))?;
+        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, crate::workload::rng::Rng::new(k as u64))?;
         k += 1;
         let mut in_session = 0;
         while total < MAX_WORKSPACE_BYTES && in_session < MAX_SESSION_BYTES {
@@ -155,7 +155,7 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
         extras.push(f);
     }
     let thread = format!("stress-{}-probe", cfg.seed());
-    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, crate::rng::Rng::new(7))?;
+    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, crate::workload::rng::Rng::new(7))?;
     let p = probe.fresh_path("ws");
     let r = ops::write_files(w, &mut probe, 0, &[(p, "z".to_owned())])?;
     w.check(

@@ -11,10 +11,10 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::ops::{self, Expect, Pinned};
-use crate::procs::GuardianProc;
-use crate::scenarios::read_some;
-use crate::world::{Session, World};
+use crate::harness::private::GuardianProc;
+use crate::workload::ops::{self, Expect, Pinned};
+use crate::workload::scenarios::read_some;
+use crate::workload::world::{Session, World};
 
 fn gated(gate: &std::path::Path) -> String {
     format!("while [ ! -e \"{}\" ]; do sleep 0.05; done", gate.display())
