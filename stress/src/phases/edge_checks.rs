@@ -61,7 +61,7 @@ pub(super) fn backing_entry_checks(w: &World, s: &mut Session) -> anyhow::Result
     check_denied(w, "a backing root 17 levels deep: fails closed (backing_scan_limit)", &r, &["backing_scan_limit"]);
     std::fs::remove_dir_all(scratch.join("stress-deep"))?;
 
-    let r = scenarios::symlink_in_backing(w, s, Some(w.private.data_dir.join("executions")))?;
+    let r = scenarios::symlink_in_backing(w, s, Some(w.private.dirs.data.join("executions")))?;
     check_denied(w, "a symlink in D/executions: fails closed (backing_symlink)", &r, &["backing_symlink"]);
     let r = scenarios::symlink_in_backing(w, s, None)?;
     check_denied(w, "a symlink in W/.winx/scratch: fails closed (backing_symlink)", &r, &["backing_symlink"]);

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::harness::private::GuardianProc;
+use crate::harness::guardian::GuardianProc;
 use crate::workload::ops::{self, Expect, Pinned};
 use crate::workload::scenarios::read_some;
 use crate::workload::world::{Session, World};
@@ -51,7 +51,7 @@ pub fn left_behind_across_restart(
     }
 
     guardian.kill();
-    *guardian = GuardianProc::start(&w.private)?;
+    *guardian = w.private.start_guardian(&[])?;
     for s in sessions.iter() {
         let root = w.workspaces[s.ws].root.clone();
         ops::initialize(w, s.home, &root, &s.thread_id, None)?;

@@ -10,7 +10,8 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 
 use crate::config::{Config, Mix, CALL_TIMEOUT};
-use crate::harness::private::{GuardianProc, Private};
+use crate::harness::guardian::GuardianProc;
+use crate::harness::private::Private;
 use crate::phases::cpu::{self, CpuReport};
 use crate::phases::liveness;
 use crate::phases::release_mix;
@@ -36,7 +37,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     let pb = bar(cfg.progress, Progress::Spinner);
     pb.set_message("starting the guardian and the frontends");
     let private = Private::create(cfg.dir.as_deref())?;
-    let mut guardian = GuardianProc::start(&private)?;
+    let mut guardian = private.start_guardian(&[])?;
     let caps = guardian.capabilities();
     let mut frontends = Vec::with_capacity(cfg.frontends + 2);
     for i in 0..cfg.frontends {
@@ -46,7 +47,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     frontends.push(private.spawn_frontend("mcp-fresh", &[], CALL_TIMEOUT)?);
     let mut workspaces = Vec::with_capacity(cfg.workspaces);
     for i in 0..cfg.workspaces {
-        let p = private.workspaces.join(format!("ws{i}"));
+        let p = private.dirs.ws.join(format!("ws{i}"));
         std::fs::create_dir_all(&p)?;
         let root = std::fs::canonicalize(&p)?.to_str().context("workspace path is not UTF-8")?.to_owned();
         workspaces.push(Workspace { root, book: Default::default(), sources: Default::default() });
@@ -87,9 +88,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         report.notes.insert("guardian_exit_not_0".to_owned(), 1);
     }
     if cfg.keep || report.error.is_some() {
-        report.private_dir = Some(w.private.keep().display().to_string());
+        report.private_dir = Some(w.private.dirs.keep().display().to_string());
     } else {
-        w.private.remove();
+        w.private.dirs.remove();
     }
     Ok(report)
 }
@@ -117,7 +118,7 @@ fn run_in(
         s.peer = dirs.iter().find(|(ws, d)| *ws == s.ws && *d != s.dir).map(|(_, d)| d.clone());
     }
     let scratch = w.workspaces.iter().map(Workspace::scratch).collect();
-    let mut backing = Backing::new(&w.private.data_dir, scratch);
+    let mut backing = Backing::new(&w.private.dirs.data, scratch);
     w.phase("start processes, open sessions");
     let target = cfg.backing_entries.min(opening::SCAN_BOUND - 100);
     if cfg.mix == Mix::Release {
