@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::harness::guardian::GuardianProc;
 use crate::workload::ops::{self, Expect, Pinned};
 use crate::workload::scenarios::read_some;
-use crate::workload::world::{Session, World};
+use crate::workload::world::{TrackedSession, World};
 
 fn gated(gate: &std::path::Path) -> String {
     format!("while [ ! -e \"{}\" ]; do sleep 0.05; done", gate.display())
@@ -24,7 +24,7 @@ fn gated(gate: &std::path::Path) -> String {
 /// is initialised again afterwards (a new guardian is another instance).
 pub fn left_behind_across_restart(
     w: &World,
-    sessions: &mut [Session],
+    sessions: &mut [TrackedSession],
     guardian: &mut GuardianProc,
 ) -> anyhow::Result<()> {
     let Some(sess) = sessions.first_mut() else { return Ok(()) };
@@ -98,7 +98,7 @@ pub fn left_behind_across_restart(
     Ok(())
 }
 
-fn status(w: &World, sess: &Session, id: &str) -> anyhow::Result<Value> {
+fn status(w: &World, sess: &TrackedSession, id: &str) -> anyhow::Result<Value> {
     let args = serde_json::json!({"thread_id": sess.thread_id, "status_check": true, "command_id": id,
         "wait_for_seconds": 0});
     Ok(ops::call_ok(w, sess.home, "BashCommand", args)?.value)

@@ -23,7 +23,7 @@ use crate::workload::backing::Backing;
 use crate::workload::opening;
 use crate::workload::ops;
 use crate::workload::rng::Rng;
-use crate::workload::world::{Session, Stats, Workspace, World};
+use crate::workload::world::{Stats, TrackedSession, Workspace, World};
 
 /// Runs the stress workload and returns its report. An error means the run
 /// could not be carried out (a frontend died, the private directory could
@@ -131,7 +131,7 @@ fn run_in(
         w.phase("timed release rounds");
         return finish(w, cfg, sessions, Vec::new(), backing, setup_s, run_s, cpu);
     }
-    let mut extras: Vec<Session> = Vec::new();
+    let mut extras: Vec<TrackedSession> = Vec::new();
     setup::run(w, &mut sessions, &mut extras, &mut backing, cfg, pb)?;
     // Processes left behind while the guardian is SIGKILLed and restarted.
     pb.set_message("left-behind processes across a guardian restart");
@@ -147,11 +147,11 @@ fn run_in(
     let start = Instant::now();
     let deadline = start + cfg.timed_phase();
     let done = AtomicBool::new(false);
-    let sessions: Vec<Session> = std::thread::scope(|sc| {
+    let sessions: Vec<TrackedSession> = std::thread::scope(|sc| {
         let keeper = sc.spawn(|| timed::keeper(w, &mut backing, target, &done));
         let ticker = sc.spawn(|| timed::ticker(w, &rb, start, &done));
         let handles: Vec<_> = sessions.into_iter().map(|s| sc.spawn(move || timed::worker(w, s, deadline))).collect();
-        let out: Vec<Session> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+        let out: Vec<TrackedSession> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         done.store(true, Ordering::SeqCst);
         let _ = keeper.join();
         let _ = ticker.join();
@@ -172,8 +172,8 @@ fn run_in(
 fn finish(
     w: &World,
     cfg: &Config,
-    sessions: Vec<Session>,
-    mut extras: Vec<Session>,
+    sessions: Vec<TrackedSession>,
+    mut extras: Vec<TrackedSession>,
     mut backing: Backing,
     setup_s: f64,
     run_s: f64,
@@ -218,8 +218,8 @@ fn finish(
 /// files (`stray_file`) and entries in `.winx-release-*` quarantines
 /// (`quarantine_leftover`). Neither is a violation by itself: a preserved
 /// object is in the ledger at its quarantine path.
-fn strays(w: &World, s: &Session) {
-    fn walk(w: &World, s: &Session, dir: &std::path::Path, reserved: bool) {
+fn strays(w: &World, s: &TrackedSession) {
+    fn walk(w: &World, s: &TrackedSession, dir: &std::path::Path, reserved: bool) {
         let Ok(rd) = std::fs::read_dir(dir) else { return };
         for e in rd.flatten() {
             let p = e.path();

@@ -18,7 +18,7 @@ use crate::workload::fill_plan::{self, FillPlan, TINY};
 use crate::workload::opening::{check_denied, open_session, SCAN_BOUND};
 use crate::workload::ops::{self, Written};
 use crate::workload::scenarios::{self, Blocker};
-use crate::workload::world::{Session, Stats, World};
+use crate::workload::world::{Stats, TrackedSession, World};
 
 pub(super) fn interrupted(w: &World) -> anyhow::Result<()> {
     anyhow::ensure!(!w.stopping(), "interrupted");
@@ -65,7 +65,11 @@ fn sources(w: &World) -> anyhow::Result<()> {
 
 /// Writes `files` in tool calls of at most 100; the first answer that is
 /// not `Yes`, if any.
-fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) -> anyhow::Result<Option<Written>> {
+fn write_chunks(
+    w: &World,
+    sess: &mut TrackedSession,
+    files: Vec<(PathBuf, String)>,
+) -> anyhow::Result<Option<Written>> {
     for chunk in files.chunks(100) {
         let r = ops::write_files(w, sess, sess.home, chunk)?;
         if r != Written::Yes {
@@ -77,7 +81,7 @@ fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) ->
 
 /// Fills `sess` up to `target` bytes and 128 files, then probes the
 /// session quotas at their edge.
-fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyhow::Result<()> {
+fn fill_session(w: &World, sess: &mut TrackedSession, target: u64, fill: bool) -> anyhow::Result<()> {
     let seed: Vec<(PathBuf, String)> = (0..40)
         .map(|_| {
             let n = sess.rng.range(64, 8192) as usize;
@@ -136,7 +140,12 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
 
 /// Brings workspace 0 to exactly 256 MiB with filler sessions, then
 /// probes the workspace quota and the per-file quota.
-fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, cfg: &Config) -> anyhow::Result<()> {
+fn workspace_quota(
+    w: &World,
+    sessions: &[TrackedSession],
+    extras: &mut Vec<TrackedSession>,
+    cfg: &Config,
+) -> anyhow::Result<()> {
     let mut total: u64 = sessions.iter().filter(|s| s.ws == 0).map(|s| s.ledger.usage().1).sum();
     let mut k = 0;
     while total < MAX_WORKSPACE_BYTES {
@@ -205,7 +214,7 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
     Ok(())
 }
 
-fn scenario_checks(w: &World, sessions: &mut [Session]) -> anyhow::Result<()> {
+fn scenario_checks(w: &World, sessions: &mut [TrackedSession]) -> anyhow::Result<()> {
     let s = &mut sessions[0];
     let r = scenarios::identical_replacement(w, s)?;
     check_denied(w, "identical-text replacement after the read: read_required", &r, &["read_required"]);
@@ -261,8 +270,8 @@ fn scenario_checks(w: &World, sessions: &mut [Session]) -> anyhow::Result<()> {
 /// The whole setup phase. Filler, probe and policy sessions go to `extras`.
 pub fn run(
     w: &World,
-    sessions: &mut [Session],
-    extras: &mut Vec<Session>,
+    sessions: &mut [TrackedSession],
+    extras: &mut Vec<TrackedSession>,
     backing: &mut Backing,
     cfg: &Config,
     pb: &ProgressBar,

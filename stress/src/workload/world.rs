@@ -43,8 +43,10 @@ pub struct Recorded {
     pub outcomes: Vec<(String, String, Value)>,
 }
 
-/// One session, owned by one worker at a time.
-pub struct Session {
+/// One session as the stress tool drives and tracks it: its thread, its
+/// directory, the frontends it is initialised on, and the ledger of every
+/// helper created in it. Owned by one worker at a time.
+pub struct TrackedSession {
     /// Index in the run.
     pub idx: usize,
     /// Its workspace's index.
@@ -70,7 +72,7 @@ pub struct Session {
     counter: u64,
 }
 
-impl Session {
+impl TrackedSession {
     /// A session.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -82,8 +84,8 @@ impl Session {
         home: usize,
         other: usize,
         rng: Rng,
-    ) -> Session {
-        Session {
+    ) -> TrackedSession {
+        TrackedSession {
             idx,
             ws,
             slot,
