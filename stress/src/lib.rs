@@ -33,7 +33,8 @@
 //! - `harness`: the private directory (`HOME`, `XDG_DATA_HOME`, the socket's
 //!   directory), starting a guardian and waiting for its ready line, and
 //!   the JSON-RPC clients over a frontend's stdio. Public: the end-to-end
-//!   tests (`tests/e2e/support`) start their processes with it too.
+//!   tests (`tests/e2e/support`) and the `shell_command` bench start their
+//!   processes with it too.
 //! - `oracle`: what the tool expects: the ledger of every byte it created,
 //!   the findings, and its own account of the quotas.
 //! - `workload`: the steps, their operations and checks, the random
@@ -41,6 +42,8 @@
 //!   workers share (`world`).
 //! - `phases`: a run from start to end (`run`), its setup, timed phase,
 //!   release mix, final verification and report; the soak and the long run.
+
+#![deny(missing_docs)]
 
 pub mod harness;
 mod oracle;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::harness::line::read_line_timeout;
+use crate::harness::read_line::read_line_timeout;
 
 /// A running guardian and its ready line.
 pub struct GuardianProc {

@@ -23,7 +23,7 @@ use winx_release_stress::harness::dirs::PrivateDirs;
 use winx_release_stress::harness::guardian::GuardianProc;
 use winx_release_stress::harness::raw::RawClient;
 
-pub use winx_release_stress::harness::line::read_line_timeout;
+pub use winx_release_stress::harness::read_line::read_line_timeout;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_winx-release");
