@@ -17,45 +17,21 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
+use winx_release_stress::harness::dirs::PrivateDirs;
+use winx_release_stress::harness::guardian::GuardianProc;
 
 mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_winx-release");
 
-struct World {
-    _tmp: tempfile::TempDir,
-    ws: std::path::PathBuf,
-    data_home: std::path::PathBuf,
-    home: std::path::PathBuf,
-    sock: std::path::PathBuf,
-}
-
-impl World {
-    fn new() -> World {
-        let tmp = tempfile::Builder::new().prefix("winx-bench-shell-").tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        let (ws, data_home, home) = (root.join("ws"), root.join("data"), root.join("home"));
-        for d in [&ws, &data_home, &home] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
-            .create(root.join("run"))
-            .unwrap();
-        World { sock: root.join("run/g.sock"), _tmp: tmp, ws, data_home, home }
-    }
-
-    fn env(&self, c: &mut tokio::process::Command) {
-        c.env("XDG_DATA_HOME", &self.data_home).env("HOME", &self.home).env_remove("WINX_GUARDIAN_SOCKET");
-        c.env_remove("XDG_RUNTIME_DIR").env_remove("RUST_LOG");
-    }
-
-    async fn mcp(&self, extra: &[&str]) -> RunningService<RoleClient, ()> {
-        let mut cmd = tokio::process::Command::new(BIN);
-        cmd.arg("mcp").arg("--socket").arg(&self.sock).args(extra);
-        self.env(&mut cmd);
-        let (t, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
-        ().serve(t).await.unwrap()
-    }
+/// An MCP frontend on `dirs`'s socket, `RUST_LOG` unset, with a client.
+async fn mcp(dirs: &PrivateDirs, extra: &[&str]) -> RunningService<RoleClient, ()> {
+    let mut args = vec!["mcp", "--socket", dirs.sock.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let mut cmd = dirs.command(&[], Path::new(BIN), &args);
+    cmd.env_remove("RUST_LOG");
+    let (t, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd)).stderr(Stdio::null()).spawn().unwrap();
+    ().serve(t).await.unwrap()
 }
 
 async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Value {
@@ -76,32 +52,18 @@ async fn run(c: &RunningService<RoleClient, ()>, command: &str) {
 
 fn shell_command(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let w = World::new();
-    let mut guardian = std::process::Command::new(BIN)
-        .args(["guardian", "--socket"])
-        .arg(&w.sock)
-        .env("XDG_DATA_HOME", &w.data_home)
-        .env("HOME", &w.home)
-        .env_remove("WINX_GUARDIAN_SOCKET")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(guardian.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert!(line.contains("\"ready\""), "{line}");
-    }
+    let w = PrivateDirs::create("winx-bench-shell-", None).unwrap();
+    let mut cmd = w.command(&[], Path::new(BIN), &["guardian", "--socket", w.sock.to_str().unwrap()]);
+    cmd.stderr(Stdio::null());
+    let mut guardian = GuardianProc::spawn(cmd, Duration::from_secs(30)).unwrap();
     let shell = rt.block_on(async {
-        let m = w.mcp(&[]).await;
+        let m = mcp(&w, &[]).await;
         init(&m, &w.ws).await;
         run(&m, "true").await; // the shell starts here, not timed
         m
     });
     let embedded = rt.block_on(async {
-        let m = w.mcp(&["--embedded"]).await;
+        let m = mcp(&w, &["--embedded"]).await;
         init(&m, &w.ws).await;
         m
     });
@@ -120,8 +82,7 @@ fn shell_command(c: &mut Criterion) {
         let _ = shell.cancel().await;
         let _ = embedded.cancel().await;
     });
-    let _ = guardian.kill();
-    let _ = guardian.wait();
+    guardian.kill();
 }
 
 criterion_group!(benches, shell_command);

@@ -6,12 +6,11 @@
 pub mod blocked;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -20,6 +19,11 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
+use winx_release_stress::harness::dirs::PrivateDirs;
+use winx_release_stress::harness::guardian::GuardianProc;
+use winx_release_stress::harness::raw::RawClient;
+
+pub use winx_release_stress::harness::read_line::read_line_timeout;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_winx-release");
@@ -27,69 +31,47 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_winx-release");
 /// How long a guardian may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One test's private world: workspace `W`, data home, home, socket path,
-/// and the processes started in it.
+/// One test's private world: workspace `W`, data home, home, socket path
+/// (the harness's [`PrivateDirs`], whose fields it derefs to), and the
+/// processes started in it.
 pub struct Env {
-    _tmp: tempfile::TempDir,
-    /// The canonical temporary directory.
-    pub root: PathBuf,
-    /// The canonical workspace `W`.
-    pub ws: PathBuf,
-    /// `XDG_DATA_HOME`.
-    pub data_home: PathBuf,
-    /// The data directory `D` = `$XDG_DATA_HOME/winx`.
-    pub data: PathBuf,
-    /// `HOME`.
-    pub home: PathBuf,
-    /// The guardian socket.
-    pub sock: PathBuf,
-    guardian: Option<Child>,
+    dirs: PrivateDirs,
+    guardian: Option<GuardianProc>,
     logs: AtomicUsize,
     /// The last guardian's ready line.
     pub ready: Option<Value>,
 }
 
+impl std::ops::Deref for Env {
+    type Target = PrivateDirs;
+    fn deref(&self) -> &PrivateDirs {
+        &self.dirs
+    }
+}
+
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut PrivateDirs {
+        &mut self.dirs
+    }
+}
+
 impl Env {
     /// A fresh world (nothing started).
     pub fn new() -> Env {
-        let tmp = tempfile::Builder::new().prefix("winx-e2e-").tempdir().expect("tempdir");
-        let root = tmp.path().canonicalize().expect("canonical tempdir");
-        let ws = root.join("ws");
-        let data_home = root.join("data");
-        let home = root.join("home");
-        for d in [&ws, &data_home, &home] {
-            fs::create_dir_all(d).expect("mkdir");
-        }
-        // The socket's directory is private, as the frontend requires.
-        std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700)
-            .create(root.join("run"))
-            .expect("mkdir run");
-        let ws = ws.canonicalize().expect("canonical workspace");
-        Env {
-            sock: root.join("run").join("g.sock"),
-            data: data_home.join("winx"),
-            _tmp: tmp,
-            root,
-            ws,
-            data_home,
-            home,
-            guardian: None,
-            logs: AtomicUsize::new(0),
-            ready: None,
-        }
+        let dirs = PrivateDirs::create("winx-e2e-", None).expect("private tempdir");
+        Env { dirs, guardian: None, logs: AtomicUsize::new(0), ready: None }
     }
 
     /// The environment every process of this world gets.
     pub fn vars(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("XDG_DATA_HOME".into(), self.data_home.clone().into()),
-            ("HOME".into(), self.home.clone().into()),
-            ("RUST_LOG".into(), "info".into()),
-        ]
+        let mut vars: Vec<(OsString, OsString)> =
+            self.dirs.vars().iter().map(|(k, v)| (OsString::from(k), v.as_os_str().to_owned())).collect();
+        vars.push(("RUST_LOG".into(), "info".into()));
+        vars
     }
 
     /// Variables removed so that nothing outside this world is found.
-    pub const REMOVED: [&'static str; 2] = ["WINX_GUARDIAN_SOCKET", "XDG_RUNTIME_DIR"];
+    pub const REMOVED: [&'static str; 2] = PrivateDirs::REMOVED;
 
     /// A new log file for a child's stderr.
     pub fn log_file(&self, what: &str) -> (PathBuf, fs::File) {
@@ -99,14 +81,17 @@ impl Env {
         (path, f)
     }
 
+    /// A `std` command of the binary in this world, through `wrapper` when
+    /// it is not empty.
+    fn command_via<S: AsRef<OsStr>>(&self, wrapper: &[&str], args: &[S]) -> Command {
+        let mut c = self.dirs.command(wrapper, Path::new(BIN), args);
+        c.env("RUST_LOG", "info");
+        c
+    }
+
     /// A `std` command of the binary in this world.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args).envs(self.vars());
-        for v in Env::REMOVED {
-            c.env_remove(v);
-        }
-        c
+        self.command_via(&[], args)
     }
 
     /// Starts `winx-release guardian --socket <sock>` and waits for its
@@ -120,24 +105,13 @@ impl Env {
     pub fn start_guardian_with(&mut self, wrapper: &[&str]) -> u32 {
         assert!(self.guardian.is_none(), "a guardian already runs");
         let (_, log) = self.log_file("guardian");
-        let sock = self.sock.to_str().expect("utf-8 socket path");
-        let mut cmd = match wrapper.split_first() {
-            None => self.command(&["guardian", "--socket", sock]),
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(BIN).args(["guardian", "--socket", sock]).envs(self.vars());
-                for v in Env::REMOVED {
-                    c.env_remove(v);
-                }
-                c
-            }
-        };
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log).spawn().expect("spawn guardian");
-        let stdout = child.stdout.take().expect("guardian stdout");
-        let pid = child.id();
-        self.guardian = Some(child);
-        let line = read_line_timeout(stdout, READY_TIMEOUT).expect("guardian ready line");
-        let ready: Value = serde_json::from_str(&line).expect("ready line is JSON");
+        let mut cmd = self.command_via(wrapper, &["guardian", "--socket", p(&self.sock)]);
+        cmd.stdin(Stdio::null()).stderr(log);
+        let guardian = GuardianProc::spawn(cmd, READY_TIMEOUT).expect("guardian ready line");
+        let pid = guardian.pid();
+        let ready = guardian.ready.clone();
+        self.guardian = Some(guardian);
+        let line = ready.to_string();
         assert_eq!(ready["event"], "ready", "{line}");
         assert_eq!(ready["socket"], json!(self.sock), "{line}");
         assert_eq!(ready["pid"], json!(pid), "{line}");
@@ -150,8 +124,7 @@ impl Env {
     /// Kills the guardian with SIGKILL and reaps it.
     pub fn kill_guardian(&mut self) {
         if let Some(mut g) = self.guardian.take() {
-            let _ = g.kill();
-            let _ = g.wait();
+            g.kill();
         }
     }
 
@@ -181,22 +154,16 @@ impl Env {
     /// `winx-release mcp [--socket <sock>] <extra>` through `wrapper`, in
     /// this world's environment less `remove`, with an MCP client.
     pub async fn mcp_full(&self, wrapper: &[&str], sock: Option<&Path>, extra: &[&str], remove: &[&str]) -> Mcp {
-        let mut cmd = match wrapper.split_first() {
-            None => tokio::process::Command::new(BIN),
-            Some((first, rest)) => {
-                let mut c = tokio::process::Command::new(first);
-                c.args(rest).arg(BIN);
-                c
-            }
-        };
-        cmd.arg("mcp");
+        let mut args = vec![OsStr::new("mcp")];
         if let Some(sock) = sock {
-            cmd.arg("--socket").arg(sock);
+            args.extend([OsStr::new("--socket"), sock.as_os_str()]);
         }
-        cmd.args(extra).envs(self.vars());
-        for v in Env::REMOVED.iter().chain(remove) {
+        args.extend(extra.iter().map(OsStr::new));
+        let mut cmd = self.command_via(wrapper, &args);
+        for v in remove {
             cmd.env_remove(v);
         }
+        let cmd = tokio::process::Command::from(cmd);
         let (log_path, log) = self.log_file("mcp");
         let (transport, _) =
             TokioChildProcess::builder(cmd).stderr(Stdio::from(log)).spawn().expect("spawn the MCP server");
@@ -271,25 +238,6 @@ impl Drop for Env {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-/// Reads one line from `r` within `timeout`.
-pub fn read_line_timeout<R: std::io::Read + Send + 'static>(r: R, timeout: Duration) -> Result<String, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(r);
-        let mut line = String::new();
-        let res = reader.read_line(&mut line).map(|_| line);
-        let _ = tx.send(res);
-        // Keep draining so that the writer never blocks on a full pipe.
-        let _ = std::io::copy(&mut reader, &mut std::io::sink());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(line)) if !line.is_empty() => Ok(line),
-        Ok(Ok(_)) => Err("EOF before a line".into()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("timed out".into()),
     }
 }
 
@@ -621,68 +569,51 @@ pub fn assert_completed(v: &Value, paths: &[&Path]) {
     assert_eq!(v["bytes_reclaimed"].as_u64(), Some(total), "{v}");
 }
 
-/// An MCP frontend driven over raw stdio lines, for what a client library
-/// would not send: malformed frames, hostile sizes, bytes that are not UTF-8.
-pub struct RawMcp {
-    /// The `winx-release mcp` process.
-    pub child: Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: std::sync::mpsc::Receiver<String>,
+/// An MCP frontend driven over raw stdio lines (the harness's
+/// [`RawClient`], whose methods and `child` it derefs to), for what a client
+/// library would not send: malformed frames, hostile sizes, bytes that are
+/// not UTF-8. Its methods panic where the client's return an error.
+pub struct RawMcp(RawClient);
+
+impl std::ops::Deref for RawMcp {
+    type Target = RawClient;
+    fn deref(&self) -> &RawClient {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for RawMcp {
+    fn deref_mut(&mut self) -> &mut RawClient {
+        &mut self.0
+    }
 }
 
 impl RawMcp {
     /// Starts `winx-release mcp` against the env's socket, logging to `log`.
     pub fn start(env: &Env, log: &str) -> RawMcp {
         let (_, log) = env.log_file(log);
-        let mut child = env
+        let child = env
             .command(&["mcp", "--socket", p(&env.sock)])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .expect("spawn mcp");
-        let stdin = child.stdin.take();
-        let (tx, lines) = std::sync::mpsc::channel::<String>();
-        let stdout = child.stdout.take().expect("piped stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        RawMcp { child, stdin, lines }
+        RawMcp(RawClient::new(child).expect("piped stdio"))
     }
 
     /// Writes `bytes` and a newline.
     pub fn send_raw(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin still open");
-        stdin.write_all(bytes).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
+        self.0.send_raw(bytes).expect("stdin still open");
     }
 
     /// Writes one JSON-RPC message.
     pub fn send(&mut self, v: Value) {
-        self.send_raw(&serde_json::to_vec(&v).unwrap());
+        self.0.send(&v).expect("stdin still open");
     }
 
     /// The next line of stdout, which must be JSON.
     pub fn recv(&self, timeout: Duration) -> Value {
-        let line = self.lines.recv_timeout(timeout).expect("a response line");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carries only JSON-RPC: {line:?}: {e}"))
-    }
-
-    /// Closes stdin (EOF for the server).
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-}
-
-impl Drop for RawMcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.recv(timeout).unwrap_or_else(|e| panic!("a response line: {e}"))
     }
 }

@@ -10,16 +10,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-
 use std::time::{Duration, Instant};
-use winx_release_engine::sys::lock;
 
 use serde_json::{json, Value};
+use winx_release_engine::sys::lock;
+
+use crate::harness::stdio::{read_lines, LineWriter};
 
 /// The MCP protocol version this client asks for.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -84,7 +84,7 @@ type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Value>>>>;
 pub struct McpClient {
     name: String,
     child: Mutex<Child>,
-    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    stdin: LineWriter,
     pending: Pending,
     next_id: AtomicU64,
     alive: Arc<AtomicBool>,
@@ -100,16 +100,24 @@ impl McpClient {
         let client = McpClient {
             name: name.to_owned(),
             child: Mutex::new(child),
-            stdin: Arc::new(Mutex::new(Some(stdin))),
+            stdin: LineWriter::new(stdin),
             pending: Arc::default(),
             next_id: AtomicU64::new(1),
             alive: Arc::new(AtomicBool::new(true)),
             timeout,
         };
         let (pending, stdin, alive) = (client.pending.clone(), client.stdin.clone(), client.alive.clone());
-        std::thread::Builder::new()
-            .name(format!("stress-{name}-reader"))
-            .spawn(move || reader_loop(stdout, &pending, &stdin, &alive))?;
+        let at_end_pending = pending.clone();
+        read_lines(
+            format!("stress-{name}-reader"),
+            stdout,
+            move |line| route(line, &pending, &stdin),
+            move || {
+                alive.store(false, Ordering::SeqCst);
+                // Dropping the senders wakes every waiter with "disconnected".
+                lock(&at_end_pending).clear();
+            },
+        )?;
         Ok(client)
     }
 
@@ -140,14 +148,8 @@ impl McpClient {
     }
 
     fn send(&self, msg: &Value) -> Result<(), CallError> {
-        let mut line = serde_json::to_vec(msg).map_err(|e| CallError::Protocol(e.to_string()))?;
-        line.push(b'\n');
-        let mut guard = lock(&self.stdin);
-        let stdin = guard.as_mut().ok_or_else(|| CallError::Transport(format!("{}: closed", self.name)))?;
-        stdin
-            .write_all(&line)
-            .and_then(|()| stdin.flush())
-            .map_err(|e| CallError::Transport(format!("{}: {e}", self.name)))
+        let line = serde_json::to_vec(msg).map_err(|e| CallError::Protocol(e.to_string()))?;
+        self.stdin.send_line(line).map_err(|e| CallError::Transport(format!("{}: {e}", self.name)))
     }
 
     /// Sends a notification.
@@ -223,7 +225,7 @@ impl McpClient {
     /// Closes stdin (the server then exits), waits up to `grace`, then
     /// kills the process.
     pub fn shutdown(&self, grace: Duration) {
-        lock(&self.stdin).take();
+        self.stdin.close();
         let deadline = Instant::now() + grace;
         let mut child = lock(&self.child);
         loop {
@@ -246,52 +248,40 @@ impl Drop for McpClient {
     }
 }
 
-fn reader_loop(stdout: ChildStdout, pending: &Pending, stdin: &Mutex<Option<ChildStdin>>, alive: &AtomicBool) {
-    let mut reader = BufReader::with_capacity(1 << 16, stdout);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let Ok(msg) = serde_json::from_slice::<Value>(&line) else { continue };
-        let id = msg.get("id");
-        let is_response = msg.get("result").is_some() || msg.get("error").is_some();
-        match (id, is_response) {
-            (Some(Value::Number(n)), true) => {
-                if let Some(tx) = n.as_u64().and_then(|id| lock(pending).remove(&id)) {
-                    let _ = tx.send(msg);
-                }
+/// Routes one line of the frontend's stdout: a response to the call
+/// waiting for its id, a request of the server answered (`ping`) or
+/// refused, anything else dropped.
+fn route(line: &[u8], pending: &Pending, stdin: &LineWriter) {
+    let Ok(msg) = serde_json::from_slice::<Value>(line) else { return };
+    let id = msg.get("id");
+    let is_response = msg.get("result").is_some() || msg.get("error").is_some();
+    match (id, is_response) {
+        (Some(Value::Number(n)), true) => {
+            if let Some(tx) = n.as_u64().and_then(|id| lock(pending).remove(&id)) {
+                let _ = tx.send(msg);
             }
-            (None | Some(Value::Null), true) => {
-                let mut map = lock(pending);
-                if map.len() == 1 {
-                    if let Some(id) = map.keys().next().copied() {
-                        if let Some(tx) = map.remove(&id) {
-                            let _ = tx.send(msg);
-                        }
+        }
+        (None | Some(Value::Null), true) => {
+            let mut map = lock(pending);
+            if map.len() == 1 {
+                if let Some(id) = map.keys().next().copied() {
+                    if let Some(tx) = map.remove(&id) {
+                        let _ = tx.send(msg);
                     }
                 }
             }
-            (Some(id), false) if msg.get("method").is_some() => {
-                // A request from the server: answer `ping`, refuse the rest.
-                let reply = if msg["method"] == "ping" {
-                    json!({"jsonrpc": "2.0", "id": id, "result": {}})
-                } else {
-                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})
-                };
-                if let Ok(mut bytes) = serde_json::to_vec(&reply) {
-                    bytes.push(b'\n');
-                    if let Some(w) = lock(stdin).as_mut() {
-                        let _ = w.write_all(&bytes).and_then(|()| w.flush());
-                    }
-                }
-            }
-            _ => {}
         }
+        (Some(id), false) if msg.get("method").is_some() => {
+            // A request from the server: answer `ping`, refuse the rest.
+            let reply = if msg["method"] == "ping" {
+                json!({"jsonrpc": "2.0", "id": id, "result": {}})
+            } else {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})
+            };
+            if let Ok(bytes) = serde_json::to_vec(&reply) {
+                let _ = stdin.send_line(bytes);
+            }
+        }
+        _ => {}
     }
-    alive.store(false, Ordering::SeqCst);
-    // Dropping the senders wakes every waiter with "disconnected".
-    lock(pending).clear();
 }

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::ops;
-use crate::world::{Session, World};
+use crate::workload::ops;
+use crate::workload::world::{TrackedSession, World};
 
 /// The scan bound of the contract.
 pub const SCAN_BOUND: u64 = 50_000;
@@ -40,8 +40,8 @@ pub fn open_session(
     home: usize,
     other: usize,
     mode: Option<&str>,
-    rng: crate::rng::Rng,
-) -> anyhow::Result<(Session, Value)> {
+    rng: crate::workload::rng::Rng,
+) -> anyhow::Result<(TrackedSession, Value)> {
     let root = w.workspaces[ws].root.clone();
     let v = ops::initialize(w, home, &root, thread_id, mode)?;
     if other != home {
@@ -50,5 +50,5 @@ pub fn open_session(
     anyhow::ensure!(v["workspace_root"] == json!(root), "Initialize returned workspace {}", v["workspace_root"]);
     let dir = PathBuf::from(v["temporary_artifact_dir"].as_str().context("temporary_artifact_dir")?);
     let slot = w.workspaces[ws].book.add_slot();
-    Ok((Session::new(idx, ws, slot, thread_id.to_owned(), dir, home, other, rng), v))
+    Ok((TrackedSession::new(idx, ws, slot, thread_id.to_owned(), dir, home, other, rng), v))
 }

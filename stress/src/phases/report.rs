@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ledger::Violation;
-use crate::world::{Check, Stats, World};
-use crate::Config;
+use crate::config::Config;
+use crate::oracle::ledger::Violation;
+use crate::workload::world::{Check, Stats, World};
 
 /// Release throughput of the timed phase.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -78,8 +78,8 @@ pub struct Report {
     pub timed_releases: u64,
     /// Throughput of the timed phase.
     pub throughput: Throughput,
-    /// Where the CPU of the timed phase went ([`CpuReport`](crate::CpuReport)).
-    pub cpu: crate::cpu::CpuReport,
+    /// Where the CPU of the timed phase went ([`CpuReport`](crate::phases::cpu::CpuReport)).
+    pub cpu: crate::phases::cpu::CpuReport,
     /// The guardian's peak resident set at the end of the run, in KiB
     /// (`VmHWM`; of the guardian restarted during the setup, in the mixed
     /// workload).

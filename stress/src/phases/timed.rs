@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use crate::backing::Backing;
-use crate::ops::{self, Expect};
-use crate::scenarios::{self, Blocker};
-use crate::world::{Session, Stats, World};
+use crate::workload::backing::Backing;
+use crate::workload::ops::{self, Expect};
+use crate::workload::scenarios::{self, Blocker};
+use crate::workload::world::{Stats, TrackedSession, World};
 
 /// The steps and their weights (per mille).
 const STEPS: &[(Step, u64)] = &[
@@ -59,7 +59,7 @@ enum Step {
     Reinitialize,
 }
 
-fn choose(sess: &mut Session) -> Step {
+fn choose(sess: &mut TrackedSession) -> Step {
     let total: u64 = STEPS.iter().map(|s| s.1).sum();
     let mut r = sess.rng.below(total);
     for (s, w) in STEPS {
@@ -71,7 +71,7 @@ fn choose(sess: &mut Session) -> Step {
     Step::Release
 }
 
-fn step(w: &World, sess: &mut Session) -> anyhow::Result<()> {
+fn step(w: &World, sess: &mut TrackedSession) -> anyhow::Result<()> {
     let (files, _) = sess.ledger.usage();
     let chosen = if files < 8 { Step::CreateTool } else { choose(sess) };
     match chosen {
@@ -154,7 +154,7 @@ fn step(w: &World, sess: &mut Session) -> anyhow::Result<()> {
 
 /// Runs steps on `sess` until `deadline`; returns the session for the
 /// final verification.
-pub fn worker(w: &World, mut sess: Session, deadline: Instant) -> Session {
+pub fn worker(w: &World, mut sess: TrackedSession, deadline: Instant) -> TrackedSession {
     let mut n = 0u64;
     while Instant::now() < deadline && !w.stopping() {
         if let Err(e) = step(w, &mut sess) {

@@ -9,7 +9,8 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::{run, Config};
+use crate::config::Config;
+use crate::phases::run::run;
 
 /// One seed's result, as the soak prints it.
 #[derive(Clone, Debug, Serialize)]

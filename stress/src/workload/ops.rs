@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::client::{CallError, ToolReply};
-use crate::ledger::record;
-use crate::quota::{self, Usage};
-use crate::world::{Recorded, Session, Stats, World};
+use crate::harness::client::{CallError, ToolReply};
+use crate::oracle::ledger::record;
+use crate::oracle::quota::{self, Usage};
+use crate::workload::world::{Recorded, Stats, TrackedSession, World};
 
 /// Statuses for which `isError` must be true.
 const ERROR_STATUSES: &[&str] = &["denied", "invalid_input", "failed"];
@@ -81,7 +81,12 @@ pub enum Written {
 
 /// Whole-file tool writes into `sess`'s session (or anywhere, for
 /// `paths` outside it), checked against the quotas.
-pub fn write_files(w: &World, sess: &mut Session, fe: usize, files: &[(PathBuf, String)]) -> anyhow::Result<Written> {
+pub fn write_files(
+    w: &World,
+    sess: &mut TrackedSession,
+    fe: usize,
+    files: &[(PathBuf, String)],
+) -> anyhow::Result<Written> {
     let ws = &w.workspaces[sess.ws];
     // What each entry replaces, from the ledger before the write.
     let (files_before, bytes_before) = sess.ledger.usage();
@@ -167,7 +172,7 @@ pub fn write_files(w: &World, sess: &mut Session, fe: usize, files: &[(PathBuf, 
 }
 
 /// Runs a command in `sess` through its home frontend.
-pub fn bash(w: &World, sess: &Session, command: &str, wait: f64, background: bool) -> anyhow::Result<Value> {
+pub fn bash(w: &World, sess: &TrackedSession, command: &str, wait: f64, background: bool) -> anyhow::Result<Value> {
     Stats::inc(&w.stats.commands);
     let args = json!({"thread_id": sess.thread_id, "command": command, "wait_for_seconds": wait,
         "is_background": background});
@@ -177,7 +182,7 @@ pub fn bash(w: &World, sess: &Session, command: &str, wait: f64, background: boo
 }
 
 /// Waits until command `id` of `sess` has completed.
-pub fn wait_command(w: &World, sess: &Session, id: &str) -> anyhow::Result<Value> {
+pub fn wait_command(w: &World, sess: &TrackedSession, id: &str) -> anyhow::Result<Value> {
     for _ in 0..60 {
         let args = json!({"thread_id": sess.thread_id, "status_check": true, "command_id": id, "wait_for_seconds": 5});
         let r = call_ok(w, sess.home, "BashCommand", args)?;
@@ -191,7 +196,7 @@ pub fn wait_command(w: &World, sess: &Session, id: &str) -> anyhow::Result<Value
 
 /// Creates a helper of `size` bytes with a command (quotas do not govern
 /// command output) and records it.
-pub fn bash_create(w: &World, sess: &mut Session, path: &Path, size: u64, zero: bool) -> anyhow::Result<()> {
+pub fn bash_create(w: &World, sess: &mut TrackedSession, path: &Path, size: u64, zero: bool) -> anyhow::Result<()> {
     let src = if zero { "/dev/zero" } else { "/dev/urandom" };
     let parent = path.parent().context("helper without parent")?;
     let cmd = format!("mkdir -p '{}' && head -c {size} {src} > '{}'", s(parent), s(path));
@@ -228,7 +233,7 @@ pub struct Pinned {
 
 /// `ReadFiles` of `paths` through frontend `fe`; checks each revision
 /// against the ledger. Returns what can be released.
-pub fn read(w: &World, sess: &Session, fe: usize, paths: &[PathBuf]) -> anyhow::Result<Vec<Pinned>> {
+pub fn read(w: &World, sess: &TrackedSession, fe: usize, paths: &[PathBuf]) -> anyhow::Result<Vec<Pinned>> {
     Stats::inc(&w.stats.reads);
     let args = json!({"thread_id": sess.thread_id, "file_paths": paths.iter().map(|p| s(p)).collect::<Vec<_>>()});
     let r = call_ok(w, fe, "ReadFiles", args)?;
@@ -269,7 +274,7 @@ pub enum Expect {
 }
 
 /// The release request for `targets`.
-pub fn release_args(w: &World, sess: &Session, targets: &[Pinned]) -> Value {
+pub fn release_args(w: &World, sess: &TrackedSession, targets: &[Pinned]) -> Value {
     let files: Vec<Value> = targets
         .iter()
         .map(|t| {
@@ -333,7 +338,7 @@ fn release_shape(w: &World, args: &Value, v: &Value) -> Vec<(String, String, Val
 /// violation unless `racing` names it (changed while the release ran).
 fn apply_outcomes(
     w: &World,
-    sess: &mut Session,
+    sess: &mut TrackedSession,
     targets: &[Pinned],
     outcomes: &[(String, String, Value, Option<String>)],
     racing: &HashSet<PathBuf>,
@@ -359,7 +364,7 @@ fn apply_outcomes(
                 };
                 let q = PathBuf::from(q);
                 let at_home = sess.ledger.get(&t.path).is_some_and(|g| {
-                    crate::ledger::hash_file(&t.path).is_ok_and(|(sha, size, _)| sha == g.sha && size == g.size)
+                    crate::oracle::ledger::hash_file(&t.path).is_ok_and(|(sha, size, _)| sha == g.sha && size == g.size)
                 });
                 if at_home || !sess.ledger.relocate(&t.path, &q) {
                     // Something else was preserved; track it so that nothing
@@ -378,7 +383,7 @@ fn apply_outcomes(
 /// Sends a release of `targets` through frontend `fe` and checks it.
 pub fn release(
     w: &World,
-    sess: &mut Session,
+    sess: &mut TrackedSession,
     fe: usize,
     targets: &[Pinned],
     expect: Expect,
@@ -487,7 +492,7 @@ pub fn replay(w: &World, fe: usize, rec: &Recorded) -> anyhow::Result<()> {
 }
 
 /// Verifies `sess`'s ledger (and its workspace's sources).
-pub fn verify(w: &World, sess: &mut Session, context: &str) {
+pub fn verify(w: &World, sess: &mut TrackedSession, context: &str) {
     sess.ledger.verify(&w.findings, context, false);
     w.workspaces[sess.ws].book.commit(sess.slot, sess.ledger.usage().1);
 }

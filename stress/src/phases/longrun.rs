@@ -22,15 +22,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 use serde_json::{json, Value};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::retention::backing_usage;
 
-use crate::client::McpClient;
-use crate::procs::{GuardianProc, Private};
-use crate::{Config, CALL_TIMEOUT};
+use crate::config::{Config, CALL_TIMEOUT};
+use crate::harness::client::McpClient;
+use crate::harness::private::Private;
+use crate::progress::{self, Progress};
 
 /// Latency in one window of the run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -174,18 +175,20 @@ pub fn run(cfg: &Config) -> anyhow::Result<LongReport> {
     let mut private = Private::create(cfg.dir.as_deref())?;
     let keep_exec = cfg.keep_executions.to_string();
     let keep_days = cfg.keep_receipts_days.to_string();
-    let mut guardian = GuardianProc::start_with(
-        &private,
-        &["--keep-executions", keep_exec.as_str(), "--keep-receipts-days", keep_days.as_str()],
-    )?;
+    let mut guardian = private.start_guardian(&[
+        "--keep-executions",
+        keep_exec.as_str(),
+        "--keep-receipts-days",
+        keep_days.as_str(),
+    ])?;
     let fe = private.spawn_frontend("mcp-long", &[], CALL_TIMEOUT)?;
-    let ws_path = private.workspaces.join("ws0");
+    let ws_path = private.dirs.ws.join("ws0");
     std::fs::create_dir_all(&ws_path)?;
     let ws = std::fs::canonicalize(&ws_path)?.to_str().context("workspace path is not UTF-8")?.to_owned();
-    let layout = Layout::new(ws.clone(), &private.data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let layout = Layout::new(ws.clone(), &private.dirs.data).map_err(|d| anyhow::anyhow!("{d}"))?;
 
     let stop = AtomicBool::new(false);
-    let bar = progress(cfg);
+    let bar = progress::bar(cfg.progress, Progress::Commands(cfg.commands.unwrap_or(0)));
     let shared =
         Shared { fe: &fe, ws: &ws, cfg, next: AtomicU64::new(0), log: Mutex::default(), stop: &stop, bar: &bar };
     let started = Instant::now();
@@ -258,23 +261,11 @@ pub fn run(cfg: &Config) -> anyhow::Result<LongReport> {
         + u64::from(r.peak_backing_entries > r.backing_limit)
         + u64::from(code != Some(0));
     if cfg.keep || r.error.is_some() {
-        r.private_dir = Some(private.keep().display().to_string());
+        r.private_dir = Some(private.dirs.keep().display().to_string());
     } else {
-        private.remove();
+        private.dirs.remove();
     }
     Ok(r)
-}
-
-fn progress(cfg: &Config) -> ProgressBar {
-    if !cfg.progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::with_draw_target(Some(cfg.commands.unwrap_or(0)), ProgressDrawTarget::stderr());
-    pb.set_style(
-        ProgressStyle::with_template("{bar:24} {pos}/{len} commands {elapsed:>4} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    pb
 }
 
 /// Percentile `p` (0–100) of sorted `v`.

@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use crate::ledger::{in_quarantine, Ledger};
-use crate::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
-use crate::rng::Rng;
+use crate::oracle::ledger::{in_quarantine, Ledger};
+use crate::oracle::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
+use crate::workload::rng::Rng;
 
 /// Size of each tiny fill file (written by the tool, so quota-checked).
 pub const TINY: u64 = 16;

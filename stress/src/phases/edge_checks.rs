@@ -9,16 +9,16 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::backing::Backing;
-use crate::opening::{check_denied, denied_with, open_session, SCAN_BOUND};
-use crate::ops::{self, Expect, Written};
-use crate::scenarios::{self};
-use crate::world::{Session, Stats, World};
-use crate::Config;
+use crate::config::Config;
+use crate::workload::backing::Backing;
+use crate::workload::opening::{check_denied, denied_with, open_session, SCAN_BOUND};
+use crate::workload::ops::{self, Expect, Written};
+use crate::workload::scenarios::{self};
+use crate::workload::world::{Stats, TrackedSession, World};
 
 /// The scan bound: 50,000 entries pass, 50,001 fail closed with every
 /// helper preserved.
-pub(super) fn bound_checks(w: &World, s: &mut Session, backing: &mut Backing) -> anyhow::Result<()> {
+pub(super) fn bound_checks(w: &World, s: &mut TrackedSession, backing: &mut Backing) -> anyhow::Result<()> {
     let got = backing.set_total(SCAN_BOUND)?;
     let v = scenarios::read_some(w, s, s.home, 1, 64 << 10)?;
     if !v.is_empty() && got == SCAN_BOUND {
@@ -48,7 +48,7 @@ fn nested(root: &Path, levels: usize) -> PathBuf {
 }
 
 /// Depth, links and special files in backing roots.
-pub(super) fn backing_entry_checks(w: &World, s: &mut Session) -> anyhow::Result<()> {
+pub(super) fn backing_entry_checks(w: &World, s: &mut TrackedSession) -> anyhow::Result<()> {
     let scratch = w.workspaces[s.ws].scratch();
     std::fs::create_dir_all(nested(&scratch, 16))?;
     let r = scenarios::plain_release(w, s, Expect::Any)?;
@@ -61,7 +61,7 @@ pub(super) fn backing_entry_checks(w: &World, s: &mut Session) -> anyhow::Result
     check_denied(w, "a backing root 17 levels deep: fails closed (backing_scan_limit)", &r, &["backing_scan_limit"]);
     std::fs::remove_dir_all(scratch.join("stress-deep"))?;
 
-    let r = scenarios::symlink_in_backing(w, s, Some(w.private.data_dir.join("executions")))?;
+    let r = scenarios::symlink_in_backing(w, s, Some(w.private.dirs.data.join("executions")))?;
     check_denied(w, "a symlink in D/executions: fails closed (backing_symlink)", &r, &["backing_symlink"]);
     let r = scenarios::symlink_in_backing(w, s, None)?;
     check_denied(w, "a symlink in W/.winx/scratch: fails closed (backing_symlink)", &r, &["backing_symlink"]);
@@ -85,7 +85,7 @@ pub(super) fn backing_entry_checks(w: &World, s: &mut Session) -> anyhow::Result
     Ok(())
 }
 
-fn raw_release(w: &World, s: &mut Session, name: &str, args: Value, code: &str) -> anyhow::Result<()> {
+fn raw_release(w: &World, s: &mut TrackedSession, name: &str, args: Value, code: &str) -> anyhow::Result<()> {
     let r = ops::call(w, s.home, "EditFiles", args)?;
     match r {
         Err(e) => w.check(name, false, e.to_string()),
@@ -106,7 +106,7 @@ fn raw_release(w: &World, s: &mut Session, name: &str, args: Value, code: &str) 
 }
 
 /// Request shapes the contract refuses, each with its code.
-pub(super) fn shape_checks(w: &World, s: &mut Session) -> anyhow::Result<()> {
+pub(super) fn shape_checks(w: &World, s: &mut TrackedSession) -> anyhow::Result<()> {
     let t = scenarios::read_some(w, s, s.home, 2, 64 << 10)?;
     anyhow::ensure!(t.len() == 2, "session {} has too few helpers for the shape checks", s.idx);
     let base = ops::release_args(w, s, &t);
@@ -212,7 +212,7 @@ pub(super) fn shape_checks(w: &World, s: &mut Session) -> anyhow::Result<()> {
 }
 
 /// Removes a file the tool placed itself, after its checks.
-fn forget_file(w: &World, s: &mut Session, p: &Path) -> anyhow::Result<()> {
+fn forget_file(w: &World, s: &mut TrackedSession, p: &Path) -> anyhow::Result<()> {
     std::fs::remove_file(p).with_context(|| format!("remove {}", p.display()))?;
     s.ledger.forget(p);
     w.workspaces[s.ws].book.commit(s.slot, s.ledger.usage().1);
@@ -220,9 +220,10 @@ fn forget_file(w: &World, s: &mut Session, p: &Path) -> anyhow::Result<()> {
 }
 
 /// Policy and runtime refusals: architect mode, an embedded frontend.
-pub(super) fn owner_checks(w: &World, extras: &mut Vec<Session>, cfg: &Config) -> anyhow::Result<()> {
+pub(super) fn owner_checks(w: &World, extras: &mut Vec<TrackedSession>, cfg: &Config) -> anyhow::Result<()> {
     let arch_thread = format!("stress-{}-architect", cfg.seed());
-    let (mut a, _) = open_session(w, 3000, 0, &arch_thread, 0, 0, Some("architect"), crate::rng::Rng::new(3))?;
+    let (mut a, _) =
+        open_session(w, 3000, 0, &arch_thread, 0, 0, Some("architect"), crate::workload::rng::Rng::new(3))?;
     let p = a.fresh_path("arch");
     let r = ops::write_files(w, &mut a, 0, &[(p.clone(), "x".to_owned())])?;
     w.check(
@@ -245,7 +246,7 @@ pub(super) fn owner_checks(w: &World, extras: &mut Vec<Session>, cfg: &Config) -
     let emb = w.worker_frontends;
     let ws = w.workspaces.len() - 1;
     let emb_thread = format!("stress-{}-embedded", cfg.seed());
-    let (mut e, v) = open_session(w, 3001, ws, &emb_thread, emb, emb, None, crate::rng::Rng::new(4))?;
+    let (mut e, v) = open_session(w, 3001, ws, &emb_thread, emb, emb, None, crate::workload::rng::Rng::new(4))?;
     let tr = &v["temporary_release"];
     w.check(
         "embedded frontend: temporary_release unavailable (embedded_runtime)",

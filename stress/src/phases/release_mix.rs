@@ -22,13 +22,15 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use crate::backing::Backing;
-use crate::cpu::{Sample, Ticks};
-use crate::ledger::in_quarantine;
-use crate::ops::{self, Expect, Written};
-use crate::quota::MAX_SESSION_FILES;
-use crate::world::{Session, Stats, World};
-use crate::{workload, Config, CpuReport};
+use crate::config::Config;
+use crate::oracle::ledger::in_quarantine;
+use crate::oracle::quota::MAX_SESSION_FILES;
+use crate::phases::cpu::CpuReport;
+use crate::phases::cpu::{Sample, Ticks};
+use crate::phases::timed;
+use crate::workload::backing::Backing;
+use crate::workload::ops::{self, Expect, Written};
+use crate::workload::world::{Stats, TrackedSession, World};
 
 /// Most files in one top-up tool write.
 const WRITE_CHUNK: usize = 100;
@@ -102,12 +104,12 @@ impl Rounds<'_> {
 }
 
 /// Helpers of `sess` it may release: present, outside quarantines.
-fn own_helpers(sess: &Session) -> usize {
+fn own_helpers(sess: &TrackedSession) -> usize {
     sess.ledger.present().iter().filter(|g| !in_quarantine(&g.path)).count()
 }
 
 /// Tops `sess` up to its file quota with tool writes.
-fn top_up(w: &World, sess: &mut Session) -> anyhow::Result<()> {
+fn top_up(w: &World, sess: &mut TrackedSession) -> anyhow::Result<()> {
     let (files, _) = sess.ledger.usage();
     let missing = MAX_SESSION_FILES.saturating_sub(files) as usize;
     let new: Vec<_> = (0..missing)
@@ -127,9 +129,9 @@ fn top_up(w: &World, sess: &mut Session) -> anyhow::Result<()> {
 
 /// One read and one release of 1–4 of `sess`'s helpers; false when it
 /// had none.
-fn release_step(w: &World, sess: &mut Session) -> anyhow::Result<bool> {
+fn release_step(w: &World, sess: &mut TrackedSession) -> anyhow::Result<bool> {
     let k = (sess.rng.range(1, 4) as usize).min(own_helpers(sess));
-    let paths = crate::scenarios::pick(sess, k, u64::MAX);
+    let paths = crate::workload::scenarios::pick(sess, k, u64::MAX);
     if paths.is_empty() {
         return Ok(false);
     }
@@ -145,7 +147,7 @@ fn release_step(w: &World, sess: &mut Session) -> anyhow::Result<bool> {
 /// One worker: rounds of a top-up and releases until the rounds finish.
 /// A worker whose step failed records the error (which stops the run) and
 /// keeps meeting the others at the barriers until they finish.
-fn worker(r: &Rounds, mut sess: Session) -> Session {
+fn worker(r: &Rounds, mut sess: TrackedSession) -> TrackedSession {
     let w = r.w;
     loop {
         if !w.stopping() {
@@ -185,10 +187,10 @@ pub fn run(
     cfg: &Config,
     pb: &ProgressBar,
     guardian: u32,
-    sessions: Vec<Session>,
+    sessions: Vec<TrackedSession>,
     backing: &mut Backing,
     target: u64,
-) -> (Vec<Session>, f64, CpuReport) {
+) -> (Vec<TrackedSession>, f64, CpuReport) {
     let n = sessions.len();
     let r = Rounds {
         w,
@@ -202,10 +204,10 @@ pub fn run(
     };
     pb.set_message(format!("release-only rounds, {n} sessions"));
     let done = AtomicBool::new(false);
-    let sessions: Vec<Session> = std::thread::scope(|sc| {
-        let keeper = sc.spawn(|| workload::keeper(w, backing, target, &done));
+    let sessions: Vec<TrackedSession> = std::thread::scope(|sc| {
+        let keeper = sc.spawn(|| timed::keeper(w, backing, target, &done));
         let handles: Vec<_> = sessions.into_iter().map(|s| sc.spawn(|| worker(&r, s))).collect();
-        let out: Vec<Session> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+        let out: Vec<TrackedSession> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         done.store(true, Ordering::SeqCst);
         let _ = keeper.join();
         out

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::client::McpClient;
-use crate::ledger::{Findings, Ledger};
-use crate::procs::Private;
-use crate::quota::WorkspaceBook;
-use crate::rng::Rng;
+use crate::harness::client::McpClient;
+use crate::harness::private::Private;
+use crate::oracle::ledger::{Findings, Ledger};
+use crate::oracle::quota::WorkspaceBook;
+use crate::workload::rng::Rng;
 
 /// One workspace.
 pub struct Workspace {
@@ -43,8 +43,10 @@ pub struct Recorded {
     pub outcomes: Vec<(String, String, Value)>,
 }
 
-/// One session, owned by one worker at a time.
-pub struct Session {
+/// One session as the stress tool drives and tracks it: its thread, its
+/// directory, the frontends it is initialised on, and the ledger of every
+/// helper created in it. Owned by one worker at a time.
+pub struct TrackedSession {
     /// Index in the run.
     pub idx: usize,
     /// Its workspace's index.
@@ -70,7 +72,7 @@ pub struct Session {
     counter: u64,
 }
 
-impl Session {
+impl TrackedSession {
     /// A session.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -82,8 +84,8 @@ impl Session {
         home: usize,
         other: usize,
         rng: Rng,
-    ) -> Session {
-        Session {
+    ) -> TrackedSession {
+        TrackedSession {
             idx,
             ws,
             slot,

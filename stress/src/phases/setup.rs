@@ -8,17 +8,17 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use crate::backing::Backing;
-use crate::client::{CallError, McpClient};
-use crate::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
-use crate::fill_plan::{self, FillPlan, TINY};
-use crate::ledger::Ledger;
-use crate::opening::{check_denied, open_session, SCAN_BOUND};
-use crate::ops::{self, Written};
-use crate::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
-use crate::scenarios::{self, Blocker};
-use crate::world::{Session, Stats, World};
-use crate::Config;
+use crate::config::Config;
+use crate::harness::client::{CallError, McpClient};
+use crate::oracle::ledger::Ledger;
+use crate::oracle::quota::{MAX_FILE_BYTES, MAX_SESSION_BYTES, MAX_SESSION_FILES, MAX_WORKSPACE_BYTES};
+use crate::phases::edge_checks::{backing_entry_checks, bound_checks, owner_checks, shape_checks};
+use crate::workload::backing::Backing;
+use crate::workload::fill_plan::{self, FillPlan, TINY};
+use crate::workload::opening::{check_denied, open_session, SCAN_BOUND};
+use crate::workload::ops::{self, Written};
+use crate::workload::scenarios::{self, Blocker};
+use crate::workload::world::{Stats, TrackedSession, World};
 
 pub(super) fn interrupted(w: &World) -> anyhow::Result<()> {
     anyhow::ensure!(!w.stopping(), "interrupted");
@@ -65,7 +65,11 @@ fn sources(w: &World) -> anyhow::Result<()> {
 
 /// Writes `files` in tool calls of at most 100; the first answer that is
 /// not `Yes`, if any.
-fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) -> anyhow::Result<Option<Written>> {
+fn write_chunks(
+    w: &World,
+    sess: &mut TrackedSession,
+    files: Vec<(PathBuf, String)>,
+) -> anyhow::Result<Option<Written>> {
     for chunk in files.chunks(100) {
         let r = ops::write_files(w, sess, sess.home, chunk)?;
         if r != Written::Yes {
@@ -77,7 +81,7 @@ fn write_chunks(w: &World, sess: &mut Session, files: Vec<(PathBuf, String)>) ->
 
 /// Fills `sess` up to `target` bytes and 128 files, then probes the
 /// session quotas at their edge.
-fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyhow::Result<()> {
+fn fill_session(w: &World, sess: &mut TrackedSession, target: u64, fill: bool) -> anyhow::Result<()> {
     let seed: Vec<(PathBuf, String)> = (0..40)
         .map(|_| {
             let n = sess.rng.range(64, 8192) as usize;
@@ -136,13 +140,18 @@ fn fill_session(w: &World, sess: &mut Session, target: u64, fill: bool) -> anyho
 
 /// Brings workspace 0 to exactly 256 MiB with filler sessions, then
 /// probes the workspace quota and the per-file quota.
-fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, cfg: &Config) -> anyhow::Result<()> {
+fn workspace_quota(
+    w: &World,
+    sessions: &[TrackedSession],
+    extras: &mut Vec<TrackedSession>,
+    cfg: &Config,
+) -> anyhow::Result<()> {
     let mut total: u64 = sessions.iter().filter(|s| s.ws == 0).map(|s| s.ledger.usage().1).sum();
     let mut k = 0;
     while total < MAX_WORKSPACE_BYTES {
         interrupted(w)?;
         let thread = format!("stress-{}-filler-{k}", cfg.seed());
-        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, crate::rng::Rng::new(k as u64))?;
+        let (mut f, _) = open_session(w, 1000 + k, 0, &thread, 0, 0, None, crate::workload::rng::Rng::new(k as u64))?;
         k += 1;
         let mut in_session = 0;
         while total < MAX_WORKSPACE_BYTES && in_session < MAX_SESSION_BYTES {
@@ -155,7 +164,7 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
         extras.push(f);
     }
     let thread = format!("stress-{}-probe", cfg.seed());
-    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, crate::rng::Rng::new(7))?;
+    let (mut probe, _) = open_session(w, 2000, 0, &thread, 0, 0, None, crate::workload::rng::Rng::new(7))?;
     let p = probe.fresh_path("ws");
     let r = ops::write_files(w, &mut probe, 0, &[(p, "z".to_owned())])?;
     w.check(
@@ -205,7 +214,7 @@ fn workspace_quota(w: &World, sessions: &[Session], extras: &mut Vec<Session>, c
     Ok(())
 }
 
-fn scenario_checks(w: &World, sessions: &mut [Session]) -> anyhow::Result<()> {
+fn scenario_checks(w: &World, sessions: &mut [TrackedSession]) -> anyhow::Result<()> {
     let s = &mut sessions[0];
     let r = scenarios::identical_replacement(w, s)?;
     check_denied(w, "identical-text replacement after the read: read_required", &r, &["read_required"]);
@@ -261,8 +270,8 @@ fn scenario_checks(w: &World, sessions: &mut [Session]) -> anyhow::Result<()> {
 /// The whole setup phase. Filler, probe and policy sessions go to `extras`.
 pub fn run(
     w: &World,
-    sessions: &mut [Session],
-    extras: &mut Vec<Session>,
+    sessions: &mut [TrackedSession],
+    extras: &mut Vec<TrackedSession>,
     backing: &mut Backing,
     cfg: &Config,
     pb: &ProgressBar,

@@ -11,10 +11,10 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::ops::{self, Expect, Pinned};
-use crate::procs::GuardianProc;
-use crate::scenarios::read_some;
-use crate::world::{Session, World};
+use crate::harness::guardian::GuardianProc;
+use crate::workload::ops::{self, Expect, Pinned};
+use crate::workload::scenarios::read_some;
+use crate::workload::world::{TrackedSession, World};
 
 fn gated(gate: &std::path::Path) -> String {
     format!("while [ ! -e \"{}\" ]; do sleep 0.05; done", gate.display())
@@ -24,7 +24,7 @@ fn gated(gate: &std::path::Path) -> String {
 /// is initialised again afterwards (a new guardian is another instance).
 pub fn left_behind_across_restart(
     w: &World,
-    sessions: &mut [Session],
+    sessions: &mut [TrackedSession],
     guardian: &mut GuardianProc,
 ) -> anyhow::Result<()> {
     let Some(sess) = sessions.first_mut() else { return Ok(()) };
@@ -51,7 +51,7 @@ pub fn left_behind_across_restart(
     }
 
     guardian.kill();
-    *guardian = GuardianProc::start(&w.private)?;
+    *guardian = w.private.start_guardian(&[])?;
     for s in sessions.iter() {
         let root = w.workspaces[s.ws].root.clone();
         ops::initialize(w, s.home, &root, &s.thread_id, None)?;
@@ -98,7 +98,7 @@ pub fn left_behind_across_restart(
     Ok(())
 }
 
-fn status(w: &World, sess: &Session, id: &str) -> anyhow::Result<Value> {
+fn status(w: &World, sess: &TrackedSession, id: &str) -> anyhow::Result<Value> {
     let args = serde_json::json!({"thread_id": sess.thread_id, "status_check": true, "command_id": id,
         "wait_for_seconds": 0});
     Ok(ops::call_ok(w, sess.home, "BashCommand", args)?.value)

@@ -13,14 +13,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::ledger::{in_quarantine, record};
-use crate::ops::{self, Expect, Pinned, Written};
-use crate::quota;
-use crate::world::{Session, Stats, World};
+use crate::oracle::ledger::{in_quarantine, record};
+use crate::oracle::quota;
+use crate::workload::ops::{self, Expect, Pinned, Written};
+use crate::workload::world::{Stats, TrackedSession, World};
 
 /// Helpers of `sess` to work on: up to `k` present ones, files of at most
 /// `max_size` bytes first.
-pub fn pick(sess: &mut Session, k: usize, max_size: u64) -> Vec<PathBuf> {
+pub fn pick(sess: &mut TrackedSession, k: usize, max_size: u64) -> Vec<PathBuf> {
     let mut small: Vec<PathBuf> = sess
         .ledger
         .present()
@@ -34,7 +34,13 @@ pub fn pick(sess: &mut Session, k: usize, max_size: u64) -> Vec<PathBuf> {
 }
 
 /// Reads `k` helpers (through `fe`) and returns what can be released.
-pub fn read_some(w: &World, sess: &mut Session, fe: usize, k: usize, max_size: u64) -> anyhow::Result<Vec<Pinned>> {
+pub fn read_some(
+    w: &World,
+    sess: &mut TrackedSession,
+    fe: usize,
+    k: usize,
+    max_size: u64,
+) -> anyhow::Result<Vec<Pinned>> {
     let paths = pick(sess, k, max_size);
     if paths.is_empty() {
         return Ok(Vec::new());
@@ -43,7 +49,7 @@ pub fn read_some(w: &World, sess: &mut Session, fe: usize, k: usize, max_size: u
     Ok(pinned.into_iter().filter(|p| p.token.is_some()).collect())
 }
 
-fn small_limit(sess: &mut Session) -> u64 {
+fn small_limit(sess: &mut TrackedSession) -> u64 {
     if sess.rng.chance(100) {
         u64::MAX
     } else {
@@ -52,7 +58,7 @@ fn small_limit(sess: &mut Session) -> u64 {
 }
 
 /// A plain release of 1–8 helpers.
-pub fn plain_release(w: &World, sess: &mut Session, expect: Expect) -> anyhow::Result<Option<Value>> {
+pub fn plain_release(w: &World, sess: &mut TrackedSession, expect: Expect) -> anyhow::Result<Option<Value>> {
     let k = sess.rng.range(1, 8) as usize;
     let limit = small_limit(sess);
     let t = read_some(w, sess, sess.home, k, limit)?;
@@ -66,7 +72,7 @@ pub fn plain_release(w: &World, sess: &mut Session, expect: Expect) -> anyhow::R
 /// every other session of its workspace held the least it may hold now
 /// (`None` when the session is at its file quota: any new file is
 /// refused).
-pub fn write_room(w: &World, sess: &Session) -> Option<u64> {
+pub fn write_room(w: &World, sess: &TrackedSession) -> Option<u64> {
     let (files, bytes) = sess.ledger.usage();
     let (low, _) = w.workspaces[sess.ws].book.range(sess.slot, bytes);
     room_for(files, bytes, low)
@@ -83,7 +89,7 @@ fn room_for(files: u64, bytes: u64, low: u64) -> Option<u64> {
 
 /// Whether an agent would not write now: its session is at the file
 /// quota, or less than 64 KiB would fit.
-pub fn quota_full(w: &World, sess: &Session) -> bool {
+pub fn quota_full(w: &World, sess: &TrackedSession) -> bool {
     full(write_room(w, sess))
 }
 
@@ -95,7 +101,7 @@ fn full(room: Option<u64>) -> bool {
 /// The size a helper planned at `size` is written at, with `room` left:
 /// as planned when it fits; made to fit nine times in ten otherwise (at
 /// most 32 KiB), sent as planned the tenth (a refusal probe).
-fn fitted(size: u64, room: u64, rng: &mut crate::rng::Rng) -> u64 {
+fn fitted(size: u64, room: u64, rng: &mut crate::workload::rng::Rng) -> u64 {
     if size > room && !rng.chance(100) {
         rng.range(0, room.min(32 << 10))
     } else {
@@ -111,7 +117,7 @@ fn fitted(size: u64, room: u64, rng: &mut crate::rng::Rng) -> u64 {
 /// told `quota_exceeded` writes less. The tenth is sent as planned, so
 /// that refusals at the quota edges stay probed (the setup probes each
 /// edge exactly, too).
-pub fn create_tool(w: &World, sess: &mut Session) -> anyhow::Result<Written> {
+pub fn create_tool(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Written> {
     let n = sess.rng.range(1, 4) as usize;
     let mut files = Vec::with_capacity(n);
     let mut room = write_room(w, sess).unwrap_or(0);
@@ -134,9 +140,9 @@ pub fn create_tool(w: &World, sess: &mut Session) -> anyhow::Result<Written> {
 /// A helper written by a command (not governed by the quotas), kept within
 /// the session's quotas by the tool itself; sometimes a command whose
 /// output is dropped into the scratch backing root.
-pub fn create_bash(w: &World, sess: &mut Session) -> anyhow::Result<()> {
+pub fn create_bash(w: &World, sess: &mut TrackedSession) -> anyhow::Result<()> {
     let (files, bytes) = sess.ledger.usage();
-    let room = crate::quota::MAX_SESSION_BYTES.saturating_sub(bytes);
+    let room = crate::oracle::quota::MAX_SESSION_BYTES.saturating_sub(bytes);
     if files >= 120 || room < (64 << 10) {
         return Ok(());
     }
@@ -157,7 +163,7 @@ pub fn create_bash(w: &World, sess: &mut Session) -> anyhow::Result<()> {
 /// A copy of `path` beside it, to be renamed over it. Until
 /// [`commit`] the copy's bytes count as in flight in the workspace's quota
 /// account (the frontends see them).
-fn copy_beside(w: &World, sess: &mut Session, path: &Path) -> anyhow::Result<PathBuf> {
+fn copy_beside(w: &World, sess: &mut TrackedSession, path: &Path) -> anyhow::Result<PathBuf> {
     let n = sess.next_number();
     let tmp = path.with_file_name(format!(".stress-copy-{n}"));
     let size = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
@@ -167,13 +173,13 @@ fn copy_beside(w: &World, sess: &mut Session, path: &Path) -> anyhow::Result<Pat
 }
 
 /// Commits the session's usage to its workspace's quota account.
-fn commit(w: &World, sess: &Session) {
+fn commit(w: &World, sess: &TrackedSession) {
     w.workspaces[sess.ws].book.commit(sess.slot, sess.ledger.usage().1);
 }
 
 /// Read, then replace one target with identical text (a new inode), then
 /// release: the token no longer matches (`read_required`).
-pub fn identical_replacement(w: &World, sess: &mut Session) -> anyhow::Result<Option<Value>> {
+pub fn identical_replacement(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Option<Value>> {
     let k = sess.rng.range(1, 4) as usize;
     let t = read_some(w, sess, sess.home, k, 1 << 20)?;
     let Some(victim) = t.first().map(|p| p.path.clone()) else { return Ok(None) };
@@ -198,7 +204,7 @@ pub fn identical_replacement(w: &World, sess: &mut Session) -> anyhow::Result<Op
 
 /// Read, then change one target's content through the tool, then release
 /// with the old revision and token.
-pub fn changed_content(w: &World, sess: &mut Session) -> anyhow::Result<Option<Value>> {
+pub fn changed_content(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Option<Value>> {
     let t = read_some(w, sess, sess.home, 2, 64 << 10)?;
     let Some(victim) = t.first().map(|p| p.path.clone()) else { return Ok(None) };
     Stats::inc(&w.stats.adversarial);
@@ -219,7 +225,7 @@ pub fn changed_content(w: &World, sess: &mut Session) -> anyhow::Result<Option<V
 
 /// Read, then release while another thread replaces one target with
 /// identical text: whatever wins, the replacement survives.
-pub fn racing_replacement(w: &World, sess: &mut Session) -> anyhow::Result<Option<Value>> {
+pub fn racing_replacement(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Option<Value>> {
     let k = sess.rng.range(1, 4) as usize;
     let t = read_some(w, sess, sess.home, k, 1 << 20)?;
     let Some(victim) = t.get(sess.rng.index(t.len())).map(|p| p.path.clone()) else { return Ok(None) };
@@ -268,7 +274,7 @@ pub fn racing_replacement(w: &World, sess: &mut Session) -> anyhow::Result<Optio
 
 /// Read through one frontend, release through another: the token is of
 /// another process (`read_required`).
-pub fn cross_frontend(w: &World, sess: &mut Session) -> anyhow::Result<Option<Value>> {
+pub fn cross_frontend(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Option<Value>> {
     if sess.home == sess.other {
         return Ok(None);
     }
@@ -301,7 +307,7 @@ pub enum Blocker {
 /// Starts a command that cannot end until the tool opens its gate, then
 /// releases: nothing may be released while it runs. Then opens the gate,
 /// waits for the command, and releases the same targets again.
-pub fn blocked_release(w: &World, sess: &mut Session, blocker: Blocker) -> anyhow::Result<Option<Value>> {
+pub fn blocked_release(w: &World, sess: &mut TrackedSession, blocker: Blocker) -> anyhow::Result<Option<Value>> {
     let t = read_some(w, sess, sess.home, 3, 1 << 20)?;
     if t.is_empty() {
         return Ok(None);
@@ -352,7 +358,11 @@ pub fn blocked_release(w: &World, sess: &mut Session, blocker: Blocker) -> anyho
 
 /// A symbolic link dropped into the workspace's scratch backing root:
 /// every release of the workspace fails closed (`backing_symlink`).
-pub fn symlink_in_backing(w: &World, sess: &mut Session, root: Option<PathBuf>) -> anyhow::Result<Option<Value>> {
+pub fn symlink_in_backing(
+    w: &World,
+    sess: &mut TrackedSession,
+    root: Option<PathBuf>,
+) -> anyhow::Result<Option<Value>> {
     let t = read_some(w, sess, sess.home, 2, 1 << 20)?;
     if t.is_empty() {
         return Ok(None);
@@ -371,7 +381,7 @@ pub fn symlink_in_backing(w: &World, sess: &mut Session, root: Option<PathBuf>) 
 
 /// A hard link of a target dropped into the scratch backing root after
 /// the read: refused (`hardlink`, or the alias, or the changed identity).
-pub fn hardlink_in_backing(w: &World, sess: &mut Session) -> anyhow::Result<Option<Value>> {
+pub fn hardlink_in_backing(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Option<Value>> {
     let t = read_some(w, sess, sess.home, 2, 1 << 20)?;
     let Some(victim) = t.first().map(|p| p.path.clone()) else { return Ok(None) };
     Stats::inc(&w.stats.adversarial);
@@ -389,7 +399,7 @@ pub fn hardlink_in_backing(w: &World, sess: &mut Session) -> anyhow::Result<Opti
 
 /// A release that completes, then a new file at a released name, then the
 /// same request again: a replay that touches nothing (through `fe`).
-pub fn new_file_at_released_name(w: &World, sess: &mut Session, fe: usize) -> anyhow::Result<Option<Value>> {
+pub fn new_file_at_released_name(w: &World, sess: &mut TrackedSession, fe: usize) -> anyhow::Result<Option<Value>> {
     let t = read_some(w, sess, sess.home, 2, 1 << 20)?;
     if t.is_empty() {
         return Ok(None);
@@ -422,7 +432,7 @@ pub fn new_file_at_released_name(w: &World, sess: &mut Session, fe: usize) -> an
 }
 
 /// A replay of a recorded release through a random frontend.
-pub fn replay_one(w: &World, sess: &mut Session) -> anyhow::Result<bool> {
+pub fn replay_one(w: &World, sess: &mut TrackedSession) -> anyhow::Result<bool> {
     if sess.recorded.is_empty() {
         return Ok(false);
     }
@@ -434,7 +444,7 @@ pub fn replay_one(w: &World, sess: &mut Session) -> anyhow::Result<bool> {
 
 /// A release of one of the workspace's source files (no token):
 /// `not_session_helper`.
-pub fn source_release(w: &World, sess: &mut Session) -> anyhow::Result<Option<Value>> {
+pub fn source_release(w: &World, sess: &mut TrackedSession) -> anyhow::Result<Option<Value>> {
     let src = {
         let sources = w.workspaces[sess.ws].sources.lock().unwrap_or_else(|e| e.into_inner());
         let p = sources.present();
@@ -469,7 +479,7 @@ pub fn source_release(w: &World, sess: &mut Session) -> anyhow::Result<Option<Va
 }
 
 /// A release of a file in another session's directory: `other_session`.
-pub fn other_session_release(w: &World, sess: &mut Session, other_dir: &Path) -> anyhow::Result<Option<Value>> {
+pub fn other_session_release(w: &World, sess: &mut TrackedSession, other_dir: &Path) -> anyhow::Result<Option<Value>> {
     let Some(name) = std::fs::read_dir(other_dir)
         .ok()
         .and_then(|d| d.flatten().find(|e| e.file_type().is_ok_and(|t| t.is_file())).map(|e| e.file_name()))
@@ -492,7 +502,7 @@ pub fn other_session_release(w: &World, sess: &mut Session, other_dir: &Path) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::workload::rng::Rng;
 
     #[test]
     fn the_room_is_the_tighter_quota_and_none_at_the_file_quota() {
