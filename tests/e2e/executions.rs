@@ -105,18 +105,31 @@ async fn long_command_is_adopted(mode: &str) {
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "long.py").await;
     let heredoc = "x".repeat(100 * 1024);
-    // Made to outlive the hangup of its terminal when the guardian dies.
-    let cmd = format!("trap '' HUP\ncat >/dev/null <<'EOF'\n{heredoc}\nEOF\nsleep 4");
+    // Made to outlive the hangup of its terminal when the guardian dies (a
+    // child of the shell that ignores it, as `sleep` was); it runs until the
+    // test lets it go (a fixed `sleep 4` ended before a restarted guardian
+    // was asked under load), or its directory is gone.
+    // The guardian is killed only once the command has ignored the hangup
+    // (killed before, its shell ends with it, and nothing is left to block).
+    let (gate, started) = (env.root.join("gate"), env.root.join("started"));
+    let cmd = format!(
+        "trap '' HUP\ncat >/dev/null <<'EOF'\n{heredoc}\nEOF\n: > '{}'\nsh -c \"while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done\"",
+        started.display(),
+        gate.display(),
+        env.root.display()
+    );
     let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
     assert_eq!(v["status"], "running", "{v}");
     let id = v["command_id"].as_str().unwrap().to_owned();
     let dir = env.data.join("executions").join(&id);
     assert!(std::fs::metadata(dir.join("status.json")).unwrap().len() < 4096, "the record grew with the command");
     assert_eq!(std::fs::read_to_string(dir.join("command")).unwrap(), cmd);
+    eventually(10, "the command to start", || started.exists());
     env.kill_guardian();
     start(&mut env, mode);
     mcp.init(&env.ws, "t1").await;
     denied(&env, &mcp, "t1", &h, "execution_active").await;
+    std::fs::write(&gate, b"").unwrap();
     completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
     mcp.stop().await;
 }

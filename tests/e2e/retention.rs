@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use crate::support::blocked::completes_after;
 use crate::support::{eventually, read_line_timeout, release_req, Env, Mcp};
 use serde_json::{json, Value};
 
@@ -148,9 +149,13 @@ async fn keep_executions_5_bounds_the_store_and_releases_still_complete() {
     let helper = env.session_dir(thread).join("helper.txt");
     fs::write(&helper, b"temporary\n").unwrap();
     let (rev, generation) = mcp.read_helper(thread, &helper).await;
-    let r = mcp.edit(release_req(thread, &env.ws, &[(&helper, &rev, &generation)])).await;
-    assert_eq!(r["status"], "completed", "{r}");
-    assert!(!helper.exists());
+    // Completed, or refused only as `execution_active` until it completes:
+    // under load a process of the user that is being started or ending
+    // (its environment unreadable for a moment) is doubt, and doubt counts
+    // as running (fail closed); what this test asks is that pruning never
+    // makes a release fail.
+    let h = (helper.clone(), rev, generation);
+    completes_after(&env, &mcp, thread, &h, "execution_active", Duration::from_secs(10)).await;
     eventually(10, "the pass after the release", || executions(&env.data).0.len() <= 5);
     mcp.stop().await;
 }
