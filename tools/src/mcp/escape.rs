@@ -185,26 +185,33 @@ impl Write for InString<'_, '_> {
 const ONES: u64 = u64::from_ne_bytes([1; 8]);
 const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
 
-/// Whether any of the eight bytes of `x` is below 0x20, `"` or `\`. Bytes
-/// from 0x80 up (UTF-8 beyond ASCII) never count.
-fn word_needs_escape(x: u64) -> bool {
+/// The bytes of `x` (eight bytes in little-endian order) below 0x20, `"`
+/// or `\\`, as the high bit of each: exact for the lowest such byte (what
+/// [`escape_into`] needs), while a higher one may also be marked after it.
+/// Bytes from 0x80 up (UTF-8 beyond ASCII) are never marked.
+fn escape_mask(x: u64) -> u64 {
     // A byte below n (n <= 0x80) leaves its high bit set in x - n·ONES
-    // while its own high bit is clear. Only whether some byte counts
-    // matters, not which.
-    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-    below_space != 0 || word_has(x, b'"') || word_has(x, b'\\')
+    // while its own high bit is clear; below the lowest such byte there is
+    // no borrow, so that one is marked exactly.
+    let below_space = x.wrapping_sub(ONES * 0x20) & !x;
+    (below_space | zero_bytes(x ^ (ONES * u64::from(b'"'))) | zero_bytes(x ^ (ONES * u64::from(b'\\')))) & HIGHS
 }
 
-/// Whether one of the eight bytes of `x` is `b` (a zero byte of `x ^ b·ONES`).
+/// The zero bytes of `y` as their high bits (exact for the lowest one).
+fn zero_bytes(y: u64) -> u64 {
+    y.wrapping_sub(ONES) & !y & HIGHS
+}
+
+/// Whether one of the eight bytes of `x` is `b`.
 pub fn word_has(x: u64, b: u8) -> bool {
-    let y = x ^ (ONES * u64::from(b));
-    y.wrapping_sub(ONES) & !y & HIGHS != 0
+    zero_bytes(x ^ (ONES * u64::from(b))) != 0
 }
 
-/// The eight bytes of `bytes` from `i` as a word, if there are eight.
+/// The eight bytes of `bytes` from `i` as a little-endian word, if there
+/// are eight.
 pub fn word_at(bytes: &[u8], i: usize) -> Option<u64> {
     let w = bytes.get(i..i + 8)?;
-    Some(u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+    Some(u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
 }
 
 fn needs_escape(b: u8) -> bool {
@@ -217,25 +224,25 @@ fn needs_escape(b: u8) -> bool {
 pub fn escape_into(buf: &[u8], nesting: Nesting, out: &mut Vec<u8>) {
     out.reserve(buf.len() + buf.len() / 16 + 16);
     let (mut start, mut i) = (0, 0);
-    while i < buf.len() {
-        let end = match word_at(buf, i) {
-            Some(x) => {
-                if !word_needs_escape(x) {
-                    i += 8;
-                    continue;
-                }
-                i + 8
-            }
-            None => buf.len(),
-        };
-        for (j, &b) in buf.iter().enumerate().take(end).skip(i) {
-            if needs_escape(b) {
-                out.extend_from_slice(&buf[start..j]);
-                push_escape(b, nesting, out);
-                start = j + 1;
-            }
+    // Eight bytes at a time: on to the first byte that needs an escape.
+    while let Some(x) = word_at(buf, i) {
+        let mask = escape_mask(x);
+        if mask == 0 {
+            i += 8;
+            continue;
         }
-        i = end;
+        let j = i + (mask.trailing_zeros() / 8) as usize;
+        out.extend_from_slice(&buf[start..j]);
+        push_escape(buf[j], nesting, out);
+        (start, i) = (j + 1, j + 1);
+    }
+    // The last few bytes one at a time.
+    for (j, &b) in buf.iter().enumerate().skip(i) {
+        if needs_escape(b) {
+            out.extend_from_slice(&buf[start..j]);
+            push_escape(b, nesting, out);
+            start = j + 1;
+        }
     }
     out.extend_from_slice(&buf[start..]);
 }
@@ -313,14 +320,26 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), serde(text));
     }
 
-    /// Every byte value at every position of a word is found.
+    /// Every byte value at every position of a word is found, and the
+    /// first of two is found where it is.
     #[test]
     fn each_byte_at_each_place_of_a_word() {
         for b in 0..=255u8 {
             for at in 0..8 {
                 let mut word = [b'a'; 8];
                 word[at] = b;
-                assert_eq!(word_needs_escape(u64::from_ne_bytes(word)), needs_escape(b), "{b:#x} at {at}");
+                let mask = escape_mask(u64::from_le_bytes(word));
+                assert_eq!(mask != 0, needs_escape(b), "{b:#x} at {at}");
+                if needs_escape(b) {
+                    assert_eq!(mask.trailing_zeros() / 8, at as u32, "{b:#x} at {at}");
+                    for (later, c) in [(7, b'"'), (at + 1, b'\n'), (at + 1, 0xff), (7, 0x80)] {
+                        if later > at && later < 8 {
+                            word[later] = c;
+                            let mask = escape_mask(u64::from_le_bytes(word));
+                            assert_eq!(mask.trailing_zeros() / 8, at as u32, "{b:#x} at {at}, {c:#x} at {later}");
+                        }
+                    }
+                }
             }
         }
     }
