@@ -17,7 +17,9 @@ Environment: KIND=text (printable lines, the first 256 KiB returned) or
 bin (random bytes, no content), N helpers (100) of SIZE bytes (655360).
 `N=1 SIZE=672000` gives the reply size of one 672,000-byte helper.
 """
-import json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import json, os, shutil, statistics, subprocess, sys, tempfile, time
+
+from helper_text import text_bytes
 
 BINS = [os.path.abspath(b) for b in sys.argv[1].split(",")]
 ROUNDS = int(sys.argv[2])
@@ -25,15 +27,6 @@ MCP_ARGS = sys.argv[3:]
 N, SIZE = int(os.environ.get("N", 100)), int(os.environ.get("SIZE", 640 * 1024))
 KIND = os.environ.get("KIND", "text")
 CLK = os.sysconf("SC_CLK_TCK")
-
-def text_bytes(size, seed):
-    # The same text as benches/mcp_vs_openssl.py.
-    rng = random.Random(seed)
-    line = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(79)) + b"\n"
-    out = bytearray()
-    while len(out) < size:
-        out += line[rng.randrange(40):] + line[: rng.randrange(40)]
-    return bytes(out[:size])
 
 def cpu_s(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
