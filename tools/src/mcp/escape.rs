@@ -15,8 +15,10 @@
 //! The escaping is `serde_json`'s (`"`, `\` and control characters; the
 //! short forms `\n`, `\r`, `\t`, `\b`, `\f`, else `\u00XX`), which the
 //! tests check against `serde_json` for any text cut anywhere. Text is
-//! passed over eight bytes at a time while no byte of the eight needs an
-//! escape (helper text has one every few dozen bytes: each line's newline).
+//! read eight bytes at a time, and the first byte of the eight that needs
+//! an escape is found from the word's mask, so the bytes between two
+//! escapes (helper text has one every few dozen bytes: each line's
+//! newline) are copied as a run, never looked at one by one.
 
 use std::io::{self, Write};
 
@@ -163,6 +165,8 @@ impl Write for Out<'_> {
         Ok(buf.len())
     }
 
+    /// Nothing: the buffer goes out when it is full and at
+    /// [`Out::finish`], and the transport flushes after the whole reply.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }

@@ -144,9 +144,9 @@ impl Stream<'_> {
         }
     }
 
-    /// Writes entry `e` where it goes first: into the text block (the
-    /// rendering, or the result as JSON), or with the summary into
-    /// `structuredContent`. `read` entries were written before it.
+    /// Writes the `files` entry `v` where it goes first: into the text
+    /// block (the rendering, or the result as JSON), or with the summary
+    /// into `structuredContent`. `read` entries were written before it.
     fn emit(&self, v: &Value, read: usize, out: &mut Out<'_>) -> io::Result<()> {
         match self.text {
             TextResult::Text => render::write_read_file(v, &mut out.in_string()),
