@@ -15,7 +15,9 @@ Usage: benches/mcp_vs_openssl.py BIN [ROUNDS] [MCP ARGS...]
 (for instance `--text-result summary` after ROUNDS: the frontend's text
 block is then a summary instead of the result object again)
 """
-import json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import json, os, shutil, statistics, subprocess, sys, tempfile, time
+
+from helper_text import text_bytes
 
 BIN = os.path.abspath(sys.argv[1])
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
@@ -24,14 +26,6 @@ N, SIZE, ENTRIES = 100, 640 * 1024, 48_000
 
 def load():
     return open("/proc/loadavg").read().split()[0]
-
-def text_bytes(size, seed):
-    rng = random.Random(seed)
-    line = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(79)) + b"\n"
-    out = bytearray()
-    while len(out) < size:
-        out += line[rng.randrange(40):] + line[: rng.randrange(40)]
-    return bytes(out[:size])
 
 root = tempfile.mkdtemp(prefix="winx-mcp-bench-")
 ws = os.path.join(root, "ws"); os.makedirs(ws)

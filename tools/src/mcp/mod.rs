@@ -13,6 +13,8 @@
 //!
 //! Stdout carries only the MCP protocol; logs go to stderr.
 
+mod escape;
+mod frame;
 mod incoming;
 mod launcher;
 mod render;

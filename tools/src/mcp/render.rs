@@ -23,6 +23,8 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
+use super::escape::{word_at, word_has};
+
 /// Keys rendered by the status line or a block of their own.
 const OWN_LINES: &[&str] = &["status", "errorCode", "message", "files", "failed_files", "content", "output"];
 
@@ -179,15 +181,23 @@ pub fn fenced(text: &str, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "{fence}")
 }
 
+/// The longest run of backticks in `text`, passing over eight bytes at a
+/// time where no run goes on and none starts.
 fn longest_backtick_run(text: &str) -> usize {
-    let (mut longest, mut run) = (0, 0);
-    for b in text.bytes() {
-        if b == b'`' {
+    let bytes = text.as_bytes();
+    let (mut longest, mut run, mut i) = (0, 0, 0);
+    while i < bytes.len() {
+        if run == 0 && word_at(bytes, i).is_some_and(|x| !word_has(x, b'`')) {
+            i += 8;
+            continue;
+        }
+        if bytes[i] == b'`' {
             run += 1;
             longest = longest.max(run);
         } else {
             run = 0;
         }
+        i += 1;
     }
     longest
 }
@@ -254,7 +264,14 @@ mod tests {
 
     #[test]
     fn fences_outgrow_the_longest_run() {
-        for (text, fence) in [("", "```"), ("a`b``c", "```"), ("x````y", "`````")] {
+        for (text, fence) in [
+            ("", "```"),
+            ("a`b``c", "```"),
+            ("x````y", "`````"),
+            ("0123456789abcdef````", "`````"),
+            ("0123456`````89abcdef", "``````"),
+            ("01234567```89abcdef`", "````"),
+        ] {
             let mut out = Vec::new();
             fenced(text, &mut out).unwrap();
             let out = String::from_utf8(out).unwrap();

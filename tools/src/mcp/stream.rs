@@ -18,11 +18,14 @@
 //! with `--text-result json` the `structuredContent` object as a JSON
 //! string. Each entry's content goes into the text block's JSON string
 //! escaped once, straight from the entry the read made, and the entry is
-//! kept; once the text block is closed, the kept entries are serialised
-//! again, as `structuredContent`. No serialised copy of the reply is held:
-//! what is kept is the read's own content, once. With
+//! kept; once the text block is closed, the kept entries are written
+//! again, as `structuredContent`, each content escaped once more for that
+//! block from the same buffer. Everything goes out through one bounded
+//! buffer ([`super::escape::Out`]); no serialised copy of the reply, nor of
+//! an entry, is held: what is kept is the read's own content, once. With
 //! `--text-result summary`, `structuredContent` is written as the entries
-//! come and nothing is kept.
+//! come and nothing is kept. The pieces of the result object around them
+//! are [`super::frame`]'s.
 //!
 //! A read that hangs (a file on a dead NFS or FUSE mount) must not hold the
 //! transport's one writer thread, and every reply queued behind this one,
@@ -41,6 +44,8 @@ use serde_json::{json, Value};
 use winx_release_frontend_adapter::frontend::{read_status, ReadEntry};
 use winx_release_frontend_adapter::Frontend;
 
+use super::escape::{Nesting, Out, Stats};
+use super::frame::{write_rest, write_tail, write_text_block_head, Written};
 use super::render;
 use super::result::{to_call_result, TextResult};
 use super::transport::StreamedResult;
@@ -98,89 +103,8 @@ fn writer_with_deadline(
 ) -> StreamedResult {
     Box::new(move |placeholder, w| {
         let stream = Stream { rx: &rx, paths: &paths, text, deadline };
-        stream.write_result(placeholder, w)
+        stream.write_result(placeholder, w).map(drop)
     })
-}
-
-/// A writer into a JSON string: what is written goes out as the
-/// characters of a JSON string (without its quotes), escaped once.
-struct JsonString<'a> {
-    w: &'a mut dyn Write,
-    /// The escaped bytes of one write, before they go out (reused).
-    escaped: Vec<u8>,
-}
-
-impl Write for JsonString<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.escaped.clear();
-        escape_into(buf, &mut self.escaped);
-        self.w.write_all(&self.escaped)?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.w.flush()
-    }
-}
-
-/// Appends `buf` to `out` as the characters of a JSON string (without its
-/// quotes), as `serde_json` escapes a string: `"`, `\` and control
-/// characters. What is escaped here is JSON text, so runs between quotes
-/// and backslashes go out unchanged.
-///
-/// The text has something to escape every few dozen bytes (each newline of
-/// a helper is `\n` in JSON, and its backslash is escaped here again), so
-/// the escaped bytes are gathered in `out` and written once by the caller,
-/// and runs of 16 bytes with nothing to escape are passed over a run at a
-/// time.
-fn escape_into(buf: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
-    out.reserve(buf.len() + buf.len() / 8 + 8);
-    let (mut start, mut i) = (0, 0);
-    while i < buf.len() {
-        if let Some(run) = buf.get(i..i + 16) {
-            if !run.iter().fold(false, |any, &b| any | needs(b)) {
-                i += 16;
-                continue;
-            }
-        }
-        let b = buf[i];
-        if needs(b) {
-            out.extend_from_slice(&buf[start..i]);
-            match b {
-                b'"' => out.extend_from_slice(b"\\\""),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                b'\n' => out.extend_from_slice(b"\\n"),
-                b'\r' => out.extend_from_slice(b"\\r"),
-                b'\t' => out.extend_from_slice(b"\\t"),
-                0x08 => out.extend_from_slice(b"\\b"),
-                0x0c => out.extend_from_slice(b"\\f"),
-                _ => out.extend_from_slice(&[
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    HEX[usize::from(b >> 4)],
-                    HEX[usize::from(b & 15)],
-                ]),
-            }
-            start = i + 1;
-        }
-        i += 1;
-    }
-    out.extend_from_slice(&buf[start..]);
-}
-
-/// What of a result object is out already.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Written {
-    /// Nothing: write it whole.
-    Nothing,
-    /// Its `{` and `structuredContent`.
-    Structured,
-    /// Its `{`, `content` (the text block) and `structuredContent`.
-    ContentAndStructured,
 }
 
 /// How the pieces ended.
@@ -220,14 +144,37 @@ impl Stream<'_> {
         }
     }
 
+    /// Writes the `files` entry `v` where it goes first: into the text
+    /// block (the rendering, or the result as JSON), or with the summary
+    /// into `structuredContent`. `read` entries were written before it.
+    fn emit(&self, v: &Value, read: usize, out: &mut Out<'_>) -> io::Result<()> {
+        match self.text {
+            TextResult::Text => render::write_read_file(v, &mut out.in_string()),
+            TextResult::Json => {
+                if read > 0 {
+                    out.write_all(b",")?;
+                }
+                out.json(v, Nesting::JsonInString)
+            }
+            TextResult::Summary => {
+                if read > 0 {
+                    out.write_all(b",")?;
+                }
+                out.json(v, Nesting::Json)
+            }
+        }
+    }
+
     /// Writes the `result` object of a `ReadFiles` reply from the pieces on
     /// `rx`. `placeholder` is what rmcp made of the handler's placeholder:
     /// its members other than `content`, `structuredContent` and `isError`
     /// are kept.
-    fn write_result(&self, placeholder: &ServerResult, w: &mut dyn Write) -> io::Result<()> {
+    fn write_result(&self, placeholder: &ServerResult, w: &mut dyn Write) -> io::Result<Stats> {
+        let mut out = Out::new(w);
         let first = self.next();
         if let Ok(Piece::Whole(v)) = first {
-            return write_rest(placeholder, to_call_result("ReadFiles", v, self.text), Written::Nothing, w);
+            write_rest(placeholder, to_call_result("ReadFiles", v, self.text), Written::Nothing, &mut out)?;
+            return out.finish();
         }
         // With a text block of its own (the rendering, or the JSON), the
         // text block goes first, written as the entries come (while later
@@ -235,42 +182,27 @@ impl Stream<'_> {
         // (each content as it was read, one copy) for `structuredContent`
         // at the end. With the summary, `structuredContent` goes first and
         // nothing is kept.
-        let text_first = self.text != TextResult::Summary;
-        w.write_all(b"{")?;
-        if text_first {
-            w.write_all(b"\"content\":[")?;
-            write_text_block_head(w)?;
-        } else {
-            w.write_all(b"\"structuredContent\":{\"files\":[")?;
-        }
-        let mut text = JsonString { w, escaped: Vec::new() };
+        out.write_all(b"{")?;
         match self.text {
-            TextResult::Text => render::stream_head(&mut text)?,
-            TextResult::Json => text.write_all(b"{\"files\":[")?,
-            TextResult::Summary => {}
+            TextResult::Text => {
+                out.write_all(b"\"content\":[")?;
+                write_text_block_head(&mut out)?;
+                render::stream_head(&mut out.in_string())?;
+            }
+            TextResult::Json => {
+                out.write_all(b"\"content\":[")?;
+                write_text_block_head(&mut out)?;
+                out.escaped(b"{\"files\":[", Nesting::Json)?;
+            }
+            TextResult::Summary => out.write_all(b"\"structuredContent\":{\"files\":[")?,
         }
         let mut waiting: BTreeMap<usize, ReadEntry> = BTreeMap::new();
         let (mut kept, mut read, mut failed) = (Vec::new(), 0usize, Vec::new());
-        let mode = self.text;
-        let mut emit = |e: ReadEntry, out: &mut JsonString<'_>| -> io::Result<()> {
+        let mut emit = |e: ReadEntry, out: &mut Out<'_>| -> io::Result<()> {
             match e {
                 Ok(v) => {
-                    match mode {
-                        TextResult::Text => render::write_read_file(&v, out)?,
-                        TextResult::Json => {
-                            if read > 0 {
-                                out.write_all(b",")?;
-                            }
-                            serde_json::to_writer(&mut *out, &v)?;
-                        }
-                        TextResult::Summary => {
-                            if read > 0 {
-                                out.w.write_all(b",")?;
-                            }
-                            serde_json::to_writer(&mut *out.w, &v)?;
-                        }
-                    }
-                    if mode != TextResult::Summary {
+                    self.emit(&v, read, out)?;
+                    if self.text != TextResult::Summary {
                         kept.push(v);
                     }
                     read += 1;
@@ -292,7 +224,7 @@ impl Stream<'_> {
                 Err(end) => break end,
             }
             while let Some(e) = waiting.remove(&next) {
-                emit(e, &mut text)?;
+                emit(e, &mut out)?;
                 next += 1;
             }
             piece = self.next();
@@ -308,7 +240,7 @@ impl Stream<'_> {
         let last = total.max(waiting.keys().next_back().map_or(0, |k| k + 1));
         for i in next..last {
             let e = waiting.remove(&i).unwrap_or_else(|| Err(self.missing(i, end)));
-            emit(e, &mut text)?;
+            emit(e, &mut out)?;
         }
         if end == End::TimedOut {
             tracing::warn!(
@@ -321,113 +253,44 @@ impl Stream<'_> {
         if end == End::Broken {
             tail["errorCode"] = json!("internal_error");
         }
+        // The text block's end, then `structuredContent` from the kept
+        // entries, each content escaped once more (for this block) from
+        // the read's own buffer.
         let written = match self.text {
-            TextResult::Text => {
-                render::stream_tail(&tail, &mut text)?;
-                let JsonString { w, .. } = text;
-                w.write_all(b"\"}],\"structuredContent\":{\"files\":[")?;
-                write_entries(&kept, w)?;
-                write_tail(&tail, w)?;
-                (w, Written::ContentAndStructured)
-            }
-            TextResult::Json => {
-                write_tail(&tail, &mut text)?;
-                let JsonString { w, .. } = text;
-                w.write_all(b"\"}],\"structuredContent\":{\"files\":[")?;
-                write_entries(&kept, w)?;
-                write_tail(&tail, w)?;
-                (w, Written::ContentAndStructured)
-            }
             TextResult::Summary => {
-                let JsonString { w, .. } = text;
-                write_tail(&tail, w)?;
-                (w, Written::Structured)
+                write_tail(&tail, &mut out)?;
+                Written::Structured
+            }
+            text_first => {
+                if text_first == TextResult::Text {
+                    render::stream_tail(&tail, &mut out.in_string())?;
+                } else {
+                    write_tail(&tail, &mut out.in_string())?;
+                }
+                out.write_all(b"\"}],\"structuredContent\":{\"files\":[")?;
+                for (i, v) in kept.iter().enumerate() {
+                    if i > 0 {
+                        out.write_all(b",")?;
+                    }
+                    out.json(v, Nesting::Json)?;
+                }
+                write_tail(&tail, &mut out)?;
+                Written::ContentAndStructured
             }
         };
-        let (w, written) = written;
         drop(kept);
         // The text block (when it is the summary) and `isError` as a whole
         // result of these counts would have them.
         let mut counted = tail;
         counted["files"] = Value::Array(vec![Value::Null; read]);
-        write_rest(placeholder, to_call_result("ReadFiles", counted, self.text), written, w)
+        write_rest(placeholder, to_call_result("ReadFiles", counted, self.text), written, &mut out)?;
+        out.finish()
     }
-}
-
-/// Writes the kept entries, comma-separated.
-fn write_entries(kept: &[Value], w: &mut dyn Write) -> io::Result<()> {
-    for (i, v) in kept.iter().enumerate() {
-        if i > 0 {
-            w.write_all(b",")?;
-        }
-        serde_json::to_writer(&mut *w, v)?;
-    }
-    Ok(())
-}
-
-/// Writes the end of a `ReadFiles` object after its `files`:
-/// `],"failed_files":…,"status":…` (and `errorCode`), then `}`.
-fn write_tail(tail: &Value, w: &mut dyn Write) -> io::Result<()> {
-    w.write_all(b"],\"failed_files\":")?;
-    serde_json::to_writer(&mut *w, &tail["failed_files"])?;
-    w.write_all(b",\"status\":")?;
-    serde_json::to_writer(&mut *w, &tail["status"])?;
-    if let Some(code) = tail.get("errorCode") {
-        w.write_all(b",\"errorCode\":")?;
-        serde_json::to_writer(&mut *w, code)?;
-    }
-    w.write_all(b"}")
-}
-
-/// Writes `result` with the placeholder's protocol members: the whole
-/// object, or the members not `written` yet and the closing `}`.
-fn write_rest(
-    placeholder: &ServerResult,
-    mut result: rmcp::model::CallToolResult,
-    written: Written,
-    w: &mut dyn Write,
-) -> io::Result<()> {
-    if let ServerResult::CallToolResult(p) = placeholder {
-        result.result_type = p.result_type.clone();
-        result.meta = p.meta.clone();
-    }
-    if written == Written::Nothing {
-        return serde_json::to_writer(w, &result).map_err(io::Error::from);
-    }
-    result.structured_content = None;
-    let Value::Object(members) = serde_json::to_value(&result)? else {
-        return Err(io::Error::other("a tool result is not an object"));
-    };
-    for (k, v) in &members {
-        if k == "content" && written == Written::ContentAndStructured {
-            continue;
-        }
-        w.write_all(b",")?;
-        serde_json::to_writer(&mut *w, k)?;
-        w.write_all(b":")?;
-        serde_json::to_writer(&mut *w, v)?;
-    }
-    w.write_all(b"}")
-}
-
-/// Writes the start of a text block, up to the opening quote of its
-/// `text`: its other members as a text block has them, then `"text":"`.
-fn write_text_block_head(w: &mut dyn Write) -> io::Result<()> {
-    let Value::Object(block) = serde_json::to_value(rmcp::model::ContentBlock::text(String::new()))? else {
-        return Err(io::Error::other("a content block is not an object"));
-    };
-    w.write_all(b"{")?;
-    for (k, v) in block.iter().filter(|(k, _)| k.as_str() != "text") {
-        serde_json::to_writer(&mut *w, k)?;
-        w.write_all(b":")?;
-        serde_json::to_writer(&mut *w, v)?;
-        w.write_all(b",")?;
-    }
-    w.write_all(b"\"text\":\"")
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::escape::BUFFER_BOUND;
     use super::*;
     use std::time::Instant;
     use winx_release_frontend_adapter::frontend::read_files_result;
@@ -527,46 +390,71 @@ mod tests {
         assert!(expected.contains("content:\n```\none\n\"two\"\\\n```\n"), "{expected}");
     }
 
-    #[test]
-    fn escaping_is_serde_json_s() {
-        for text in ["", "plain", "a\"b\\c", "\u{1}\u{8}\u{c}\n\r\t\u{1f}é€😀", "{\"k\":\"v\\n\"}"] {
-            let mut out = Vec::new();
-            escape_into(text.as_bytes(), &mut out);
-            let want = serde_json::to_string(text).unwrap();
-            assert_eq!(String::from_utf8(out).unwrap(), want[1..want.len() - 1], "{text:?}");
-        }
-        // Written in two pieces, the second holding a 16-byte run whose
-        // last byte must be escaped (the case the property test below
-        // first found against a run that skipped one byte too many).
-        let text = "Σ᧐\0a \u{ec8}\0\0𑶓🉐𑍇#𞥞𐰀\0";
-        let mut out = Vec::new();
-        escape_into(&text.as_bytes()[..18], &mut out);
-        escape_into(&text.as_bytes()[18..], &mut out);
-        let want = serde_json::to_string(text).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), want[1..want.len() - 1]);
+    /// A sink that remembers its largest single write.
+    #[derive(Default)]
+    struct Sink {
+        bytes: Vec<u8>,
+        largest_write: usize,
     }
 
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            failure_persistence: None,
-            ..proptest::prelude::ProptestConfig::default()
-        })]
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.largest_write = self.largest_write.max(buf.len());
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
 
-        // Any text, escaping runs of 16 and the bytes between them alike,
-        // and written in any two pieces (as the serialiser's writes split
-        // it): serde_json's escaping.
-        #[test]
-        fn escaping_any_text_in_any_pieces_is_serde_json_s(
-            text in "(\\PC|[\u{0}-\u{1f}\"\\\\]){0,200}",
-            cut in 0usize..200,
-        ) {
-            let bytes = text.as_bytes();
-            let cut = cut.min(bytes.len());
-            let mut out = Vec::new();
-            escape_into(&bytes[..cut], &mut out);
-            escape_into(&bytes[cut..], &mut out);
-            let want = serde_json::to_string(&text).unwrap();
-            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), &want[1..want.len() - 1]);
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Contract section 3: each content is escaped once per block, and no
+    /// second full copy of the reply is held. Four files of 300 KiB of text
+    /// with quotes, backslashes and newlines: the escaper sees each content
+    /// once for the text block and once for `structuredContent` (twice the
+    /// contents, plus the labels and paths), the buffer stays within its
+    /// bound, and the reply (over 2.4 MB) reaches the transport's writer in
+    /// pieces no larger than that bound.
+    #[test]
+    fn each_content_is_escaped_once_per_block_without_a_copy_of_the_reply() {
+        let content = |i: usize| format!("line {i} \"q\" \\ `x`\n").repeat(300 * 1024 / 20);
+        let entry = |i: usize| -> ReadEntry {
+            Ok(json!({"file_path": format!("/f{i}"), "revision": "sha256:00", "size": content(i).len(),
+                "content": content(i), "binary": false, "truncated": false}))
+        };
+        let contents: usize = (0..4).map(|i| content(i).len()).sum();
+        for (text, blocks) in [(TextResult::Text, 2), (TextResult::Json, 2), (TextResult::Summary, 1)] {
+            let (tx, rx) = mpsc::channel();
+            for i in [2, 0, 3, 1] {
+                tx.send(Piece::Entry(i, entry(i))).unwrap();
+            }
+            tx.send(Piece::Done(4)).unwrap();
+            drop(tx);
+            let paths: Vec<String> = (0..4).map(|i| format!("/f{i}")).collect();
+            let stream = Stream { rx: &rx, paths: &paths, text, deadline: ENTRY_DEADLINE };
+            let mut sink = Sink::default();
+            let stats = stream.write_result(&placeholder(), &mut sink).unwrap();
+            let escaped_per_content = stats.escaped as f64 / contents as f64;
+            assert!(
+                stats.escaped >= blocks * contents && stats.escaped <= blocks * contents + 4096,
+                "{text:?}: {} bytes escaped for {contents} bytes of content in {blocks} blocks \
+                 ({escaped_per_content:.2} passes)",
+                stats.escaped
+            );
+            assert!(stats.peak <= BUFFER_BOUND, "{text:?}: {stats:?}");
+            assert!(sink.bytes.len() > blocks * contents, "{text:?}");
+            assert!(sink.largest_write <= BUFFER_BOUND, "{text:?}: one write of {} bytes", sink.largest_write);
+            // And what was written is the result, each content as it was
+            // read in each block.
+            let v = parse_text(serde_json::from_slice(&sink.bytes).unwrap(), text);
+            for i in 0..4 {
+                assert_eq!(v["structuredContent"]["files"][i]["content"].as_str(), Some(content(i).as_str()));
+                if text == TextResult::Text {
+                    let t = v["content"][0]["text"].as_str().unwrap();
+                    assert!(t.contains(&format!("content:\n```\n{}```\n", content(i))), "{text:?}");
+                }
+            }
         }
     }
 

@@ -51,7 +51,7 @@ use tokio::sync::oneshot;
 use super::incoming::Incoming;
 
 /// Bytes the writer thread buffers before a `write(2)` to stdout.
-const WRITE_BUFFER: usize = 256 * 1024;
+pub const WRITE_BUFFER: usize = 256 * 1024;
 
 /// The pipe size asked for when stdout is a pipe (the unprivileged
 /// maximum, `/proc/sys/fs/pipe-max-size`, is 1 MiB by default).
