@@ -33,7 +33,7 @@ const F_SETSIG: libc::c_int = 10;
 
 /// What a lease attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpenElsewhere {
+pub(crate) enum OpenElsewhere {
     /// The lease was granted (and dropped): no other open file description
     /// of the file exists, so no process has it open for reading or
     /// writing, runs it, or maps it.

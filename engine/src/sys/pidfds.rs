@@ -35,7 +35,7 @@ pub fn pidfd_of(pid: i32) -> Option<OwnedFd> {
 
 /// A set of processes, each held by a pidfd (module docs).
 #[derive(Debug, Default)]
-pub struct Remembered {
+pub(crate) struct Remembered {
     map: Mutex<Option<HashMap<i32, OwnedFd>>>,
 }
 

@@ -31,7 +31,7 @@ pub mod command;
 mod hook;
 mod idle;
 pub mod output;
-pub mod pty;
+pub(crate) mod pty;
 pub(crate) mod spawn;
 
 use std::ffi::OsString;
