@@ -20,7 +20,7 @@
 //! takes it on a blocking thread (`spawn_blocking`) together with the work
 //! it guards; see `engine/examples/tokio_guardian.rs`.
 
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard};
 
 /// One session's admission barrier (see the module docs).
 #[derive(Debug, Default)]
@@ -55,7 +55,10 @@ impl Admission {
 
     /// Takes the barrier if it is free now; `None` while another thread
     /// holds it.
-    pub fn try_enter(&self) -> Option<AdmissionGuard<'_>> {
+    // Only the barrier's own tests take it without waiting.
+    #[cfg(test)]
+    pub(crate) fn try_enter(&self) -> Option<AdmissionGuard<'_>> {
+        use std::sync::TryLockError;
         match self.lock.try_lock() {
             Ok(g) => Some(AdmissionGuard { _held: g }),
             Err(TryLockError::Poisoned(e)) => Some(AdmissionGuard { _held: e.into_inner() }),

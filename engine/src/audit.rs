@@ -131,6 +131,8 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
 /// Every file below a session directory counts, at any depth. Symbolic
 /// links are never followed. A workspace without sessions yields
 /// an empty report.
+// Hidden: public for the operator's `audit` command, the frontend adapter and the stress tool; not a supported API.
+#[doc(hidden)]
 pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
     let parent = workspace.join(layout::WINX_DIR).join(layout::TMP_DIR);
     let now = SystemTime::now();

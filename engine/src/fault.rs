@@ -70,6 +70,8 @@ pub enum FaultPoint<'a> {
 
 impl FaultPoint<'_> {
     /// A short stable name of this point, for logs and crash tests.
+    // Hidden: public for the engine's crash tests; not a supported API.
+    #[doc(hidden)]
     pub fn as_str(&self) -> &'static str {
         match self {
             FaultPoint::BeforeScan => "before_scan",
@@ -85,6 +87,8 @@ impl FaultPoint<'_> {
     }
 
     /// The target index, if the point concerns one target.
+    // Hidden: public for the engine's crash tests; not a supported API.
+    #[doc(hidden)]
     pub fn index(&self) -> Option<usize> {
         match self {
             FaultPoint::BeforeScan

@@ -167,10 +167,12 @@ pub(crate) mod quarantine;
 // Internals that this workspace's own tests, benches and fuzz targets
 // measure or drive directly (the io_uring rings, the rehash pipeline and
 // the journal's on-disk format). They are public only for those: hidden
-// from the docs, and not a supported API of the engine. Elsewhere only
-// `procfs` (above), `Layout::journal_dir`, `retention::remove::remove_tree`
-// and `scan::after_next_mount_table_read` are hidden, each with its reason
-// beside it; the frontend adapter uses none of them.
+// from the docs, and not a supported API of the engine. Elsewhere
+// `procfs` (above) and single items are hidden the same way, each with its
+// reason beside it: what this project's guardian, frontends, tools, benches
+// or tests call and an embedder does not. `engine/public-api.txt` tags them
+// `(hidden)`; the supported rest is what the embedding section of
+// docs/DESIGN.md, the crate example and the examples use.
 #[doc(hidden)]
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod journal;

@@ -23,6 +23,8 @@ pub(crate) fn format(digest: &[u8; 32]) -> String {
 }
 
 /// The revision string of `bytes`: `format()` of their SHA-256.
+// Hidden: public for the frontend adapter and the engine's tests; not a supported API.
+#[doc(hidden)]
 pub fn of_bytes(bytes: &[u8]) -> String {
     format(&sha256_bytes(bytes))
 }
@@ -30,6 +32,8 @@ pub fn of_bytes(bytes: &[u8]) -> String {
 /// Parses a revision string back into its digest.
 ///
 /// `None` unless `rev` is exactly `sha256:` and 64 lowercase hex digits.
+// Hidden: public for the frontend library, the tools and the tests; not a supported API.
+#[doc(hidden)]
 pub fn parse(rev: &str) -> Option<[u8; 32]> {
     let hex_part = rev.strip_prefix("sha256:")?;
     if hex_part.len() != 64 || hex_part.bytes().any(|b| b.is_ascii_uppercase()) {

@@ -52,6 +52,8 @@ impl ExecState {
     }
 
     /// Whether it may still run (started and not resolved).
+    // Hidden: public for the guardian's stop and status; not a supported API.
+    #[doc(hidden)]
     pub fn is_unresolved(self) -> bool {
         matches!(self, ExecState::Running | ExecState::Lingering(_))
     }
@@ -60,6 +62,8 @@ impl ExecState {
     /// resolved (`None` when it is not known: a record an earlier runtime
     /// left without one), 127 for a command that could not start, `None`
     /// while anything of it may run. The one rule every reply uses.
+    // Hidden: public for the guardian's and the frontend adapter's replies; not a supported API.
+    #[doc(hidden)]
     pub fn exit_code(self) -> Option<i64> {
         match self {
             ExecState::Resolved(code) => code.map(i64::from),
@@ -173,19 +177,21 @@ impl Execution {
     }
 
     /// Its leader process, once spawned.
-    pub fn leader(&self) -> Option<Leader> {
+    pub(crate) fn leader(&self) -> Option<Leader> {
         *lock(&self.leader)
     }
 
     /// Whether its leader has exited (the shell is done; what it left
     /// behind may still run).
+    // Hidden: public for the guardian's exec replies and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn leader_exited(&self) -> bool {
         lock(&self.leader_exited_unix).is_some()
     }
 
     /// Whether it belongs to the session `key` (a record of unknown session
     /// belongs to every session).
-    pub fn is_of(&self, key: &SessionKey) -> bool {
+    pub(crate) fn is_of(&self, key: &SessionKey) -> bool {
         self.session.is_none_or(|s| s == *key)
     }
 
@@ -208,6 +214,8 @@ impl Execution {
 
     /// The last [`INLINE_OUTPUT_BYTES`] of its output (lossy UTF-8), and
     /// whether earlier output was cut.
+    // Hidden: public for the guardian's and the frontend adapter's replies; not a supported API.
+    #[doc(hidden)]
     pub fn output_tail(&self) -> (String, bool) {
         read_tail(&self.dir.join(OUTPUT_FILE), INLINE_OUTPUT_BYTES)
     }

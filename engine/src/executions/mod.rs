@@ -22,7 +22,7 @@
 //!
 //! Each execution's durable record (`record`) has a size independent of
 //! the command, so a restarted guardian adopts every unresolved execution
-//! ([`Runtime::adopt`]); a record it cannot read counts as running for
+//! (`Runtime::adopt`); a record it cannot read counts as running for
 //! every session. Nothing here ever signals, kills or freezes a process.
 //!
 //! # Example
@@ -120,6 +120,8 @@ impl SessionKey {
     }
 
     /// The identity of the directory at `path` (following links).
+    // Hidden: public for the guardian and the frontend adapter; not a supported API.
+    #[doc(hidden)]
     pub fn of_path(path: &Path) -> io::Result<SessionKey> {
         SessionKey::of_dir(std::fs::File::open(path)?)
     }

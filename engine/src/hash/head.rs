@@ -17,13 +17,13 @@ pub enum Keep {
     Bytes(usize),
     /// The first `n` bytes while they can be text: UTF-8 (a character may
     /// be cut at the end) without NUL. At the first byte that cannot,
-    /// everything kept is dropped and the head is marked [`Head::not_text`].
+    /// everything kept is dropped and the head is marked as not text.
     Text(usize),
 }
 
 impl Keep {
     /// The most bytes kept.
-    pub fn limit(self) -> usize {
+    pub(crate) fn limit(self) -> usize {
         match self {
             Keep::Nothing => 0,
             Keep::Bytes(n) | Keep::Text(n) => n,
@@ -53,13 +53,15 @@ enum Kept {
 
 impl Head {
     /// An empty head that keeps what `keep` says.
+    // Hidden: public for the frontend adapter's read tool; not a supported API.
+    #[doc(hidden)]
     pub fn new(keep: Keep) -> Head {
         Head::sized(keep, u64::MAX)
     }
 
     /// Like [`Head::new`], for a file expected to hold `size` bytes (room
     /// for that many, up to the limit, is reserved at the first read).
-    pub fn sized(keep: Keep, size: u64) -> Head {
+    pub(crate) fn sized(keep: Keep, size: u64) -> Head {
         let limit = keep.limit();
         let kept = match keep {
             Keep::Text(_) => Kept::Text { text: String::new(), carry: Vec::new() },
@@ -69,6 +71,8 @@ impl Head {
     }
 
     /// Bytes kept so far.
+    // Hidden: public for the frontend adapter's read tool; not a supported API.
+    #[doc(hidden)]
     pub fn len(&self) -> usize {
         match &self.kept {
             Kept::Bytes(b) => b.len(),
@@ -78,11 +82,15 @@ impl Head {
     }
 
     /// Whether nothing is kept.
+    // Hidden: public for the frontend adapter's read tool; not a supported API.
+    #[doc(hidden)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Adds the next bytes read (from where the last ones ended).
+    // Hidden: public for the frontend adapter's read tool; not a supported API.
+    #[doc(hidden)]
     pub fn push(&mut self, data: &[u8]) {
         let room = self.limit.saturating_sub(self.len());
         if room == 0 {
@@ -110,11 +118,14 @@ impl Head {
 
     /// Whether a [`Keep::Text`] head met a byte that cannot be text (it then
     /// holds nothing).
-    pub fn not_text(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn not_text(&self) -> bool {
         self.kept == Kept::NotText
     }
 
     /// The bytes kept, by value.
+    // Hidden: public for the engine's read tests; not a supported API.
+    #[doc(hidden)]
     pub fn into_bytes(self) -> Vec<u8> {
         match self.kept {
             Kept::Bytes(b) => b,

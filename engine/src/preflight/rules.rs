@@ -63,17 +63,12 @@ pub struct HelperPath {
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 impl HelperPath {
     /// The final component.
-    pub fn name(&self) -> &OsStr {
+    pub(crate) fn name(&self) -> &OsStr {
         self.rel.last().map(OsString::as_os_str).unwrap_or_default()
     }
 
-    /// The components between the session directory and the final one.
-    pub fn parents(&self) -> &[OsString] {
-        &self.rel[..self.rel.len() - 1]
-    }
-
     /// The path as a [`Path`].
-    pub fn as_path(&self) -> &Path {
+    pub(crate) fn as_path(&self) -> &Path {
         &self.path
     }
 }
@@ -87,6 +82,8 @@ impl HelperPath {
 /// workspace), [`Reason::NotSessionHelper`] (anything else that is not
 /// strictly below this session's directory).
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
+// Hidden: public for the frontend adapter and the engine's tests; not a supported API.
+#[doc(hidden)]
 pub fn place_helper(layout: &Layout, thread_id: &str, path: impl AsRef<OsStr>) -> Result<HelperPath, Reason> {
     let path = path.as_ref();
     check_exact(path)?;

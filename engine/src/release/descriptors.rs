@@ -11,6 +11,8 @@ use std::io;
 ///
 /// # References
 /// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+// Hidden: public for the guardian's start-up; not a supported API.
+#[doc(hidden)]
 pub fn reserve_descriptor_table() -> io::Result<usize> {
     let cached = crate::scan::descriptor_budget() + crate::procfs::kernel_threads_remembered_at_most();
     crate::sys::grow_descriptor_table(cached)

@@ -4,7 +4,7 @@
 //!
 //! The kernel's answer comes first. A write lease taken and dropped at once
 //! on the release's own read-only descriptor of each target
-//! ([`crate::sys::open_elsewhere`]) is granted only when the target has no
+//! (`sys::open_elsewhere`) is granted only when the target has no
 //! other open file description anywhere: no process has it open for reading
 //! or writing, runs it or maps it, no descriptor of it is in flight over a
 //! Unix socket, no loop device is backed by it. Then:
@@ -79,6 +79,8 @@ pub struct Held<'a> {
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 /// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
+// Hidden: public for the engine's in_use cost test; not a supported API.
+#[doc(hidden)]
 pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
     let mut held = check(targets, exempt)?;
     // A hold can last a moment only: a child forked by another thread (of

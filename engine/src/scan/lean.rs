@@ -63,6 +63,8 @@ pub const TRUSTED_FILESYSTEMS: &[(i64, &str)] =
     &[(0xEF53, "ext2/ext3/ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x9123_683E, "btrfs")];
 
 /// Whether `d_ino` can be trusted on a filesystem of type `f_type`.
+// Hidden: public for the engine's scan tests; not a supported API.
+#[doc(hidden)]
 pub fn trusts_d_ino(f_type: i64) -> bool {
     TRUSTED_FILESYSTEMS.iter().any(|(t, _)| *t == f_type)
 }

@@ -137,6 +137,8 @@ pub struct ScanReport {
 
 impl ScanReport {
     /// Whether the scan failed closed.
+    // Hidden: public for the scan tool and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn failed_closed(&self) -> bool {
         self.verdict == Verdict::FailClosed
     }

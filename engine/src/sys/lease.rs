@@ -33,7 +33,7 @@ const F_SETSIG: libc::c_int = 10;
 
 /// What a lease attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpenElsewhere {
+pub(crate) enum OpenElsewhere {
     /// The lease was granted (and dropped): no other open file description
     /// of the file exists, so no process has it open for reading or
     /// writing, runs it, or maps it.
@@ -58,7 +58,7 @@ pub enum OpenElsewhere {
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 /// - [`F_SETSIG(2const)`](https://man7.org/linux/man-pages/man2/f_setsig.2const.html)
-pub fn open_elsewhere(fd: BorrowedFd<'_>) -> OpenElsewhere {
+pub(crate) fn open_elsewhere(fd: BorrowedFd<'_>) -> OpenElsewhere {
     let raw = fd.as_raw_fd();
     // SAFETY: `fcntl(F_SETSIG)` takes an integer argument and touches only
     // the open file description `raw` names, which `fd` keeps open for the

@@ -27,19 +27,21 @@ use rustix::process::{pidfd_open, Pid, PidfdFlags};
 /// Opens a pidfd of `pid` (of this process's PID namespace); `None` when
 /// the process is gone or pidfds are not available (Linux before 5.3, a
 /// seccomp filter).
+// Hidden: public for the guardian's peer checks; not a supported API.
+#[doc(hidden)]
 pub fn pidfd_of(pid: i32) -> Option<OwnedFd> {
     pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
 }
 
 /// A set of processes, each held by a pidfd (module docs).
 #[derive(Debug, Default)]
-pub struct Remembered {
+pub(crate) struct Remembered {
     map: Mutex<Option<HashMap<i32, OwnedFd>>>,
 }
 
 impl Remembered {
     /// An empty set (usable in a `static`).
-    pub const fn new() -> Remembered {
+    pub(crate) const fn new() -> Remembered {
         Remembered { map: Mutex::new(None) }
     }
 
@@ -47,7 +49,7 @@ impl Remembered {
     /// caller checked about it, unless `cap` pids are remembered already;
     /// replaces an earlier pidfd of the same pid. Returns whether it is
     /// remembered.
-    pub fn insert(&self, pid: i32, fd: OwnedFd, cap: usize) -> bool {
+    pub(crate) fn insert(&self, pid: i32, fd: OwnedFd, cap: usize) -> bool {
         let mut g = super::lock(&self.map);
         let map = g.get_or_insert_with(HashMap::new);
         if map.len() >= cap && !map.contains_key(&pid) {
@@ -59,7 +61,8 @@ impl Remembered {
 
     /// Whether `pid` is remembered and its process has not exited (one
     /// `poll`); forgets it when it has, or when that cannot be told.
-    pub fn holds(&self, pid: i32) -> bool {
+    #[cfg(test)]
+    pub(crate) fn holds(&self, pid: i32) -> bool {
         let mut g = super::lock(&self.map);
         let Some(map) = g.as_mut() else { return false };
         let Some(fd) = map.get(&pid) else { return false };
@@ -74,7 +77,7 @@ impl Remembered {
 
     /// The remembered pids whose processes have not exited (one `poll` for
     /// all); forgets the others, and every pid when the poll fails.
-    pub fn alive(&self) -> HashSet<i32> {
+    pub(crate) fn alive(&self) -> HashSet<i32> {
         let mut g = super::lock(&self.map);
         let Some(map) = g.as_mut() else { return HashSet::new() };
         let pids: Vec<i32> = map.keys().copied().collect();

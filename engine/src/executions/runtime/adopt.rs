@@ -28,7 +28,7 @@ impl Runtime {
     /// found no execution directory still without its record (its record
     /// lands inside it, which does not change `D/executions`). Any entry
     /// made, removed or renamed there since changes its change time.
-    pub fn adopt(&self) -> usize {
+    pub(crate) fn adopt(&self) -> usize {
         if !self.adopt {
             return 0;
         }
@@ -100,6 +100,8 @@ impl Runtime {
 
     /// The execution `id`: known to this runtime, adopted now from
     /// `D/executions`, or a resolved record there.
+    // Hidden: public for the guardian's exec ops and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn lookup(&self, id: &str) -> Option<Arc<Execution>> {
         if let Some(e) = lock(&self.table).get(id).cloned() {
             return Some(e);

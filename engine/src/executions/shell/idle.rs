@@ -35,6 +35,8 @@ impl Shell {
     /// Why the shell is busy, or `None` when it is idle (the rule above).
     /// Call it under the session's admission barrier, so that nothing is
     /// written to the terminal meanwhile.
+    // Hidden: public for the engine's shell tests; not a supported API.
+    #[doc(hidden)]
     pub fn busy(&self, rt: &Runtime) -> Option<String> {
         let id = &self.core.execution.id;
         let Some(leader) = self.core.execution.leader() else {

@@ -31,7 +31,7 @@ pub mod command;
 mod hook;
 mod idle;
 pub mod output;
-pub mod pty;
+pub(crate) mod pty;
 pub(crate) mod spawn;
 
 use std::ffi::OsString;
@@ -139,11 +139,15 @@ pub enum Write {
 
 impl Shell {
     /// The shell's execution.
+    // Hidden: public for the guardian's shell ops; not a supported API.
+    #[doc(hidden)]
     pub fn execution(&self) -> &Arc<Execution> {
         &self.core.execution
     }
 
     /// The shell's pid, once spawned.
+    // Hidden: public for the guardian's shell ops; not a supported API.
+    #[doc(hidden)]
     pub fn pid(&self) -> Option<i32> {
         self.core.execution.leader().map(|l| l.pid)
     }
@@ -156,6 +160,8 @@ impl Shell {
     }
 
     /// How many prompts the hook reported so far.
+    // Hidden: public for the guardian's shell ops and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn prompts(&self) -> u64 {
         lock(&self.core.state).prompts
     }
@@ -166,6 +172,8 @@ impl Shell {
     }
 
     /// Whether the shell's process has exited (or its hook channel closed).
+    // Hidden: public for the guardian's shell ops; not a supported API.
+    #[doc(hidden)]
     pub fn ended(&self) -> bool {
         self.core.execution.leader_exited() || lock(&self.core.state).hook_gone
     }
@@ -195,6 +203,8 @@ impl Shell {
     ///
     /// # References
     /// - [`write(2)`](https://man7.org/linux/man-pages/man2/write.2.html)
+    // Hidden: public for the guardian's shell ops; not a supported API.
+    #[doc(hidden)]
     pub fn write(&self, admitted: &AdmissionGuard<'_>, kind: Write, bytes: &[u8]) -> io::Result<()> {
         let Some(controller) = &self.core.controller else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "the host keeps this terminal's controller"));

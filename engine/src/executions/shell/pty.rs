@@ -24,7 +24,7 @@ use rustix::termios::{tcsetwinsize, Winsize};
 /// (the side the shell gets as its standard streams and controlling
 /// terminal).
 #[derive(Debug)]
-pub struct PtyPair {
+pub(crate) struct PtyPair {
     /// The controller (`/dev/ptmx` side).
     pub controller: OwnedFd,
     /// The follower (`/dev/pts/N`), opened `O_NOCTTY`.

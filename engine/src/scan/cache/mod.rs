@@ -146,6 +146,8 @@ impl std::fmt::Debug for DirCache {
 
 impl DirCache {
     /// An empty, enabled cache.
+    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn new() -> DirCache {
         DirCache {
             inner: Mutex::default(),
@@ -158,6 +160,8 @@ impl DirCache {
 
     /// Turns the cache on or off. Off, every scan reads every directory
     /// afresh and nothing is kept (the records held are dropped).
+    // Hidden: public for the engine's cache tests; not a supported API.
+    #[doc(hidden)]
     pub fn set_enabled(&self, on: bool) {
         self.enabled.store(on, Ordering::SeqCst);
         if !on {
@@ -166,11 +170,13 @@ impl DirCache {
     }
 
     /// Whether the cache is on.
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::SeqCst)
     }
 
     /// Drops every record.
+    // Hidden: public for the engine's cache tests; not a supported API.
+    #[doc(hidden)]
     pub fn clear(&self) {
         let mut g = self.lock();
         if !g.roots.is_empty() {
@@ -187,6 +193,8 @@ impl DirCache {
     }
 
     /// What the cache has done so far.
+    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn stats(&self) -> CacheStats {
         self.lock().stats
     }
@@ -203,6 +211,8 @@ impl DirCache {
     /// [`ScanBackend::scan`](super::ScanBackend::scan) in
     /// [`ScanMode::Lean`], reading only the directories whose records no
     /// longer hold.
+    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
         let start = Instant::now();
         let snaps = self.snapshot(roots, limits);
@@ -214,6 +224,8 @@ impl DirCache {
     /// [`DirCache::scan`]; a root that cannot be opened fails the scan
     /// closed with nothing scanned, as
     /// [`scan_paths_with`](super::scan_paths_with) does.
+    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
+    #[doc(hidden)]
     pub fn scan_paths(&self, roots: &[PathBuf], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
         scan_opened(roots, BackendKind::Sync, ScanMode::Lean, |opened| self.scan(opened, limits, aliases))
     }

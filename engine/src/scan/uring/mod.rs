@@ -128,13 +128,10 @@ pub struct UringBackend {
 
 impl UringBackend {
     /// A backend with `config`.
+    // Hidden: public for the benches and the engine's scan tests; not a supported API.
+    #[doc(hidden)]
     pub fn new(config: UringConfig) -> UringBackend {
         UringBackend { config }
-    }
-
-    /// Its configuration.
-    pub fn config(&self) -> &UringConfig {
-        &self.config
     }
 }
 
