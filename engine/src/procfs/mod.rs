@@ -13,6 +13,8 @@
 //!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`): the sweep;
 //! - `views` (private): one process's or thread's descriptor table, memory
 //!   map and threads, as the sweep reads them;
+//! - `shared` (private): one sweep for every release waiting at once
+//!   (a group commit);
 //! - `exempt` (private): what the exempt processes hold themselves
 //!   ([`held_by`]);
 //! - `kthreads` (private): the kernel threads earlier sweeps found, each
@@ -34,6 +36,7 @@ pub mod environ;
 mod exempt;
 pub mod holders;
 mod kthreads;
+mod shared;
 pub(crate) use kthreads::max_remembered as kernel_threads_remembered_at_most;
 pub mod stat;
 pub mod table;
@@ -47,6 +50,7 @@ use rustix::fs::{Mode, OFlags};
 pub use environ::{env_var, EnvLookup};
 pub use exempt::held_by;
 pub use holders::{find_holder, find_holder_of, sweep, Holder, HolderScan, HowHeld, Sweep};
+pub(crate) use shared::shared_sweep;
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, ProcEntry, ProcTable};
 
