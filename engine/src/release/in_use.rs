@@ -22,7 +22,7 @@
 //!   them): every view is read, as before the lease existed.
 //!
 //! The sweep is shared by the releases that ask at once
-//! ([`crate::procfs::shared_sweep`]): a release waits for the next sweep
+//! (`procfs::shared`): a release waits for the next sweep
 //! that starts after its leases, which answers each release it serves as
 //! its own sweep would.
 //!
