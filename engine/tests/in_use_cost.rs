@@ -117,3 +117,67 @@ fn in_use_check_with_300_processes_and_100_targets() {
     // time mostly measures waiting for a core. docs/DESIGN.md records the
     // figures.
 }
+
+/// The whole process's CPU time so far, exited threads included
+/// (`/proc/self/stat`: `utime` + `stime`, in clock ticks of 10 ms).
+fn process_cpu() -> Duration {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = after.split_whitespace().skip(11).take(2).map(|x| x.parse().unwrap()).collect();
+    Duration::from_millis((f[0] + f[1]) * 10)
+}
+
+#[test]
+#[ignore = "measurement: run with --ignored --nocapture"]
+fn in_use_checks_of_8_releases_at_once_with_300_processes() {
+    // Eight releases of 10 targets each ask at once, 25 times, as eight
+    // sessions' releases do in a guardian under load; 300 extra processes.
+    let dir = tempfile::tempdir().unwrap();
+    let opened: Vec<std::fs::File> = (0..80)
+        .map(|i| {
+            let p = dir.path().join(format!("h{i:03}"));
+            std::fs::write(&p, b"helper").unwrap();
+            std::fs::File::open(&p).unwrap()
+        })
+        .collect();
+    let ids: Vec<PhysicalId> = opened
+        .iter()
+        .map(|f| {
+            let m = f.metadata().unwrap();
+            PhysicalId { dev: m.dev(), ino: m.ino() }
+        })
+        .collect();
+    let paths: Vec<String> = (0..80).map(|i| format!("h{i:03}")).collect();
+    let mut kids = Kids(Vec::new());
+    for _ in 0..300 {
+        let c = Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
+        kids.0.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let me = [std::process::id() as i32];
+    let (rounds, releases) = (25, 8);
+    let (t, c) = (Instant::now(), process_cpu());
+    std::thread::scope(|s| {
+        for r in 0..releases {
+            let (opened, ids, paths) = (&opened, &ids, &paths);
+            s.spawn(move || {
+                let held: Vec<Held<'_>> = (r * 10..r * 10 + 10)
+                    .map(|i| Held { path: &paths[i], id: ids[i], file: opened[i].as_fd() })
+                    .collect();
+                for _ in 0..rounds {
+                    assert_eq!(in_use(&held, &me), None);
+                }
+            });
+        }
+    });
+    let (wall, cpu) = (t.elapsed(), process_cpu() - c);
+    let n = (rounds * releases) as u32;
+    println!(
+        "{releases} releases at once, {rounds} checks each, 300 extra processes: {:?} wall and {:?} CPU per check \
+         ({} checks in {wall:?})",
+        wall / n,
+        cpu / n,
+        n
+    );
+    drop(kids);
+}
