@@ -54,30 +54,9 @@ use rustix::fs::{AtFlags, StatxFlags};
 
 use super::table::{list_pids, owner_of};
 use super::views::{holders_in, threads_of, Wanted};
+pub use super::views::{Holder, HowHeld};
 use super::{is_gone, open_proc, ProcError};
 use crate::identity::PhysicalId;
-
-/// How a holder holds a target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HowHeld {
-    /// Open as this descriptor number.
-    Fd(u32),
-    /// Mapped into its memory.
-    Mapped,
-    /// Its descriptors or mappings cannot be read: it could hold one.
-    Uninspectable,
-}
-
-/// A process found holding a target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Holder {
-    /// The process.
-    pub pid: i32,
-    /// How.
-    pub how: HowHeld,
-    /// Which target.
-    pub target: PhysicalId,
-}
 
 /// The result of [`find_holder`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //!   (`/proc/<pid>/environ`), for execution markers;
 //! - [`holders`]: which process holds a set of physical identities open
 //!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`): the sweep;
-//! - `views` (private): one process's or thread's descriptor table, memory
+//! - `views` (private): what a holder is, and one process's or thread's descriptor table, memory
 //!   map and threads, as the sweep reads them;
 //! - `shared` (private): one sweep for every release waiting at once
 //!   (a group commit);

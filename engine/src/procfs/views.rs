@@ -15,9 +15,30 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
 
-use super::holders::{Holder, HowHeld};
 use super::{is_gone, read_file};
 use crate::identity::PhysicalId;
+
+/// How a holder holds a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HowHeld {
+    /// Open as this descriptor number.
+    Fd(u32),
+    /// Mapped into its memory.
+    Mapped,
+    /// Its descriptors or mappings cannot be read: it could hold one.
+    Uninspectable,
+}
+
+/// A process found holding a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The process.
+    pub pid: i32,
+    /// How.
+    pub how: HowHeld,
+    /// Which target.
+    pub target: PhysicalId,
+}
 
 /// The targets a sweep looks for, and their devices (a mapping on another
 /// device is passed over before its inode number is parsed).
