@@ -25,6 +25,38 @@ impl Drop for Kids {
     }
 }
 
+/// `n` helper files in `dir` (`h000`, `h001`, ...), each opened read-only,
+/// with their identities and names.
+fn helpers(dir: &std::path::Path, n: usize) -> (Vec<std::fs::File>, Vec<PhysicalId>, Vec<String>) {
+    let paths: Vec<String> = (0..n).map(|i| format!("h{i:03}")).collect();
+    let opened: Vec<std::fs::File> = paths
+        .iter()
+        .map(|p| {
+            std::fs::write(dir.join(p), b"helper").unwrap();
+            std::fs::File::open(dir.join(p)).unwrap()
+        })
+        .collect();
+    let ids = opened
+        .iter()
+        .map(|f| {
+            let m = f.metadata().unwrap();
+            PhysicalId { dev: m.dev(), ino: m.ino() }
+        })
+        .collect();
+    (opened, ids, paths)
+}
+
+/// `n` extra processes of the user (`sleep 60`), given 300 ms to start.
+fn sleepers(n: usize) -> Kids {
+    let kids = Kids(
+        (0..n)
+            .map(|_| Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+            .collect(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    kids
+}
+
 /// This thread's CPU time so far (`/proc/thread-self/schedstat`, first field, ns).
 fn thread_cpu() -> Duration {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
@@ -35,24 +67,9 @@ fn thread_cpu() -> Duration {
 #[ignore = "measurement: run with --ignored --nocapture"]
 fn in_use_check_with_300_processes_and_100_targets() {
     let dir = tempfile::tempdir().unwrap();
-    let mut targets = HashSet::new();
-    let mut opened = Vec::new();
-    for i in 0..100 {
-        let p = dir.path().join(format!("h{i:03}"));
-        std::fs::write(&p, b"helper").unwrap();
-        let m = std::fs::metadata(&p).unwrap();
-        targets.insert(PhysicalId { dev: m.dev(), ino: m.ino() });
-        opened.push(std::fs::File::open(&p).unwrap());
-    }
+    let (opened, ids, paths) = helpers(dir.path(), 100);
+    let targets: HashSet<PhysicalId> = ids.iter().copied().collect();
     let files: Vec<_> = opened.iter().map(|f| f.as_fd()).collect();
-    let ids: Vec<PhysicalId> = opened
-        .iter()
-        .map(|f| {
-            let m = f.metadata().unwrap();
-            PhysicalId { dev: m.dev(), ino: m.ino() }
-        })
-        .collect();
-    let paths: Vec<String> = (0..100).map(|i| format!("h{i:03}")).collect();
     let held: Vec<Held<'_>> = (0..100).map(|i| Held { path: &paths[i], id: ids[i], file: files[i] }).collect();
     // As a release calls it (with its descriptors), or every view read.
     let in_use_detail = |given: &[std::os::fd::BorrowedFd<'_>], exempt: &[i32]| -> Option<String> {
@@ -62,12 +79,7 @@ fn in_use_check_with_300_processes_and_100_targets() {
             in_use(&held, exempt)
         }
     };
-    let mut kids = Kids(Vec::new());
-    for _ in 0..300 {
-        let c = Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
-        kids.0.push(c);
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let mut kids = sleepers(300);
     let me = [std::process::id() as i32];
     let uid = rustix::process::geteuid().as_raw();
     let scan = find_holder(&targets, uid, &me).unwrap();
@@ -133,27 +145,8 @@ fn in_use_checks_of_8_releases_at_once_with_300_processes() {
     // Eight releases of 10 targets each ask at once, 25 times, as eight
     // sessions' releases do in a guardian under load; 300 extra processes.
     let dir = tempfile::tempdir().unwrap();
-    let opened: Vec<std::fs::File> = (0..80)
-        .map(|i| {
-            let p = dir.path().join(format!("h{i:03}"));
-            std::fs::write(&p, b"helper").unwrap();
-            std::fs::File::open(&p).unwrap()
-        })
-        .collect();
-    let ids: Vec<PhysicalId> = opened
-        .iter()
-        .map(|f| {
-            let m = f.metadata().unwrap();
-            PhysicalId { dev: m.dev(), ino: m.ino() }
-        })
-        .collect();
-    let paths: Vec<String> = (0..80).map(|i| format!("h{i:03}")).collect();
-    let mut kids = Kids(Vec::new());
-    for _ in 0..300 {
-        let c = Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
-        kids.0.push(c);
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let (opened, ids, paths) = helpers(dir.path(), 80);
+    let kids = sleepers(300);
     let me = [std::process::id() as i32];
     let (rounds, releases) = (25, 8);
     let (t, c) = (Instant::now(), process_cpu());
