@@ -25,6 +25,38 @@ impl Drop for Kids {
     }
 }
 
+/// `n` helper files in `dir` (`h000`, `h001`, ...), each opened read-only,
+/// with their identities and names.
+fn helpers(dir: &std::path::Path, n: usize) -> (Vec<std::fs::File>, Vec<PhysicalId>, Vec<String>) {
+    let paths: Vec<String> = (0..n).map(|i| format!("h{i:03}")).collect();
+    let opened: Vec<std::fs::File> = paths
+        .iter()
+        .map(|p| {
+            std::fs::write(dir.join(p), b"helper").unwrap();
+            std::fs::File::open(dir.join(p)).unwrap()
+        })
+        .collect();
+    let ids = opened
+        .iter()
+        .map(|f| {
+            let m = f.metadata().unwrap();
+            PhysicalId { dev: m.dev(), ino: m.ino() }
+        })
+        .collect();
+    (opened, ids, paths)
+}
+
+/// `n` extra processes of the user (`sleep 60`), given 300 ms to start.
+fn sleepers(n: usize) -> Kids {
+    let kids = Kids(
+        (0..n)
+            .map(|_| Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+            .collect(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    kids
+}
+
 /// This thread's CPU time so far (`/proc/thread-self/schedstat`, first field, ns).
 fn thread_cpu() -> Duration {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
@@ -35,24 +67,9 @@ fn thread_cpu() -> Duration {
 #[ignore = "measurement: run with --ignored --nocapture"]
 fn in_use_check_with_300_processes_and_100_targets() {
     let dir = tempfile::tempdir().unwrap();
-    let mut targets = HashSet::new();
-    let mut opened = Vec::new();
-    for i in 0..100 {
-        let p = dir.path().join(format!("h{i:03}"));
-        std::fs::write(&p, b"helper").unwrap();
-        let m = std::fs::metadata(&p).unwrap();
-        targets.insert(PhysicalId { dev: m.dev(), ino: m.ino() });
-        opened.push(std::fs::File::open(&p).unwrap());
-    }
+    let (opened, ids, paths) = helpers(dir.path(), 100);
+    let targets: HashSet<PhysicalId> = ids.iter().copied().collect();
     let files: Vec<_> = opened.iter().map(|f| f.as_fd()).collect();
-    let ids: Vec<PhysicalId> = opened
-        .iter()
-        .map(|f| {
-            let m = f.metadata().unwrap();
-            PhysicalId { dev: m.dev(), ino: m.ino() }
-        })
-        .collect();
-    let paths: Vec<String> = (0..100).map(|i| format!("h{i:03}")).collect();
     let held: Vec<Held<'_>> = (0..100).map(|i| Held { path: &paths[i], id: ids[i], file: files[i] }).collect();
     // As a release calls it (with its descriptors), or every view read.
     let in_use_detail = |given: &[std::os::fd::BorrowedFd<'_>], exempt: &[i32]| -> Option<String> {
@@ -62,12 +79,7 @@ fn in_use_check_with_300_processes_and_100_targets() {
             in_use(&held, exempt)
         }
     };
-    let mut kids = Kids(Vec::new());
-    for _ in 0..300 {
-        let c = Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
-        kids.0.push(c);
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let mut kids = sleepers(300);
     let me = [std::process::id() as i32];
     let uid = rustix::process::geteuid().as_raw();
     let scan = find_holder(&targets, uid, &me).unwrap();
@@ -116,4 +128,49 @@ fn in_use_check_with_300_processes_and_100_targets() {
     // No assertion on time: on a machine shared with other builds, wall
     // time mostly measures waiting for a core. docs/DESIGN.md records the
     // figures.
+}
+
+/// The whole process's CPU time so far, exited threads included
+/// (`/proc/self/stat`: `utime` + `stime`, in clock ticks of 10 ms).
+fn process_cpu() -> Duration {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = after.split_whitespace().skip(11).take(2).map(|x| x.parse().unwrap()).collect();
+    Duration::from_millis((f[0] + f[1]) * 10)
+}
+
+#[test]
+#[ignore = "measurement: run with --ignored --nocapture"]
+fn in_use_checks_of_8_releases_at_once_with_300_processes() {
+    // Eight releases of 10 targets each ask at once, 25 times, as eight
+    // sessions' releases do in a guardian under load; 300 extra processes.
+    let dir = tempfile::tempdir().unwrap();
+    let (opened, ids, paths) = helpers(dir.path(), 80);
+    let kids = sleepers(300);
+    let me = [std::process::id() as i32];
+    let (rounds, releases) = (25, 8);
+    let (t, c) = (Instant::now(), process_cpu());
+    std::thread::scope(|s| {
+        for r in 0..releases {
+            let (opened, ids, paths) = (&opened, &ids, &paths);
+            s.spawn(move || {
+                let held: Vec<Held<'_>> = (r * 10..r * 10 + 10)
+                    .map(|i| Held { path: &paths[i], id: ids[i], file: opened[i].as_fd() })
+                    .collect();
+                for _ in 0..rounds {
+                    assert_eq!(in_use(&held, &me), None);
+                }
+            });
+        }
+    });
+    let (wall, cpu) = (t.elapsed(), process_cpu() - c);
+    let n = (rounds * releases) as u32;
+    println!(
+        "{releases} releases at once, {rounds} checks each, 300 extra processes: {:?} wall and {:?} CPU per check \
+         ({} checks in {wall:?})",
+        wall / n,
+        cpu / n,
+        n
+    );
+    drop(kids);
 }

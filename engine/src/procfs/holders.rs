@@ -1,4 +1,6 @@
-//! Which process holds a set of files open or mapped.
+//! Which process holds a set of files open or mapped: the sweep of every
+//! process of the user (one view of a process is read by `views`, what the
+//! exempt processes hold themselves by `exempt`).
 //!
 //! For every process of the caller's user except the exempt ones, each
 //! `/proc/<pid>/fd/<n>` link is `statx`ed (following the magic link to the
@@ -45,36 +47,16 @@
 //! - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 
 use std::collections::HashSet;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
+use rustix::fs::{AtFlags, StatxFlags};
 
 use super::table::{list_pids, owner_of};
-use super::{is_gone, open_proc, read_file, ProcError};
+use super::views::{holders_in, threads_of, Wanted};
+pub use super::views::{Holder, HowHeld};
+use super::{is_gone, open_proc, ProcError};
 use crate::identity::PhysicalId;
-
-/// How a holder holds a target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HowHeld {
-    /// Open as this descriptor number.
-    Fd(u32),
-    /// Mapped into its memory.
-    Mapped,
-    /// Its descriptors or mappings cannot be read: it could hold one.
-    Uninspectable,
-}
-
-/// A process found holding a target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Holder {
-    /// The process.
-    pub pid: i32,
-    /// How.
-    pub how: HowHeld,
-    /// Which target.
-    pub target: PhysicalId,
-}
 
 /// The result of [`find_holder`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -170,6 +152,42 @@ const SPLIT_FROM: usize = 64;
 /// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 /// - [`proc_pid_task(5)`](https://man7.org/linux/man-pages/man5/proc_pid_task.5.html)
 pub fn sweep(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], how: Sweep) -> Result<HolderScan, ProcError> {
+    let first = std::sync::Mutex::new(None);
+    let hit = |proc: &OwnedFd, h: Holder| {
+        // A fork of an exempt process that has not called `exec` yet holds
+        // its parent's descriptors, not its own.
+        if h.how != HowHeld::Uninspectable && unexeced_fork_of(proc, h.pid, exempt) {
+            return false;
+        }
+        crate::sys::lock(&first).get_or_insert(h);
+        true
+    };
+    let mut scan = sweep_with(targets, uid, exempt, how, &hit)?;
+    scan.holder = first.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(scan)
+}
+
+/// What a sweep found holding a target: called with each holder (a
+/// process's descriptor or mapping of a target, or a process that cannot
+/// be read, with any target), from any of the sweep's threads, until it
+/// returns `true`. It decides what a hold counts for (the exempt processes'
+/// unexec'd forks are not passed over by the sweep itself).
+pub(crate) type Hit<'a> = dyn Fn(&OwnedFd, Holder) -> bool + Sync + 'a;
+
+/// Reads what `how` says of every process of `uid` but `exempt` and calls
+/// `hit` with what holds one of `targets`, until `hit` returns `true` (see
+/// [`Hit`]). The scan's [`HolderScan::holder`] is left `None`: the holders
+/// went to `hit`.
+///
+/// Processes that end while they are looked at are skipped. Fails when
+/// `/proc` cannot be listed.
+pub(crate) fn sweep_with(
+    targets: &HashSet<PhysicalId>,
+    uid: u32,
+    exempt: &[i32],
+    how: Sweep,
+    hit: &Hit<'_>,
+) -> Result<HolderScan, ProcError> {
     let Sweep { maps, threads } = how;
     let proc = open_proc()?;
     let listed = list_pids(&proc)?;
@@ -196,7 +214,7 @@ pub fn sweep(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], how: Sweep
     let workers = if pids.len() < SPLIT_FROM { 1 } else { crate::sys::cores().clamp(1, 4) };
     let chunk = pids.len().div_ceil(workers).max(1);
     let stop = AtomicBool::new(false);
-    let look = Look { targets, uid, exempt, maps, threads, stop: &stop, remember: ours };
+    let look = Look { targets, uid, maps, threads, stop: &stop, remember: ours, hit };
     let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
         let handles: Vec<_> = pids
             .chunks(chunk)
@@ -220,7 +238,6 @@ pub fn sweep(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], how: Sweep
         let r = r?;
         total.inspected += r.inspected;
         total.uninspectable += r.uninspectable;
-        total.holder = total.holder.or(r.holder);
     }
     Ok(total)
 }
@@ -229,25 +246,33 @@ pub fn sweep(targets: &HashSet<PhysicalId>, uid: u32, exempt: &[i32], how: Sweep
 struct Look<'a> {
     targets: &'a HashSet<PhysicalId>,
     uid: u32,
-    exempt: &'a [i32],
     /// Whether memory maps are read.
     maps: bool,
     /// Whether every thread's descriptor table is read too.
     threads: bool,
-    /// Set by the worker that found a holder.
+    /// Set by the worker whose `hit` said to stop.
     stop: &'a AtomicBool,
     /// Whether kernel threads found are remembered (`/proc` is of this
     /// process's PID namespace).
     remember: bool,
+    /// Told of each holder.
+    hit: &'a Hit<'a>,
 }
 
-/// Looks through the processes `pids` until one holds a target or `stop`
-/// is set by another worker.
+/// Looks through the processes `pids` until `look.hit` says to stop or
+/// `stop` is set by another worker.
 fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan, ProcError> {
-    let Look { targets, uid, exempt, stop, .. } = *look;
-    let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
+    let Look { targets, uid, stop, .. } = *look;
+    let wanted = Wanted::new(targets);
     let mut scan = HolderScan::default();
     let mut buf = Vec::new();
+    let mut hit = |h: Holder| {
+        let done = (look.hit)(proc, h);
+        if done {
+            stop.store(true, Ordering::Relaxed);
+        }
+        done
+    };
     for &pid in pids {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -273,7 +298,7 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
         let mut views = vec![format!("{pid}")];
         if look.threads {
             // Threads share the memory map: their views are descriptor
-            // tables only (`holder_in` reads maps of the first view alone).
+            // tables only (`holders_in` reads maps of the first view alone).
             let others = threads_of(proc, pid).into_iter().filter(|t| *t != pid);
             views.extend(others.map(|t| format!("{pid}/task/{t}")));
         }
@@ -282,8 +307,9 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
             let view = &views[i];
             i += 1;
             let maps = look.maps && (i == 1 || !look.threads);
-            match holder_in(proc, pid, view, &devs, look.targets, maps, &mut buf) {
-                Ok((None, 0)) if i == 1 => {
+            match holders_in(proc, pid, view, &wanted, maps, &mut buf, &mut hit) {
+                Ok((true, _)) => return Ok(scan),
+                Ok((false, 0)) if i == 1 => {
                     let mut stat = None;
                     let mut read = || {
                         stat = super::stat::read_stat(proc, pid).ok().flatten();
@@ -299,13 +325,7 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
                         views.extend(threads.map(|t| format!("{pid}/task/{t}")));
                     }
                 }
-                Ok((None, _)) => {}
-                Ok((Some(_), _)) if unexeced_fork_of(proc, pid, exempt) => break,
-                Ok((Some(h), _)) => {
-                    scan.holder = Some(h);
-                    stop.store(true, Ordering::Relaxed);
-                    return Ok(scan);
-                }
+                Ok((false, _)) => {}
                 Err(e) if is_gone(e) => break,
                 // A process of this user whose descriptors or mappings
                 // cannot be read (an LSM, a race with a credential change):
@@ -317,9 +337,10 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
                         break;
                     }
                     let target = targets.iter().next().copied().unwrap_or(PhysicalId { dev: 0, ino: 0 });
-                    scan.holder = Some(Holder { pid, how: HowHeld::Uninspectable, target });
-                    stop.store(true, Ordering::Relaxed);
-                    return Ok(scan);
+                    if hit(Holder { pid, how: HowHeld::Uninspectable, target }) {
+                        return Ok(scan);
+                    }
+                    break;
                 }
                 Err(e) => return Err(ProcError::Unreadable { pid, file: "fd", error: e.into() }),
             }
@@ -328,100 +349,13 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
     Ok(scan)
 }
 
-/// Looks for a target among the descriptors (`VIEW/fd`) and, when
-/// `look.maps`, the mappings (`VIEW/maps`) of `view`, a process (`pid`) or
-/// one of its threads (`pid/task/tid`). Also returns how many descriptors
-/// it has (0 for a zombie leader, whose descriptor table is gone).
-fn holder_in(
-    proc: &OwnedFd,
-    pid: i32,
-    view: &str,
-    devs: &HashSet<u64>,
-    targets: &HashSet<PhysicalId>,
-    maps: bool,
-    buf: &mut Vec<u8>,
-) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
-    let (held, fds) = fds_of(proc, pid, view, targets, &[])?;
-    if held.is_some() || !maps {
-        return Ok((held, fds));
-    }
-    match read_file(proc, &format!("{view}/maps"), buf)? {
-        Some(n) => {
-            Ok((mapped(&buf[..n], devs, targets).map(|target| Holder { pid, how: HowHeld::Mapped, target }), fds))
-        }
-        None => Ok((None, fds)),
-    }
-}
-
-/// The targets that the processes `pids` themselves hold (every thread's
-/// descriptor table and the memory map), not counting the descriptors
-/// `skip` names (`(pid, descriptor)`: the caller's own descriptors, whose
-/// open file descriptions a lease on them does not count). A process or
-/// view that cannot be read explains nothing.
-///
-/// The release's `in_use` step asks this of the exempt processes (the
-/// guardian and its frontends) when the kernel refused a lease on a
-/// target and no other process's table showed a holder: a target they
-/// hold is explained, any other is open somewhere no table shows.
-///
-/// # References
-/// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
-/// - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
-pub fn held_by(pids: &[i32], targets: &HashSet<PhysicalId>, skip: &[(i32, u32)]) -> HashSet<PhysicalId> {
-    let mut found = HashSet::new();
-    let Ok(proc) = open_proc() else { return found };
-    let devs: HashSet<u64> = targets.iter().map(|t| t.dev).collect();
-    let mut buf = Vec::new();
-    for &pid in pids {
-        let skip: Vec<u32> = skip.iter().filter(|(p, _)| *p == pid).map(|(_, n)| *n).collect();
-        let mut views = vec![format!("{pid}")];
-        views.extend(threads_of(&proc, pid).into_iter().filter(|t| *t != pid).map(|t| format!("{pid}/task/{t}")));
-        for view in &views {
-            // Every holding descriptor, not only the first.
-            let mut rest = targets.clone();
-            while let Ok((Some(h), _)) = fds_of(&proc, pid, view, &rest, &skip) {
-                rest.remove(&h.target);
-                found.insert(h.target);
-            }
-        }
-        if let Ok(Some(n)) = read_file(&proc, &format!("{pid}/maps"), &mut buf) {
-            let mut rest = targets.clone();
-            while let Some(t) = mapped(&buf[..n], &devs, &rest) {
-                rest.remove(&t);
-                found.insert(t);
-            }
-        }
-    }
-    found
-}
-
-/// The thread ids of `pid` (`/proc/<pid>/task`); empty when it is gone.
-fn threads_of(proc: &OwnedFd, pid: i32) -> Vec<i32> {
-    let Ok(fd) = rustix::fs::openat(
-        proc,
-        format!("{pid}/task").as_str(),
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return Vec::new();
-    };
-    let Ok(mut dir) = rustix::fs::Dir::new(fd) else { return Vec::new() };
-    let mut v = Vec::new();
-    while let Some(Ok(entry)) = dir.read() {
-        if let Some(t) = entry.file_name().to_str().ok().and_then(|s| s.parse::<i32>().ok()) {
-            v.push(t);
-        }
-    }
-    v
-}
-
 /// Whether `pid` is a child of an exempt process that has not called
 /// `execve(2)` yet (it runs the same program image as its parent): between
 /// `fork` and `exec` a child holds copies of its parent's descriptors, the
 /// close-on-exec ones included, which it never uses. Such a child of the
 /// guardian spawning another session's command must not make a target
 /// `in_use`.
-fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
+pub(crate) fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
     let Ok(Some(st)) = super::stat::read_stat(proc, pid) else { return false };
     if !exempt.contains(&st.ppid) {
         return false;
@@ -434,101 +368,16 @@ fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
     matches!((image(pid), image(st.ppid)), (Some(a), Some(b)) if a == b)
 }
 
-/// Looks through `/proc/<view>/fd`; also returns how many descriptors were
-/// seen.
-fn fds_of(
-    proc: impl AsFd,
-    pid: i32,
-    view: &str,
-    targets: &HashSet<PhysicalId>,
-    skip: &[u32],
-) -> Result<(Option<Holder>, usize), rustix::io::Errno> {
-    let fd_dir = rustix::fs::openat(
-        proc,
-        format!("{view}/fd").as_str(),
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut dir = rustix::fs::Dir::new(fd_dir)?;
-    let mut seen = 0;
-    while let Some(entry) = dir.read() {
-        let entry = entry?;
-        let Some(n) = entry.file_name().to_str().ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        seen += 1;
-        if skip.contains(&n) {
-            continue;
-        }
-        // Follow the magic link: the identity of the open file itself. The
-        // device and inode number never change, so the attributes the
-        // kernel has cached will do: `AT_STATX_DONT_SYNC` keeps a
-        // descriptor of a file on a hung network or FUSE mount from
-        // blocking the check.
-        let st = match rustix::fs::statx(dir.fd()?, entry.file_name(), AtFlags::STATX_DONT_SYNC, StatxFlags::INO) {
-            Ok(st) => st,
-            // Closed meanwhile, or an object that cannot be stat'ed.
-            Err(e) if is_gone(e) => continue,
-            Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => return Err(rustix::io::Errno::ACCESS),
-            Err(_) => continue,
-        };
-        let id = PhysicalId { dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), ino: st.stx_ino };
-        if targets.contains(&id) {
-            return Ok((Some(Holder { pid, how: HowHeld::Fd(n), target: id }), seen));
-        }
-    }
-    Ok((None, seen))
-}
-
-/// Finds a target among the lines of a `maps` file: `start-end perms
-/// offset major:minor inode path`, device numbers in hex, inode decimal.
-fn mapped(maps: &[u8], devs: &HashSet<u64>, targets: &HashSet<PhysicalId>) -> Option<PhysicalId> {
-    for line in maps.split(|&b| b == b'\n') {
-        let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
-        let (Some(_), Some(_), Some(_), Some(dev), Some(ino)) =
-            (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        if ino == b"0" {
-            continue;
-        }
-        let Some(colon) = dev.iter().position(|&b| b == b':') else { continue };
-        let (Some(major), Some(minor)) = (hex(&dev[..colon]), hex(&dev[colon + 1..])) else { continue };
-        let dev = rustix::fs::makedev(major, minor);
-        if !devs.contains(&dev) {
-            continue;
-        }
-        let Some(ino) = std::str::from_utf8(ino).ok().and_then(|s| s.parse::<u64>().ok()) else { continue };
-        let id = PhysicalId { dev, ino };
-        if targets.contains(&id) {
-            return Some(id);
-        }
-    }
-    None
-}
-
-fn hex(s: &[u8]) -> Option<u32> {
-    u32::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
 
     fn id_of(p: &std::path::Path) -> PhysicalId {
         let m = std::fs::metadata(p).unwrap();
         PhysicalId { dev: m.dev(), ino: m.ino() }
-    }
-
-    #[test]
-    fn parses_maps_lines() {
-        let target = PhysicalId { dev: rustix::fs::makedev(0xfd, 1), ino: 1234 };
-        let targets: HashSet<_> = [target].into();
-        let devs: HashSet<_> = [target.dev].into();
-        let maps =
-            b"55d0-55d1 r--p 00000000 fd:01 99 /usr/bin/x\n7f00-7f01 r--s 00000000 fd:01 1234    /tmp/h (deleted)\n";
-        assert_eq!(mapped(maps, &devs, &targets), Some(target));
-        assert_eq!(mapped(b"7f00-7f01 rw-p 00000000 00:00 0 \n", &devs, &targets), None);
     }
 
     #[test]

@@ -10,7 +10,13 @@
 //! - [`environ`]: one variable of a process's initial environment
 //!   (`/proc/<pid>/environ`), for execution markers;
 //! - [`holders`]: which process holds a set of physical identities open
-//!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`);
+//!   (`/proc/<pid>/fd`) or mapped (`/proc/<pid>/maps`): the sweep;
+//! - `views` (private): what a holder is, and one process's or thread's descriptor table, memory
+//!   map and threads, as the sweep reads them;
+//! - `shared` (private): one sweep for every release waiting at once
+//!   (a group commit);
+//! - `exempt` (private): what the exempt processes hold themselves
+//!   ([`held_by`]);
 //! - `kthreads` (private): the kernel threads earlier sweeps found, each
 //!   held by a pidfd, which [`holders`] passes over.
 //!
@@ -27,11 +33,14 @@
 //! - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 
 pub mod environ;
+mod exempt;
 pub mod holders;
 mod kthreads;
+mod shared;
 pub(crate) use kthreads::max_remembered as kernel_threads_remembered_at_most;
 pub mod stat;
 pub mod table;
+mod views;
 
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
@@ -39,7 +48,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 
 pub use environ::{env_var, EnvLookup};
-pub use holders::{find_holder, find_holder_of, held_by, sweep, Holder, HolderScan, HowHeld, Sweep};
+pub use exempt::held_by;
+pub use holders::{find_holder, find_holder_of, sweep, Holder, HolderScan, HowHeld, Sweep};
+pub(crate) use shared::shared_sweep;
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, ProcEntry, ProcTable};
 

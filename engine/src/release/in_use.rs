@@ -21,6 +21,11 @@
 //! - a lease that cannot be tried (leases disabled, a filesystem without
 //!   them): every view is read, as before the lease existed.
 //!
+//! The sweep is shared by the releases that ask at once
+//! (`procfs::shared`): a release waits for the next sweep
+//! that starts after its leases, which answers each release it serves as
+//! its own sweep would.
+//!
 //! A hold found is looked at again, the whole check, over about a quarter
 //! of a second before it refuses the release: a child forked at that moment
 //! (by another thread of this process or of an exempt one) holds a copy of
@@ -41,7 +46,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use crate::identity::PhysicalId;
-use crate::procfs::{held_by, sweep, HolderScan, HowHeld, Sweep};
+use crate::procfs::{held_by, shared_sweep, HolderScan, HowHeld, Sweep};
 use crate::sys::{open_elsewhere, OpenElsewhere};
 
 /// The pauses before a hold found is looked at again (2 ms doubling to
@@ -108,7 +113,9 @@ fn check(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
     }
     let how = Sweep { maps: unsure || !refused.is_empty(), threads: !refused.is_empty() };
     let uid = rustix::process::geteuid().as_raw();
-    match sweep(&ids, uid, exempt, how) {
+    // One sweep serves every release that asks while another runs (a
+    // group commit; it starts after this release's leases above).
+    match shared_sweep(&ids, uid, exempt, how) {
         Ok(HolderScan { holder: Some(h), .. }) => {
             let path = targets.iter().find(|t| t.id == h.target).map_or("a target", |t| t.path);
             return Some(match h.how {

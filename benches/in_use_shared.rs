@@ -1,0 +1,94 @@
+//! The `in_use` check of eight releases, one after another (the baseline:
+//! no two sweeps of `/proc` can be shared) and all at once (eight threads,
+//! as eight sessions' releases in a guardian under load: sweeps are shared,
+//! `engine/src/procfs/shared.rs`), with 300 extra processes of the user on
+//! the machine and 10 targets per release, none held. Wall time of the
+//! eight checks; with both cores busy, all at once can be no faster than
+//! one after another unless the sweeps are shared.
+//!
+//! A smoke run (`cargo test --all-targets`) uses 20 extra processes.
+
+use std::collections::HashSet;
+use std::fs;
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use winx_release_engine::release::in_use::{in_use, Held};
+use winx_release_engine::PhysicalId;
+
+mod common;
+
+/// Releases per round, targets per release.
+const RELEASES: usize = 8;
+const TARGETS: usize = 10;
+
+/// Child processes, killed at the end.
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn in_use_shared(c: &mut Criterion) {
+    let extra = if common::smoke() { 20 } else { 300 };
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<fs::File> = (0..RELEASES * TARGETS)
+        .map(|i| {
+            let p = dir.path().join(format!("h{i:03}"));
+            fs::write(&p, b"helper").unwrap();
+            fs::File::open(&p).unwrap()
+        })
+        .collect();
+    let ids: Vec<PhysicalId> = files
+        .iter()
+        .map(|f| {
+            let m = f.metadata().unwrap();
+            PhysicalId { dev: m.dev(), ino: m.ino() }
+        })
+        .collect();
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
+    let paths: Vec<String> = (0..RELEASES * TARGETS).map(|i| format!("h{i:03}")).collect();
+    let releases: Vec<Vec<Held<'_>>> = (0..RELEASES)
+        .map(|r| {
+            (r * TARGETS..(r + 1) * TARGETS)
+                .map(|i| Held { path: &paths[i], id: ids[i], file: files[i].as_fd() })
+                .collect()
+        })
+        .collect();
+    let kids = Kids(
+        (0..extra)
+            .map(|_| Command::new("sleep").arg("600").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+            .collect(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let me = [std::process::id() as i32];
+    let check = |held: &[Held<'_>]| assert_eq!(in_use(held, &me), None);
+
+    let mut g = c.benchmark_group("in_use_shared");
+    g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+    g.bench_function(format!("{RELEASES} releases one after another, {extra} extra processes"), |b| {
+        b.iter(|| releases.iter().for_each(|held| check(held)))
+    });
+    g.bench_function(format!("{RELEASES} releases at once, {extra} extra processes"), |b| {
+        b.iter(|| {
+            std::thread::scope(|s| {
+                for held in &releases {
+                    s.spawn(move || check(held));
+                }
+            })
+        })
+    });
+    g.finish();
+    drop(kids);
+}
+
+criterion_group!(benches, in_use_shared);
+criterion_main!(benches);
