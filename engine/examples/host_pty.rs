@@ -25,7 +25,8 @@ use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::executions::shell::{ShellSpawn, Terminal, Write};
 use winx_release_engine::executions::{LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey};
-use winx_release_engine::{release, Layout, Outcome, Pin, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+use winx_release_engine::read::{read_pinned, Keep};
+use winx_release_engine::{release, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tmp = tempfile::tempdir()?;
@@ -81,7 +82,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let helper = layout.session_dir(thread).join("helper.py");
     std::fs::write(&helper, "print('helper')\n")?;
-    let targets = vec![Target::new(&helper, Pin::of_fd(File::open(&helper)?)?)];
+    // Read and pinned through the session directory's handles, as a
+    // frontend's ReadFiles does (never `Pin::of_fd(File::open(..))`, which
+    // follows a link and checks no path shape).
+    let read = read_pinned(&layout.session_dir(thread), &helper, Keep::Nothing)?;
+    let targets = vec![Target::new(&helper, read.pin)];
     let try_release = || {
         let admitted = admission.enter();
         let owner = OwnerAnswer { liveness: rt.liveness(&key), pending: 0, exempt: vec![std::process::id() as i32] };
