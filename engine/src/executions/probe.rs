@@ -44,18 +44,28 @@ enum Marker {
     Unknown,
 }
 
+/// Pauses before each further read of a marker that could not be read.
+const MARKER_RETRIES: [u64; 2] = [1, 8];
+
 /// The marker of `pid` (`None`: it carries none, is gone, or is another
 /// principal's). A read that fails (a process in the middle of `execve(2)`
-/// can have no readable environment for an instant) is tried once more
-/// before it counts as [`Marker::Unknown`].
+/// or of its exit can have no readable environment for an instant) is tried
+/// again after 1 and 8 ms before it counts as [`Marker::Unknown`]: under
+/// load one retry after 1 ms still left the default stress run a doubt
+/// about a short-lived process now and then (a release refused
+/// `execution_active` where the contract's code was expected). A process
+/// whose environment stays unreadable costs a look 9 ms more, and still
+/// counts as running.
 fn read_marker(table: &ProcTable, pid: i32, buf: &mut Vec<u8>) -> Option<Marker> {
-    for attempt in 0..2 {
+    for attempt in 0..=MARKER_RETRIES.len() {
         match proc::env_var(&table.proc, pid, MARKER.as_bytes(), buf) {
             Ok(EnvLookup::Found(v)) => return Some(Marker::Value(v)),
             Ok(EnvLookup::Denied) if proc::more_privileged(&table.proc, pid) => return None,
             Ok(EnvLookup::Absent) | Ok(EnvLookup::Gone) => return None,
-            Ok(EnvLookup::Denied) | Err(_) if attempt == 0 => std::thread::sleep(std::time::Duration::from_millis(1)),
-            Ok(EnvLookup::Denied) | Err(_) => return Some(Marker::Unknown),
+            Ok(EnvLookup::Denied) | Err(_) => match MARKER_RETRIES.get(attempt) {
+                Some(ms) => std::thread::sleep(std::time::Duration::from_millis(*ms)),
+                None => return Some(Marker::Unknown),
+            },
         }
     }
     Some(Marker::Unknown)
