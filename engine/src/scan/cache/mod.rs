@@ -55,20 +55,21 @@ use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::identity::PhysicalId;
 use notify::Notify;
 
+mod choose;
 mod eval;
+mod fill;
 mod handle;
 mod notify;
 mod record;
 mod walk;
 
+use choose::{FillChooser, Way};
 pub(crate) use eval::evaluate;
+use fill::Fill;
 pub(crate) use handle::budget as descriptor_budget;
 pub(crate) use record::DirLook;
 pub(crate) use walk::RootSnapshot;
-use walk::{validate, RootRecords, Step, ValidRecords, Walk, WalkCounts};
-
-/// Size of the getdents64 buffer.
-const DIRENT_BUF: usize = 64 * 1024;
+use walk::{validate, Fetched, Reader, RootRecords, Step, ValidRecords, Walk, WalkCounts, DIRENT_BUF};
 
 /// A root's records are dropped when no scan has asked for it for this
 /// long (checked at every scan).
@@ -130,6 +131,11 @@ pub struct DirCache {
     notify: OnceLock<Option<Arc<Notify>>>,
     /// What a scan may spend on new watches ([`NEW_WATCHES`]; tests lower it).
     watch_budget: AtomicUsize,
+    /// How a root with many directories to read is read (`choose.rs`).
+    chooser: FillChooser,
+    /// A way forced by [`DirCache::force_fill_threads`]; `None`: the
+    /// chooser's.
+    forced: Mutex<Option<Way>>,
 }
 
 impl Default for DirCache {
@@ -153,6 +159,8 @@ impl DirCache {
             tick_ns: record::coarse_tick_ns(),
             notify: OnceLock::new(),
             watch_budget: AtomicUsize::new(NEW_WATCHES),
+            chooser: FillChooser::new(crate::sys::cores()),
+            forced: Mutex::new(None),
         }
     }
 
@@ -184,6 +192,24 @@ impl DirCache {
     #[cfg(test)]
     pub(crate) fn set_watch_budget(&self, units: usize) {
         self.watch_budget.store(units, Ordering::Relaxed);
+    }
+
+    /// Test and bench hook, not a supported API: reads every root's
+    /// misses with `threads` workers (1: sequentially, by the walk itself;
+    /// more: the parallel fill, `fill.rs`), however few they are and
+    /// whatever the measured costs say; `None`: as they say (`choose.rs`).
+    #[doc(hidden)]
+    pub fn force_fill_threads(&self, threads: Option<usize>) {
+        let way = threads.map(|n| if n > 1 { Way::Parallel(n) } else { Way::Sequential });
+        *self.forced.lock().unwrap_or_else(|e| e.into_inner()) = way;
+    }
+
+    /// How to read a root with `misses` directories to read (at least).
+    fn way(&self, misses: usize) -> Way {
+        if let Some(way) = *self.forced.lock().unwrap_or_else(|e| e.into_inner()) {
+            return way;
+        }
+        self.chooser.choose(misses, || super::auto::parallel_scan_pays(super::auto::idle_cores()))
     }
 
     /// What the cache has done so far.
@@ -257,20 +283,36 @@ impl DirCache {
                 (ValidRecords::none(), 0)
             };
             g.stats.quiet += quiet;
+            let budget = AtomicUsize::new(new_watches);
+            let misses = if records.is_empty() { choose::LARGE } else { valid.misses() };
+            let way = self.way(misses);
+            let began = Instant::now();
+            let fetched = match way {
+                Way::Parallel(threads) => {
+                    Fill { limits, valid: &valid, prev: &records, mounts: mounts.clone(), notify, new_watches: &budget }
+                        .run(dir.as_fd(), threads)
+                }
+                Way::Sequential => Fetched::default(),
+            };
             let mut walk = Walk {
                 limits,
-                lean: Lean::new(mounts.clone()),
                 valid: &valid,
-                prev: &records,
-                dirents: std::mem::take(&mut dirents),
+                fetched,
+                reader: Reader {
+                    lean: Lean::new(mounts.clone()),
+                    prev: &records,
+                    dirents: std::mem::take(&mut dirents),
+                    notify,
+                    new_watches: &budget,
+                },
                 counts: WalkCounts::default(),
-                notify,
-                new_watches,
             };
             let snap = walk.root(root.path.clone(), dir.as_fd());
-            dirents = std::mem::take(&mut walk.dirents);
-            new_watches = walk.new_watches;
+            self.chooser.note(way, walk.counts.reads, began.elapsed());
+            dirents = std::mem::take(&mut walk.reader.dirents);
             let counts = walk.counts;
+            drop(walk);
+            new_watches = budget.into_inner();
             g.stats.hits += counts.hits;
             g.stats.reads += counts.reads;
             g.stats.reused += counts.reused;

@@ -1,0 +1,142 @@
+//! Choosing how a root's many misses are read: sequentially, by the walk
+//! itself, or ahead of it by the parallel fill (`fill.rs`), by what each
+//! way has cost in this process.
+//!
+//! The cache lives as long as its owner (the guardian), so it can measure
+//! instead of guessing from the load average: every large fill (at least
+//! [`LARGE`] directories read) notes its wall time per directory read for
+//! the way it ran, as a moving average. A large fill then runs the way
+//! whose average is lower, except every [`EXPLORE`]th, which runs the other
+//! way, so that an average taken under another load does not stand for
+//! good. Until both ways have been measured, the first large fill runs
+//! the way `auto`'s rule for the one-shot scan picks (the parallel
+//! walkers when [`parallel_scan_pays`](super::super::auto::parallel_scan_pays),
+//! else sequentially) and the next one the other way. A machine with one
+//! core always reads sequentially. Both ways produce the same records
+//! (`fill.rs`): the choice is only about time.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Fewer directories to read than this: the walk reads them itself (a
+/// warm scan's few misses are not worth a thread).
+pub(crate) const LARGE: usize = 64;
+
+/// One large fill in this many runs the way not currently preferred.
+pub(crate) const EXPLORE: u64 = 8;
+
+/// The weight of the newest measurement in a moving average.
+const NEWEST: f64 = 0.5;
+
+/// How a root's misses are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// By the walk, one at a time.
+    Sequential,
+    /// Ahead of the walk, by this many workers (the calling thread one of
+    /// them).
+    Parallel(usize),
+}
+
+#[derive(Debug, Default)]
+struct Costs {
+    /// Nanoseconds per directory read, sequentially and in parallel.
+    sequential: Option<f64>,
+    parallel: Option<f64>,
+    /// Large fills chosen so far.
+    fills: u64,
+}
+
+/// The measured choice between the ways (module docs).
+#[derive(Debug)]
+pub(crate) struct FillChooser {
+    costs: Mutex<Costs>,
+    threads: usize,
+}
+
+impl FillChooser {
+    /// A chooser with nothing measured, for `threads` workers at most.
+    pub(crate) fn new(threads: usize) -> FillChooser {
+        FillChooser { costs: Mutex::default(), threads }
+    }
+
+    /// The way to read `misses` directories (a lower bound: a cold root's
+    /// count is unknown before its walk and given as [`LARGE`]);
+    /// `parallel_pays` is `auto`'s rule of the moment, asked only while
+    /// the ways have not both been measured.
+    pub(crate) fn choose(&self, misses: usize, parallel_pays: impl FnOnce() -> bool) -> Way {
+        if misses < LARGE || self.threads < 2 {
+            return Way::Sequential;
+        }
+        let mut c = self.costs.lock().unwrap_or_else(|e| e.into_inner());
+        c.fills += 1;
+        let parallel = match (c.sequential, c.parallel) {
+            (None, None) => parallel_pays(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(s), Some(p)) => (p < s) != c.fills.is_multiple_of(EXPLORE),
+        };
+        if parallel {
+            Way::Parallel(self.threads)
+        } else {
+            Way::Sequential
+        }
+    }
+
+    /// Notes that a fill run `way` read `reads` directories in `took`.
+    /// Only large fills count.
+    pub(crate) fn note(&self, way: Way, reads: u64, took: Duration) {
+        if reads < LARGE as u64 {
+            return;
+        }
+        let per = took.as_nanos() as f64 / reads as f64;
+        let mut c = self.costs.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = match way {
+            Way::Sequential => &mut c.sequential,
+            Way::Parallel(_) => &mut c.parallel,
+        };
+        *slot = Some(slot.map_or(per, |old| old * (1.0 - NEWEST) + per * NEWEST));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn small_fills_and_one_core_read_sequentially() {
+        let two = FillChooser::new(2);
+        assert_eq!(two.choose(LARGE - 1, || true), Way::Sequential);
+        assert_eq!(FillChooser::new(1).choose(10_000, || true), Way::Sequential);
+        // Small fills are not measured either.
+        two.note(Way::Parallel(2), LARGE as u64 - 1, MS);
+        assert!(two.costs.lock().unwrap().parallel.is_none());
+    }
+
+    #[test]
+    fn the_rule_first_then_the_other_way_then_the_cheaper_with_exploration() {
+        let c = FillChooser::new(2);
+        // Nothing measured: the load rule decides.
+        assert_eq!(c.choose(LARGE, || false), Way::Sequential);
+        c.note(Way::Sequential, 1000, 20 * MS);
+        // One way measured: the other one is tried, whatever the rule.
+        assert_eq!(c.choose(LARGE, || false), Way::Parallel(2));
+        c.note(Way::Parallel(2), 1000, 15 * MS);
+        // Both measured: the cheaper per directory, but every EXPLORE-th
+        // large fill the other way.
+        let mut ways = Vec::new();
+        for _ in 0..2 * EXPLORE {
+            ways.push(c.choose(LARGE, || panic!("the rule is not asked once both are measured")));
+        }
+        let seq = ways.iter().filter(|w| **w == Way::Sequential).count();
+        assert_eq!(seq, 2, "{ways:?}");
+        // Under load the parallel way gets slower than the sequential one:
+        // the next measurements turn the choice.
+        c.note(Way::Parallel(2), 1000, 40 * MS);
+        c.note(Way::Parallel(2), 1000, 40 * MS);
+        let ways: Vec<Way> = (0..EXPLORE).map(|_| c.choose(LARGE, || true)).collect();
+        assert_eq!(ways.iter().filter(|w| **w == Way::Sequential).count() as u64, EXPLORE - 1, "{ways:?}");
+    }
+}
