@@ -8,8 +8,9 @@
 //! afresh otherwise, by the walk's own [`Reader::fresh`] (opened beneath
 //! the root without following links, checked to be the directory its
 //! parent names, watched before it is read, `statx`ed, then its entries
-//! read), and its subdirectories handed to whichever worker is free
-//! (one shared stack). A worker does not descend where the walk would
+//! read); each worker goes depth first through the subdirectories of what
+//! it read, and hands half of them (the shallowest) to a shared stack when
+//! another worker has nothing to do. A worker does not descend where the walk would
 //! stop at that directory whatever else it holds (an offending entry,
 //! entries too deep), and every worker stops once the entries read
 //! exceed the scan's bound or an offending entry is found.
@@ -32,7 +33,7 @@ use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::super::lean::{Lean, MountParents};
 use super::super::ScanLimits;
@@ -53,18 +54,62 @@ pub(crate) struct Fill<'a> {
 /// The shared stack of directories to look at.
 struct Queue {
     stack: Vec<Pending>,
-    /// Workers looking at a directory now (they may push more).
-    busy: usize,
+    /// Workers with nothing of their own to look at.
+    idle: usize,
 }
 
 /// The state the workers share.
 struct Shared {
     queue: Mutex<Queue>,
     more: Condvar,
+    /// Workers waiting for directories: one that has more than one of its
+    /// own then shares half of them.
+    waiting: AtomicUsize,
+    /// The number of workers.
+    threads: usize,
     /// Entries of the directories looked at so far.
     entries: AtomicU64,
-    /// Set once the walk must stop before the end: no worker takes more.
+    /// Set once the walk must stop before the end, or every directory was
+    /// looked at: no worker takes more.
     stop: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next directory from the shared stack, waiting while another
+    /// worker may still share some; `None` once every worker is idle with
+    /// the stack empty, or the fill stops.
+    fn next(&self) -> Option<Pending> {
+        let mut q = self.lock();
+        q.idle += 1;
+        let got = loop {
+            if self.stop.load(Ordering::SeqCst) {
+                break None;
+            }
+            if let Some(p) = q.stack.pop() {
+                break Some(p);
+            }
+            if q.idle == self.threads {
+                break None;
+            }
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            q = self.more.wait(q).unwrap_or_else(|e| e.into_inner());
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        };
+        q.idle -= 1;
+        got
+    }
+
+    /// Stops every worker: the stop is seen under the lock before any
+    /// worker waits, and the waiting ones are woken.
+    fn finish(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        drop(self.lock());
+        self.more.notify_all();
+    }
 }
 
 impl Fill<'_> {
@@ -72,15 +117,18 @@ impl Fill<'_> {
     /// no valid record, on `threads` workers (the calling thread one of
     /// them).
     pub(crate) fn run(&self, root: BorrowedFd<'_>, threads: usize) -> Fetched {
+        let threads = threads.max(1);
         let shared = Shared {
-            queue: Mutex::new(Queue { stack: vec![Pending::root()], busy: 0 }),
+            queue: Mutex::new(Queue { stack: vec![Pending::root()], idle: 0 }),
             more: Condvar::new(),
+            waiting: AtomicUsize::new(0),
+            threads,
             entries: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         };
         let mut fetched = HashMap::new();
         std::thread::scope(|s| {
-            let workers: Vec<_> = (1..threads.max(1)).map(|_| s.spawn(|| self.work(root, &shared))).collect();
+            let workers: Vec<_> = (1..threads).map(|_| s.spawn(|| self.work(root, &shared))).collect();
             fetched = self.work(root, &shared);
             for w in workers {
                 // A worker that panicked read nothing the walk needs: the
@@ -93,8 +141,10 @@ impl Fill<'_> {
         Fetched::from(fetched)
     }
 
-    /// One worker: takes directories off the shared stack until none is
-    /// left and no worker can add more, or the fill stops.
+    /// One worker: looks at directories depth first, its own first (the
+    /// subdirectories of those it read), then the shared stack's, until
+    /// none is left anywhere or the fill stops. It shares half of its own
+    /// (the shallowest: the larger subtrees) when another worker waits.
     fn work(&self, root: BorrowedFd<'_>, shared: &Shared) -> HashMap<Vec<u8>, (Arc<DirRecord>, u64)> {
         let mut reader = Reader {
             lean: Lean::new(self.mounts.clone()),
@@ -104,30 +154,20 @@ impl Fill<'_> {
             new_watches: self.new_watches,
         };
         let mut out = HashMap::new();
-        let lock = || shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let mut q = lock();
+        let mut own: Vec<Pending> = Vec::new();
         loop {
             if shared.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let Some(p) = q.stack.pop() else {
-                if q.busy == 0 {
-                    break;
-                }
-                q = shared.more.wait(q).unwrap_or_else(|e| e.into_inner());
-                continue;
-            };
-            q.busy += 1;
-            drop(q);
-            let children = self.look(root, &p, &mut reader, shared, &mut out);
-            q = lock();
-            q.busy -= 1;
-            q.stack.extend(children);
-            shared.more.notify_all();
+            let Some(p) = own.pop().or_else(|| shared.next()) else { break };
+            own.extend(self.look(root, &p, &mut reader, shared, &mut out));
+            if own.len() > 1 && shared.waiting.load(Ordering::SeqCst) > 0 {
+                let half = own.len() / 2;
+                shared.lock().stack.extend(own.drain(..half));
+                shared.more.notify_all();
+            }
         }
-        shared.stop.store(true, Ordering::Relaxed);
-        drop(q);
-        shared.more.notify_all();
+        shared.finish();
         out
     }
 
@@ -156,7 +196,7 @@ impl Fill<'_> {
         let entries = shared.entries.fetch_add(rec.entries.len() as u64, Ordering::Relaxed) + rec.entries.len() as u64;
         let offends = rec.failed.is_some() || rec.summary.offends;
         if offends || entries > self.limits.max_entries {
-            shared.stop.store(true, Ordering::Relaxed);
+            shared.finish();
         }
         if stops_at(&rec, p.depth, self.limits) {
             return Vec::new();
@@ -279,17 +319,19 @@ mod tests {
         for r in &roots {
             tree(r);
         }
+        // Past the racy window before every read, so that the records both
+        // caches read settle alike (their stats are compared).
+        let settle = || std::thread::sleep(Duration::from_millis(50));
+        settle();
         let (seq, par) = caches();
         same(&seq, &par, &roots, ScanLimits::default(), "cold");
-        // Past the racy window: the records settle when read again.
-        std::thread::sleep(Duration::from_millis(50));
-        same(&seq, &par, &roots, ScanLimits::default(), "settling");
         same(&seq, &par, &roots, ScanLimits::default(), "warm");
         // A large miss: a file more in every directory of a, a chain moved.
         for (i, d) in walkdir(&roots[0]).iter().enumerate() {
             std::fs::write(d.join(format!("new{i}")), b"").unwrap();
         }
         std::fs::rename(roots[0].join("c1/l0"), roots[0].join("c2/moved")).unwrap();
+        settle();
         same(&seq, &par, &roots, ScanLimits::default(), "large miss");
         // Bounds and an offending entry stop the walk part way.
         for max_depth in [0, 1, 3, 7] {
@@ -301,6 +343,7 @@ mod tests {
             same(&seq, &par, &roots, ScanLimits { max_entries, ..ScanLimits::default() }, "entry bound");
         }
         std::os::unix::fs::symlink("/", roots[1].join("c3/l0/l1/link")).unwrap();
+        settle();
         let (seq, par) = caches();
         same(&seq, &par, &roots, ScanLimits::default(), "a link");
     }
