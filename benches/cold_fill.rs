@@ -10,7 +10,7 @@
 //! - `cold, parallel fill, N threads`: the same, read ahead by the
 //!   parallel fill's N workers (the calling thread one of them);
 //! - `cold, chosen`: a new `DirCache` as a guardian starts with one: its
-//!   first large fill runs the way `auto`'s load rule picks.
+//!   first large fill runs in parallel (`scan/cache/choose.rs`).
 //!
 //! Each cache is dropped after its timing (closing its inotify instance
 //! waits for the kernel to free the watches, no part of a cold scan).

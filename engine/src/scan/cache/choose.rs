@@ -2,18 +2,19 @@
 //! itself, or ahead of it by the parallel fill (`fill.rs`), by what each
 //! way has cost in this process.
 //!
-//! The cache lives as long as its owner (the guardian), so it can measure
-//! instead of guessing from the load average: every large fill (at least
-//! [`LARGE`] directories read) notes its wall time per directory read for
-//! the way it ran, as a moving average. A large fill then runs the way
-//! whose average is lower, except every [`EXPLORE`]th, which runs the other
-//! way, so that an average taken under another load does not stand for
-//! good. Until both ways have been measured, the first large fill runs
-//! the way `auto`'s rule for the one-shot scan picks (the parallel
-//! walkers when [`parallel_scan_pays`](super::super::auto::parallel_scan_pays),
-//! else sequentially) and the next one the other way. A machine with one
-//! core always reads sequentially. Both ways produce the same records
-//! (`fill.rs`): the choice is only about time.
+//! The cache lives as long as its owner (the guardian), so it measures
+//! instead of guessing from the load average (which lags a minute behind
+//! the load a fill meets): every large fill (at least [`LARGE`]
+//! directories read) notes its wall time per directory read for the way
+//! it ran, as a moving average. A large fill then runs the way whose
+//! average is lower, except every [`EXPLORE`]th, which runs the other way,
+//! so that an average taken under another load does not stand for good.
+//! The first large fill, before anything is measured, runs in parallel
+//! (measured on the 50,000-entry bench tree, 2 cores, interleaved: 0.73 of
+//! the sequential fill's wall time for 1.19 times its CPU, and 0.84–1.10
+//! at load 6; `benches/README.md`), and the next one sequentially. A
+//! machine with one core always reads sequentially. Both ways produce the
+//! same records (`fill.rs`): the choice is only about time.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -61,18 +62,15 @@ impl FillChooser {
     }
 
     /// The way to read `misses` directories (a lower bound: a cold root's
-    /// count is unknown before its walk and given as [`LARGE`]);
-    /// `parallel_pays` is `auto`'s rule of the moment, asked only while
-    /// the ways have not both been measured.
-    pub(crate) fn choose(&self, misses: usize, parallel_pays: impl FnOnce() -> bool) -> Way {
+    /// count is unknown before its walk and given as [`LARGE`]).
+    pub(crate) fn choose(&self, misses: usize) -> Way {
         if misses < LARGE || self.threads < 2 {
             return Way::Sequential;
         }
         let mut c = self.costs.lock().unwrap_or_else(|e| e.into_inner());
         c.fills += 1;
         let parallel = match (c.sequential, c.parallel) {
-            (None, None) => parallel_pays(),
-            (Some(_), None) => true,
+            (_, None) => true,
             (None, Some(_)) => false,
             (Some(s), Some(p)) => (p < s) != c.fills.is_multiple_of(EXPLORE),
         };
@@ -108,35 +106,34 @@ mod tests {
     #[test]
     fn small_fills_and_one_core_read_sequentially() {
         let two = FillChooser::new(2);
-        assert_eq!(two.choose(LARGE - 1, || true), Way::Sequential);
-        assert_eq!(FillChooser::new(1).choose(10_000, || true), Way::Sequential);
+        assert_eq!(two.choose(LARGE - 1), Way::Sequential);
+        assert_eq!(FillChooser::new(1).choose(10_000), Way::Sequential);
         // Small fills are not measured either.
         two.note(Way::Parallel(2), LARGE as u64 - 1, MS);
         assert!(two.costs.lock().unwrap().parallel.is_none());
     }
 
     #[test]
-    fn the_rule_first_then_the_other_way_then_the_cheaper_with_exploration() {
+    fn parallel_first_then_sequential_then_the_cheaper_with_exploration() {
         let c = FillChooser::new(2);
-        // Nothing measured: the load rule decides.
-        assert_eq!(c.choose(LARGE, || false), Way::Sequential);
-        c.note(Way::Sequential, 1000, 20 * MS);
-        // One way measured: the other one is tried, whatever the rule.
-        assert_eq!(c.choose(LARGE, || false), Way::Parallel(2));
+        // Nothing measured: in parallel, until a parallel fill was large
+        // enough to be measured.
+        assert_eq!(c.choose(LARGE), Way::Parallel(2));
+        assert_eq!(c.choose(LARGE), Way::Parallel(2));
         c.note(Way::Parallel(2), 1000, 15 * MS);
+        // One way measured: the other one is tried.
+        assert_eq!(c.choose(LARGE), Way::Sequential);
+        c.note(Way::Sequential, 1000, 20 * MS);
         // Both measured: the cheaper per directory, but every EXPLORE-th
         // large fill the other way.
-        let mut ways = Vec::new();
-        for _ in 0..2 * EXPLORE {
-            ways.push(c.choose(LARGE, || panic!("the rule is not asked once both are measured")));
-        }
+        let ways: Vec<Way> = (0..2 * EXPLORE).map(|_| c.choose(LARGE)).collect();
         let seq = ways.iter().filter(|w| **w == Way::Sequential).count();
         assert_eq!(seq, 2, "{ways:?}");
         // Under load the parallel way gets slower than the sequential one:
         // the next measurements turn the choice.
         c.note(Way::Parallel(2), 1000, 40 * MS);
         c.note(Way::Parallel(2), 1000, 40 * MS);
-        let ways: Vec<Way> = (0..EXPLORE).map(|_| c.choose(LARGE, || true)).collect();
+        let ways: Vec<Way> = (0..EXPLORE).map(|_| c.choose(LARGE)).collect();
         assert_eq!(ways.iter().filter(|w| **w == Way::Sequential).count() as u64, EXPLORE - 1, "{ways:?}");
     }
 }

@@ -33,6 +33,11 @@
 //! record was read (`notify.rs`).
 //! A root no scan asked for in 10 minutes loses its records.
 //!
+//! A root with many directories to read (a cold fill, dropped records, a
+//! large miss) is read either by the walk itself or ahead of it by worker
+//! threads (`fill.rs`), which make the same records; which way is measured
+//! per process (`choose.rs`).
+//!
 //! The soundness argument is in `docs/IO_URING.md` ("The directory cache").
 //! [`DirCache::set_enabled`] is the switch that turns it off (every scan
 //! then reads everything, and nothing is kept).
@@ -209,7 +214,7 @@ impl DirCache {
         if let Some(way) = *self.forced.lock().unwrap_or_else(|e| e.into_inner()) {
             return way;
         }
-        self.chooser.choose(misses, || super::auto::parallel_scan_pays(super::auto::idle_cores()))
+        self.chooser.choose(misses)
     }
 
     /// What the cache has done so far.
