@@ -112,6 +112,16 @@ impl Shared {
     }
 }
 
+/// Stops the fill when its worker leaves, also by a panic, so that no
+/// other worker waits for directories it will never share.
+struct Leaving<'a>(&'a Shared);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
 impl Fill<'_> {
     /// Reads ahead the directories of the root opened as `root` that have
     /// no valid record, on `threads` workers (the calling thread one of
@@ -153,6 +163,7 @@ impl Fill<'_> {
             notify: self.notify,
             new_watches: self.new_watches,
         };
+        let _leaving = Leaving(shared);
         let mut out = HashMap::new();
         let mut own: Vec<Pending> = Vec::new();
         loop {
@@ -167,7 +178,6 @@ impl Fill<'_> {
                 shared.more.notify_all();
             }
         }
-        shared.finish();
         out
     }
 
