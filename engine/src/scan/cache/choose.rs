@@ -81,6 +81,13 @@ impl FillChooser {
         }
     }
 
+    /// The measured costs per directory, sequential and parallel.
+    #[cfg(test)]
+    pub(crate) fn costs(&self) -> (Option<f64>, Option<f64>) {
+        let c = self.costs.lock().unwrap();
+        (c.sequential, c.parallel)
+    }
+
     /// Notes that a fill run `way` read `reads` directories in `took`.
     /// Only large fills count.
     pub(crate) fn note(&self, way: Way, reads: u64, took: Duration) {

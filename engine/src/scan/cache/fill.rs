@@ -358,6 +358,34 @@ mod tests {
         same(&seq, &par, &roots, ScanLimits::default(), "a link");
     }
 
+    /// A cache left to its chooser reads a cold root of many directories
+    /// in parallel first, then sequentially, and measures both; a root of
+    /// few is read sequentially and not measured.
+    #[test]
+    fn a_cold_cache_fills_in_parallel_first_and_measures_both_ways() {
+        let t = tempfile::tempdir().unwrap();
+        let (big, small) = (t.path().join("big"), t.path().join("small"));
+        for c in 0..3 {
+            tree(&big.join(format!("t{c}")));
+        }
+        tree(&small);
+        let (lim, none) = (ScanLimits::default(), HashSet::new());
+        let cache = DirCache::new();
+        if crate::sys::cores() < 2 {
+            eprintln!("SKIPPED: one core: every fill is sequential");
+            return;
+        }
+        let _ = cache.scan_paths(std::slice::from_ref(&small), lim, &none);
+        assert_eq!(cache.chooser.costs(), (None, None), "49 directories: not a large fill");
+        let _ = cache.scan_paths(std::slice::from_ref(&big), lim, &none);
+        let (seq, par) = cache.chooser.costs();
+        assert!(seq.is_none() && par.is_some(), "the first large fill ran in parallel: {seq:?} {par:?}");
+        cache.clear();
+        let _ = cache.scan_paths(std::slice::from_ref(&big), lim, &none);
+        let (seq, _) = cache.chooser.costs();
+        assert!(seq.is_some(), "the second ran sequentially");
+    }
+
     /// Every directory below `top`, `top` included.
     fn walkdir(top: &Path) -> Vec<PathBuf> {
         let mut out = vec![top.to_path_buf()];
