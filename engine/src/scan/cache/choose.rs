@@ -13,7 +13,11 @@
 //! (measured on the 50,000-entry bench tree, 2 cores, interleaved: 0.73 of
 //! the sequential fill's wall time for 1.19 times its CPU, and 0.84–1.10
 //! at load 6; `benches/README.md`), and the next one sequentially. A
-//! machine with one core always reads sequentially. Both ways produce the
+//! machine with one core always reads sequentially. A walk that set out
+//! sequentially because its records foretold few misses, and has read
+//! [`LARGE`] directories afresh anyway, reads the rest in parallel unless
+//! the sequential way measured cheaper ([`FillChooser::late`]); such a
+//! walk is not measured (it ran both ways). Both ways produce the
 //! same records (`fill.rs`): the choice is only about time.
 
 use std::sync::Mutex;
@@ -86,6 +90,18 @@ impl FillChooser {
     pub(crate) fn costs(&self) -> (Option<f64>, Option<f64>) {
         let c = self.costs.lock().unwrap();
         (c.sequential, c.parallel)
+    }
+
+    /// The workers a walk that meets a large miss its records did not
+    /// foretell (a new subtree) reads the rest with: `None` when the
+    /// sequential way measured cheaper (or there is one core).
+    pub(crate) fn late(&self) -> Option<usize> {
+        let c = self.costs.lock().unwrap_or_else(|e| e.into_inner());
+        let parallel = match (c.sequential, c.parallel) {
+            (Some(s), Some(p)) => p < s,
+            _ => true,
+        };
+        (parallel && self.threads >= 2).then_some(self.threads)
     }
 
     /// Notes that a fill run `way` read `reads` directories in `took`.

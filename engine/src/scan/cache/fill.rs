@@ -1,6 +1,8 @@
 //! The parallel fill: reading many directories of one root at once, ahead
 //! of the walk, when the cache has many to read (a cold fill, a root whose
-//! records were dropped, a large miss).
+//! records were dropped, a large miss); or, started by the walk itself,
+//! from the directories it has still to look at once it has read many
+//! that no record foretold (a new subtree; `Walk::late`).
 //!
 //! Worker threads (the calling thread and `threads - 1` more) traverse the
 //! root as the walk does: from the root, each directory taken from its
@@ -123,13 +125,13 @@ impl Drop for Leaving<'_> {
 }
 
 impl Fill<'_> {
-    /// Reads ahead the directories of the root opened as `root` that have
-    /// no valid record, on `threads` workers (the calling thread one of
-    /// them).
-    pub(crate) fn run(&self, root: BorrowedFd<'_>, threads: usize) -> Fetched {
+    /// Reads ahead the directories of `start` and below them (in the root
+    /// opened as `root`) that have no valid record, on `threads` workers
+    /// (the calling thread one of them).
+    pub(crate) fn run(&self, root: BorrowedFd<'_>, threads: usize, start: Vec<Pending>) -> Fetched {
         let threads = threads.max(1);
         let shared = Shared {
-            queue: Mutex::new(Queue { stack: vec![Pending::root()], idle: 0 }),
+            queue: Mutex::new(Queue { stack: start, idle: 0 }),
             more: Condvar::new(),
             waiting: AtomicUsize::new(0),
             threads,
@@ -319,7 +321,7 @@ mod tests {
             new_watches: &budget,
         };
         // The root, 6 x 5 chain links and 6 x 3 side directories.
-        assert_eq!(fill.run(root.dir.as_ref().unwrap().as_fd(), 3).len(), 1 + 30 + 18);
+        assert_eq!(fill.run(root.dir.as_ref().unwrap().as_fd(), 3, vec![Pending::root()]).len(), 1 + 30 + 18);
     }
 
     #[test]
@@ -384,6 +386,39 @@ mod tests {
         let _ = cache.scan_paths(std::slice::from_ref(&big), lim, &none);
         let (seq, _) = cache.chooser.costs();
         assert!(seq.is_some(), "the second ran sequentially");
+    }
+
+    /// A walk whose records foretold few misses, that meets a new subtree
+    /// of 100 directories, reads the rest in parallel once it has read 64,
+    /// and its records are the sequential walk's.
+    #[test]
+    fn a_large_miss_the_records_did_not_foretell_is_read_in_parallel_too() {
+        if crate::sys::cores() < 2 {
+            eprintln!("SKIPPED: one core: every fill is sequential");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("r");
+        tree(&root.join("a"));
+        tree(&root.join("b"));
+        let settle = || std::thread::sleep(Duration::from_millis(50));
+        settle();
+        let roots = [root.clone()];
+        let lim = ScanLimits::default();
+        let (seq, _) = caches();
+        let chosen = DirCache::new();
+        same(&seq, &chosen, &roots, lim, "cold");
+        assert_eq!(chosen.late_fills.load(Ordering::Relaxed), 0, "the cold fill ran in parallel from the root");
+        for i in 0..10 {
+            for j in 0..10 {
+                let d = root.join(format!("a/c0/new{i}/d{j}"));
+                std::fs::create_dir_all(&d).unwrap();
+                std::fs::write(d.join("f"), b"").unwrap();
+            }
+        }
+        settle();
+        same(&seq, &chosen, &roots, lim, "a new subtree");
+        assert_eq!(chosen.late_fills.load(Ordering::Relaxed), 1, "the walk read the new subtree in parallel");
     }
 
     /// Every directory below `top`, `top` included.

@@ -74,7 +74,9 @@ use fill::Fill;
 pub(crate) use handle::budget as descriptor_budget;
 pub(crate) use record::DirLook;
 pub(crate) use walk::RootSnapshot;
-use walk::{validate, Fetched, Reader, RootRecords, Step, ValidRecords, Walk, WalkCounts, DIRENT_BUF};
+use walk::{
+    validate, Fetched, Pending, ReadAhead, Reader, RootRecords, Step, ValidRecords, Walk, WalkCounts, DIRENT_BUF,
+};
 
 /// A root's records are dropped when no scan has asked for it for this
 /// long (checked at every scan).
@@ -141,6 +143,9 @@ pub struct DirCache {
     /// A way forced by [`DirCache::force_fill_threads`]; `None`: the
     /// chooser's.
     forced: Mutex<Option<Way>>,
+    /// Walks that started a parallel fill of their own.
+    #[cfg(test)]
+    late_fills: std::sync::atomic::AtomicU64,
 }
 
 impl Default for DirCache {
@@ -166,6 +171,8 @@ impl DirCache {
             watch_budget: AtomicUsize::new(NEW_WATCHES),
             chooser: FillChooser::new(crate::sys::cores()),
             forced: Mutex::new(None),
+            #[cfg(test)]
+            late_fills: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -215,6 +222,15 @@ impl DirCache {
             return way;
         }
         self.chooser.choose(misses)
+    }
+
+    /// The workers for a walk that meets a large miss its records did not
+    /// foretell (`choose.rs`); `None`: it reads on alone.
+    fn late(&self) -> Option<usize> {
+        if self.forced.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return None;
+        }
+        self.chooser.late()
     }
 
     /// What the cache has done so far.
@@ -292,13 +308,16 @@ impl DirCache {
             let misses = if records.is_empty() { choose::LARGE } else { valid.misses() };
             let way = self.way(misses);
             let began = Instant::now();
+            let fill =
+                Fill { limits, valid: &valid, prev: &records, mounts: mounts.clone(), notify, new_watches: &budget };
             let fetched = match way {
-                Way::Parallel(threads) => {
-                    Fill { limits, valid: &valid, prev: &records, mounts: mounts.clone(), notify, new_watches: &budget }
-                        .run(dir.as_fd(), threads)
-                }
+                Way::Parallel(threads) => fill.run(dir.as_fd(), threads, vec![Pending::root()]),
                 Way::Sequential => Fetched::default(),
             };
+            // A walk that set out sequentially because its records foretold
+            // few misses reads the rest in parallel once it has read many.
+            let late_threads = if way == Way::Sequential && misses < choose::LARGE { self.late() } else { None };
+            let ahead = |pending: Vec<Pending>| fill.run(dir.as_fd(), late_threads.unwrap_or(1), pending);
             let mut walk = Walk {
                 limits,
                 valid: &valid,
@@ -311,9 +330,15 @@ impl DirCache {
                     new_watches: &budget,
                 },
                 counts: WalkCounts::default(),
+                late: late_threads.map(|_| (choose::LARGE as u64, &ahead as ReadAhead<'_>)),
             };
             let snap = walk.root(root.path.clone(), dir.as_fd());
-            self.chooser.note(way, walk.counts.reads, began.elapsed());
+            if !walk.counts.late {
+                // A walk that changed ways midway measures neither.
+                self.chooser.note(way, walk.counts.reads, began.elapsed());
+            }
+            #[cfg(test)]
+            self.late_fills.fetch_add(u64::from(walk.counts.late), Ordering::Relaxed);
             dirents = std::mem::take(&mut walk.reader.dirents);
             let counts = walk.counts;
             drop(walk);

@@ -82,6 +82,8 @@ pub(crate) struct WalkCounts {
     pub(crate) reads: u64,
     pub(crate) reused: u64,
     pub(crate) complete: bool,
+    /// The walk started a parallel fill of its own ([`Walk::late`]).
+    pub(crate) late: bool,
 }
 
 /// The records of one root, by path below the root.
@@ -212,6 +214,13 @@ impl Fetched {
     }
 }
 
+impl Fetched {
+    /// Adds the records of `more`.
+    pub(crate) fn extend(&mut self, more: Fetched) {
+        self.0.extend(more.0);
+    }
+}
+
 impl From<HashMap<Vec<u8>, (Arc<DirRecord>, u64)>> for Fetched {
     fn from(map: HashMap<Vec<u8>, (Arc<DirRecord>, u64)>) -> Fetched {
         Fetched(map)
@@ -229,7 +238,15 @@ pub(crate) struct Walk<'a> {
     pub(crate) fetched: Fetched,
     pub(crate) reader: Reader<'a>,
     pub(crate) counts: WalkCounts,
+    /// A parallel fill the walk starts itself, over the directories it
+    /// has still to look at, once it has read this many afresh: a large
+    /// miss the records did not foretell (a new subtree).
+    pub(crate) late: Option<(u64, ReadAhead<'a>)>,
 }
+
+/// Reads ahead, in parallel, the directories given (pending in a walk)
+/// and those below them, as `fill.rs` does from the root.
+pub(crate) type ReadAhead<'a> = &'a dyn Fn(Vec<Pending>) -> Fetched;
 
 /// What reads directories afresh: one per walk, and one per worker of the
 /// parallel fill (`fill.rs`).
@@ -251,6 +268,7 @@ pub(crate) struct Reader<'a> {
 }
 
 /// A directory waiting to be read.
+#[derive(Clone)]
 pub(crate) struct Pending {
     pub(crate) rel: Vec<u8>,
     pub(crate) depth: u32,
@@ -298,6 +316,13 @@ impl Walk<'_> {
         let mut entries: u64 = 0;
         self.counts.complete = false;
         while let Some(p) = stack.pop() {
+            if let Some((_, ahead)) = self.late.filter(|(after, _)| self.counts.reads >= *after) {
+                self.late = None;
+                self.counts.late = true;
+                let mut pending = stack.clone();
+                pending.push(p.clone());
+                self.fetched.extend(ahead(pending));
+            }
             let rec = match self.record(root, &p) {
                 Ok(Some(rec)) => rec,
                 Ok(None) => continue,
