@@ -10,6 +10,7 @@
 //! ```text
 //! cargo bench --bench interleaved -- scan [ROUNDS]     # 50k tree: sync, uring variants
 //! cargo bench --bench interleaved -- rehash [ROUNDS]   # 100 helpers: one thread, pipelines
+//! cargo bench --bench interleaved -- cold [ROUNDS]     # 50k tree: a cold DirCache, sequential / parallel fill
 //! ```
 //!
 //! Under `cargo test` (no `--bench`) it is a smoke run: one round over a
@@ -23,7 +24,7 @@ use std::time::Instant;
 
 use winx_release_engine::rehash::{hash_fds, HashJob, RehashBackend, RehashOptions};
 use winx_release_engine::rehash::{sha256_fd_with, HASH_CHUNK};
-use winx_release_engine::scan::{scan_paths, ScanBackend, ScanLimits, SyncBackend};
+use winx_release_engine::scan::{scan_paths, DirCache, ScanBackend, ScanLimits, SyncBackend};
 use winx_release_engine::scan::{UringBackend, UringConfig};
 use winx_release_engine::uring::RingConfig;
 
@@ -165,6 +166,55 @@ fn rehash(rounds: usize, cases: &[(&str, usize, usize)]) {
     }
 }
 
+/// A cold `DirCache` scan (the first release after a guardian start) of
+/// the 50k tree, read sequentially by the walk and by the parallel fill
+/// (2 and 4 workers), round-robin. Each cache is made and dropped outside
+/// the timing (dropping one closes its inotify instance, which waits for
+/// the kernel to free the watches: no part of a cold scan).
+fn cold(rounds: usize, total: usize) {
+    let root = common::cached_tree(&format!("scan-{}k", total / 1000), total);
+    let roots = vec![root];
+    let (none, limits) = (HashSet::new(), ScanLimits::default());
+    let ways =
+        [("cold, sequential fill", 1), ("cold, parallel fill, 2 threads", 2), ("cold, parallel fill, 4 threads", 4)];
+    let load = || fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load before: {}   rounds: {rounds}", load().trim());
+    let mut wall = vec![Vec::with_capacity(rounds); ways.len()];
+    let mut cpu = vec![0.0f64; ways.len()];
+    for round in 0..=rounds {
+        for (i, (_, threads)) in ways.iter().enumerate() {
+            let cache = DirCache::new();
+            cache.force_fill_threads(Some(*threads));
+            let (c0, t0) = (cpu_seconds(), Instant::now());
+            let r = cache.scan_paths(&roots, limits, &none);
+            let (ms, c) = (t0.elapsed().as_secs_f64() * 1e3, cpu_seconds() - c0);
+            assert_eq!(r.entries, total as u64, "{r:?}");
+            drop(cache);
+            // Round 0 warms up.
+            if round > 0 {
+                wall[i].push(ms);
+                cpu[i] += c;
+            }
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    // Per-round ratios to the sequential fill, then their median.
+    for (i, (name, _)) in ways.iter().enumerate() {
+        let ratios: Vec<f64> = wall[i].iter().zip(&wall[0]).map(|(w, s)| w / s).collect();
+        println!(
+            "{name:>34}  median {:9.2} ms  cpu {:9.2} ms  median ratio to sequential {:.2}",
+            median(&wall[i]),
+            cpu[i] * 1e3 / rounds as f64,
+            median(&ratios)
+        );
+    }
+    println!("load after:  {}", load().trim());
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; take the first other arguments.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -174,6 +224,9 @@ fn main() {
     let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(if smoke { 1 } else { 15 });
     if matches!(what, "scan" | "all") {
         scan(rounds, if smoke { 1_000 } else { 50_000 });
+    }
+    if matches!(what, "cold" | "all") {
+        cold(rounds, if smoke { 1_000 } else { 50_000 });
     }
     if matches!(what, "rehash" | "all") {
         let cases: &[(&str, usize, usize)] = if smoke {

@@ -6,7 +6,10 @@
 //! - `fresh scan`: `ReleaseOptions`' default `Scanner::Fresh` (what a one-shot
 //!   caller gets: a full lean scan per release);
 //! - `cold`: a new `SharedScanner` per release (the first release after a
-//!   guardian start: the cache is empty, every directory is read);
+//!   guardian start: the cache is empty, every directory is read, by the
+//!   parallel fill, as a guardian's first large fill is);
+//! - `cold, sequential fill`: the same, every directory read by the walk
+//!   itself (as before the parallel fill);
 //! - `warm`: one `SharedScanner` kept across releases (a guardian that
 //!   stays up: only changed directories are read).
 //!
@@ -89,6 +92,21 @@ fn release_single(c: &mut Criterion) {
         // is no part of a cold release.
         b.iter_batched(
             || (next(), SharedScanner::new()),
+            |(t, s)| {
+                run(t, Scanner::Shared(&s));
+                s
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("cold cache, sequential fill, 1 x 4 KiB, 48k backing", |b| {
+        // As before the parallel fill: every directory read by the walk.
+        b.iter_batched(
+            || {
+                let s = SharedScanner::new();
+                s.cache().force_fill_threads(Some(1));
+                (next(), s)
+            },
             |(t, s)| {
                 run(t, Scanner::Shared(&s));
                 s

@@ -325,7 +325,9 @@ impl Crate {
                     skip_until = Some(depth);
                     depth += opens - closes;
                 } else {
-                    skip_item = !(t.ends_with(';') || t.ends_with('}'));
+                    // A field or a struct literal's field (`name: T,`) ends
+                    // at its comma.
+                    skip_item = !(t.ends_with(';') || t.ends_with('}') || t.ends_with(','));
                 }
                 continue;
             }
@@ -692,7 +694,7 @@ fn the_reader_follows_re_exports_into_private_modules() {
     // below it, behind a private `use`.
     write(
         "runtime.rs",
-        "mod extra;\n/// A type.\npub struct Runtime {\n    pub shown: u8,\n    hidden_field: u8,\n}\n\
+        "mod extra;\n/// A type.\npub struct Runtime {\n    pub shown: u8,\n    hidden_field: u8,\n    #[cfg(test)]\n    pub test_only: u8,\n}\n\
          impl Runtime {\n    pub const fn start() -> Runtime { todo!() }\n    pub(crate) fn inside(&self) {}\n}\n",
     );
     write(

@@ -33,6 +33,11 @@
 //! record was read (`notify.rs`).
 //! A root no scan asked for in 10 minutes loses its records.
 //!
+//! A root with many directories to read (a cold fill, dropped records, a
+//! large miss) is read either by the walk itself or ahead of it by worker
+//! threads (`fill.rs`), which make the same records; which way is measured
+//! per process (`choose.rs`).
+//!
 //! The soundness argument is in `docs/IO_URING.md` ("The directory cache").
 //! [`DirCache::set_enabled`] is the switch that turns it off (every scan
 //! then reads everything, and nothing is kept).
@@ -55,20 +60,23 @@ use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::identity::PhysicalId;
 use notify::Notify;
 
+mod choose;
 mod eval;
+mod fill;
 mod handle;
 mod notify;
 mod record;
 mod walk;
 
+use choose::{FillChooser, Way};
 pub(crate) use eval::evaluate;
+use fill::Fill;
 pub(crate) use handle::budget as descriptor_budget;
 pub(crate) use record::DirLook;
 pub(crate) use walk::RootSnapshot;
-use walk::{validate, RootRecords, Step, ValidRecords, Walk, WalkCounts};
-
-/// Size of the getdents64 buffer.
-const DIRENT_BUF: usize = 64 * 1024;
+use walk::{
+    validate, Fetched, Pending, ReadAhead, Reader, RootRecords, Step, ValidRecords, Walk, WalkCounts, DIRENT_BUF,
+};
 
 /// A root's records are dropped when no scan has asked for it for this
 /// long (checked at every scan).
@@ -130,6 +138,14 @@ pub struct DirCache {
     notify: OnceLock<Option<Arc<Notify>>>,
     /// What a scan may spend on new watches ([`NEW_WATCHES`]; tests lower it).
     watch_budget: AtomicUsize,
+    /// How a root with many directories to read is read (`choose.rs`).
+    chooser: FillChooser,
+    /// A way forced by [`DirCache::force_fill_threads`]; `None`: the
+    /// chooser's.
+    forced: Mutex<Option<Way>>,
+    /// Walks that started a parallel fill of their own.
+    #[cfg(test)]
+    late_fills: std::sync::atomic::AtomicU64,
 }
 
 impl Default for DirCache {
@@ -155,6 +171,10 @@ impl DirCache {
             tick_ns: record::coarse_tick_ns(),
             notify: OnceLock::new(),
             watch_budget: AtomicUsize::new(NEW_WATCHES),
+            chooser: FillChooser::new(crate::sys::cores()),
+            forced: Mutex::new(None),
+            #[cfg(test)]
+            late_fills: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -190,6 +210,33 @@ impl DirCache {
     #[cfg(test)]
     pub(crate) fn set_watch_budget(&self, units: usize) {
         self.watch_budget.store(units, Ordering::Relaxed);
+    }
+
+    /// Test and bench hook, not a supported API: reads every root's
+    /// misses with `threads` workers (1: sequentially, by the walk itself;
+    /// more: the parallel fill, `fill.rs`), however few they are and
+    /// whatever the measured costs say; `None`: as they say (`choose.rs`).
+    #[doc(hidden)]
+    pub fn force_fill_threads(&self, threads: Option<usize>) {
+        let way = threads.map(|n| if n > 1 { Way::Parallel(n) } else { Way::Sequential });
+        *self.forced.lock().unwrap_or_else(|e| e.into_inner()) = way;
+    }
+
+    /// How to read a root with `misses` directories to read (at least).
+    fn way(&self, misses: usize) -> Way {
+        if let Some(way) = *self.forced.lock().unwrap_or_else(|e| e.into_inner()) {
+            return way;
+        }
+        self.chooser.choose(misses)
+    }
+
+    /// The workers for a walk that meets a large miss its records did not
+    /// foretell (`choose.rs`); `None`: it reads on alone.
+    fn late(&self) -> Option<usize> {
+        if self.forced.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return None;
+        }
+        self.chooser.late()
     }
 
     /// What the cache has done so far.
@@ -269,20 +316,45 @@ impl DirCache {
                 (ValidRecords::none(), 0)
             };
             g.stats.quiet += quiet;
+            let budget = AtomicUsize::new(new_watches);
+            let misses = if records.is_empty() { choose::LARGE } else { valid.misses() };
+            let way = self.way(misses);
+            let began = Instant::now();
+            let fill =
+                Fill { limits, valid: &valid, prev: &records, mounts: mounts.clone(), notify, new_watches: &budget };
+            let fetched = match way {
+                Way::Parallel(threads) => fill.run(dir.as_fd(), threads, vec![Pending::root()]),
+                Way::Sequential => Fetched::default(),
+            };
+            // A walk that set out sequentially because its records foretold
+            // few misses reads the rest in parallel once it has read many.
+            let late_threads = if way == Way::Sequential && misses < choose::LARGE { self.late() } else { None };
+            let ahead = |pending: Vec<Pending>| fill.run(dir.as_fd(), late_threads.unwrap_or(1), pending);
             let mut walk = Walk {
                 limits,
-                lean: Lean::new(mounts.clone()),
                 valid: &valid,
-                prev: &records,
-                dirents: std::mem::take(&mut dirents),
+                fetched,
+                reader: Reader {
+                    lean: Lean::new(mounts.clone()),
+                    prev: &records,
+                    dirents: std::mem::take(&mut dirents),
+                    notify,
+                    new_watches: &budget,
+                },
                 counts: WalkCounts::default(),
-                notify,
-                new_watches,
+                late: late_threads.map(|_| (choose::LARGE as u64, &ahead as ReadAhead<'_>)),
             };
             let snap = walk.root(root.path.clone(), dir.as_fd());
-            dirents = std::mem::take(&mut walk.dirents);
-            new_watches = walk.new_watches;
+            if !walk.counts.late {
+                // A walk that changed ways midway measures neither.
+                self.chooser.note(way, walk.counts.reads, began.elapsed());
+            }
+            #[cfg(test)]
+            self.late_fills.fetch_add(u64::from(walk.counts.late), Ordering::Relaxed);
+            dirents = std::mem::take(&mut walk.reader.dirents);
             let counts = walk.counts;
+            drop(walk);
+            new_watches = budget.into_inner();
             g.stats.hits += counts.hits;
             g.stats.reads += counts.reads;
             g.stats.reused += counts.reused;

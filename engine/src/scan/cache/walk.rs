@@ -29,6 +29,7 @@ use std::ffi::CString;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, RawDir, ResolveFlags, StatxFlags};
@@ -43,6 +44,9 @@ use super::notify::{Notify, Watch};
 use super::record::{now, stat_dir, DirRecord, DirStat, Entry, Kind, Summary};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
+
+/// Size of the getdents64 buffer.
+pub(crate) const DIRENT_BUF: usize = 64 * 1024;
 
 /// What an entry's `statx` must return, as in the synchronous backend.
 const ENTRY_MASK: StatxFlags = StatxFlags::TYPE.union(StatxFlags::INO).union(StatxFlags::SIZE);
@@ -78,6 +82,8 @@ pub(crate) struct WalkCounts {
     pub(crate) reads: u64,
     pub(crate) reused: u64,
     pub(crate) complete: bool,
+    /// The walk started a parallel fill of its own ([`Walk::late`]).
+    pub(crate) late: bool,
 }
 
 /// The records of one root, by path below the root.
@@ -97,6 +103,12 @@ impl<'a> ValidRecords<'a> {
     /// No record is valid (the cache is switched off).
     pub(crate) fn none() -> ValidRecords<'a> {
         ValidRecords { records: None, invalid: HashSet::new() }
+    }
+
+    /// How many of the root's records are not valid: directories the walk
+    /// reads again (at least).
+    pub(crate) fn misses(&self) -> usize {
+        self.invalid.len()
     }
 
     /// The valid record of the directory `rel` below the root.
@@ -178,42 +190,139 @@ pub(crate) fn watch_cost(entries: usize) -> usize {
     entries + 40
 }
 
+/// Records read ahead of the walk by the parallel fill (`fill.rs`), by
+/// path below the root, each with how
+/// many subdirectory identities it took from its old record.
+#[derive(Default)]
+pub(crate) struct Fetched(HashMap<Vec<u8>, (Arc<DirRecord>, u64)>);
+
+impl Fetched {
+    /// The record read ahead for `p`, when it is the directory `p`'s
+    /// parent names.
+    pub(crate) fn take(&mut self, p: &Pending) -> Option<(Arc<DirRecord>, u64)> {
+        let (rec, _) = self.0.get(&p.rel)?;
+        if p.expect.is_some_and(|id| id != rec.stat.id) {
+            return None;
+        }
+        self.0.remove(&p.rel)
+    }
+
+    /// How many records were read ahead.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Fetched {
+    /// Adds the records of `more`.
+    pub(crate) fn extend(&mut self, more: Fetched) {
+        self.0.extend(more.0);
+    }
+}
+
+impl From<HashMap<Vec<u8>, (Arc<DirRecord>, u64)>> for Fetched {
+    fn from(map: HashMap<Vec<u8>, (Arc<DirRecord>, u64)>) -> Fetched {
+        Fetched(map)
+    }
+}
+
 /// One walk of one root.
 pub(crate) struct Walk<'a> {
     pub(crate) limits: ScanLimits,
-    pub(crate) lean: Lean,
     /// The records that are still valid.
     pub(crate) valid: &'a ValidRecords<'a>,
+    /// Records read ahead of the walk by the parallel fill (`fill.rs`),
+    /// taken where the walk reaches them; empty when the fill was
+    /// sequential.
+    pub(crate) fetched: Fetched,
+    pub(crate) reader: Reader<'a>,
+    pub(crate) counts: WalkCounts,
+    /// A parallel fill the walk starts itself, over the directories it
+    /// has still to look at, once it has read this many afresh: a large
+    /// miss the records did not foretell (a new subtree).
+    pub(crate) late: Option<(u64, ReadAhead<'a>)>,
+}
+
+/// Reads ahead, in parallel, the directories given (pending in a walk)
+/// and those below them, as `fill.rs` does from the root.
+pub(crate) type ReadAhead<'a> = &'a dyn Fn(Vec<Pending>) -> Fetched;
+
+/// What reads directories afresh: one per walk, and one per worker of the
+/// parallel fill (`fill.rs`).
+pub(crate) struct Reader<'a> {
+    pub(crate) lean: Lean,
     /// Every record the root had before this walk, valid or not: a
     /// directory read afresh takes the identities of its subdirectories
     /// from its old record where nothing can have changed them
-    /// ([`Walk::read`]).
+    /// ([`Reader::read`]).
     pub(crate) prev: &'a RootRecords,
     pub(crate) dirents: Vec<MaybeUninit<u8>>,
-    pub(crate) counts: WalkCounts,
     /// Where directories read afresh are watched before they are read
     /// (`notify.rs`); `None`: not watched.
     pub(crate) notify: Option<&'a Arc<Notify>>,
     /// What this scan may still spend on new watches, in [`watch_cost`]
-    /// units (a cold scan watches some directories, later scans the rest).
-    pub(crate) new_watches: usize,
+    /// units (a cold scan watches some directories, later scans the rest);
+    /// shared by the fill's workers.
+    pub(crate) new_watches: &'a AtomicUsize,
 }
 
 /// A directory waiting to be read.
-struct Pending {
-    rel: Vec<u8>,
-    depth: u32,
-    expect: Option<PhysicalId>,
+#[derive(Clone)]
+pub(crate) struct Pending {
+    pub(crate) rel: Vec<u8>,
+    pub(crate) depth: u32,
+    pub(crate) expect: Option<PhysicalId>,
+}
+
+impl Pending {
+    /// The root.
+    pub(crate) fn root() -> Pending {
+        Pending { rel: Vec::new(), depth: 0, expect: None }
+    }
+
+    /// The subdirectories of `rec`, the record of this directory, in
+    /// reverse directory order (so that popping them off a stack visits
+    /// them in order).
+    pub(crate) fn children<'a>(&'a self, rec: &'a DirRecord) -> impl Iterator<Item = Pending> + 'a {
+        let entries: &[Entry] = if rec.summary.dirs > 0 { &rec.entries } else { &[] };
+        entries.iter().rev().filter_map(move |e| match e.kind {
+            Kind::Dir(id) => {
+                let mut rel = self.rel.clone();
+                if !rel.is_empty() {
+                    rel.push(b'/');
+                }
+                rel.extend_from_slice(&e.name);
+                Some(Pending { rel, depth: self.depth + 1, expect: Some(id) })
+            }
+            _ => None,
+        })
+    }
+}
+
+/// Whether a walk that reached `rec`, the record of a directory at `depth`,
+/// stops there whatever else it holds: an offending entry, or entries
+/// deeper than the bound (the entry bound is the walk's own count).
+pub(crate) fn stops_at(rec: &DirRecord, depth: u32, limits: ScanLimits) -> bool {
+    let offends = rec.failed.is_some() || rec.summary.offends;
+    offends || (depth + 1 > limits.max_depth && !rec.entries.is_empty())
 }
 
 impl Walk<'_> {
     /// Walks the root `path` opened as `root` and returns its steps.
     pub(crate) fn root(&mut self, path: PathBuf, root: BorrowedFd<'_>) -> RootSnapshot {
         let mut steps = Vec::new();
-        let mut stack = vec![Pending { rel: Vec::new(), depth: 0, expect: None }];
+        let mut stack = vec![Pending::root()];
         let mut entries: u64 = 0;
         self.counts.complete = false;
         while let Some(p) = stack.pop() {
+            if let Some((_, ahead)) = self.late.filter(|(after, _)| self.counts.reads >= *after) {
+                self.late = None;
+                self.counts.late = true;
+                let mut pending = stack.clone();
+                pending.push(p.clone());
+                self.fetched.extend(ahead(pending));
+            }
             let rec = match self.record(root, &p) {
                 Ok(Some(rec)) => rec,
                 Ok(None) => continue,
@@ -225,20 +334,9 @@ impl Walk<'_> {
             entries += rec.entries.len() as u64;
             // The record's summary, made when it was read, answers without
             // a walk over its entries (a warm scan passes every record).
-            let offends = rec.failed.is_some() || rec.summary.offends;
-            let too_deep = p.depth + 1 > self.limits.max_depth && !rec.entries.is_empty();
-            let stop = offends || too_deep || entries > self.limits.max_entries;
-            if !stop && rec.summary.dirs > 0 {
-                for e in rec.entries.iter().rev() {
-                    if let Kind::Dir(id) = e.kind {
-                        let mut rel = p.rel.clone();
-                        if !rel.is_empty() {
-                            rel.push(b'/');
-                        }
-                        rel.extend_from_slice(&e.name);
-                        stack.push(Pending { rel, depth: p.depth + 1, expect: Some(id) });
-                    }
-                }
+            let stop = stops_at(&rec, p.depth, self.limits) || entries > self.limits.max_entries;
+            if !stop {
+                stack.extend(p.children(&rec));
             }
             steps.push(Step::Dir(rec));
             if stop {
@@ -250,7 +348,8 @@ impl Walk<'_> {
     }
 
     /// The record of `p`: the cached one when still valid and the directory
-    /// its parent names, else a fresh read. `Ok(None)`: removed since.
+    /// its parent names, else the one the fill read ahead when it is that
+    /// directory, else a fresh read. `Ok(None)`: removed since.
     fn record(&mut self, root: BorrowedFd<'_>, p: &Pending) -> Result<Option<Arc<DirRecord>>, Reason> {
         if let Some(rec) = self.valid.get(&p.rel) {
             if p.expect.is_none_or(|id| id == rec.stat.id) {
@@ -259,6 +358,25 @@ impl Walk<'_> {
             }
         }
         self.counts.reads += 1;
+        if let Some((rec, reused)) = self.fetched.take(p) {
+            self.counts.reused += reused;
+            return Ok(Some(rec));
+        }
+        let got = self.reader.fresh(root, p)?;
+        Ok(got.map(|(rec, reused)| {
+            self.counts.reused += reused;
+            Arc::new(rec)
+        }))
+    }
+}
+
+impl Reader<'_> {
+    /// Reads the directory `p` afresh: opened beneath `root` (the root
+    /// itself when `p.rel` is empty), watched, `statx`ed and checked to be
+    /// the directory `p.expect` names, then its entries read. Returns the
+    /// record and how many subdirectory identities it took from the old
+    /// record; `Ok(None)`: removed since.
+    pub(crate) fn fresh(&mut self, root: BorrowedFd<'_>, p: &Pending) -> Result<Option<(DirRecord, u64)>, Reason> {
         let rel = CString::new(p.rel.as_slice()).map_err(|_| Reason::BackingInaccessible)?;
         let opened: Option<OwnedFd> = if p.rel.is_empty() {
             None
@@ -275,7 +393,7 @@ impl Walk<'_> {
         // Watched before it is read, through the descriptor its record
         // keeps (`notify.rs`); the root is `statx`ed at every scan.
         let watch = match (&opened, self.notify) {
-            (Some(fd), Some(n)) if self.new_watches > 0 => n.watch(fd.as_fd()),
+            (Some(fd), Some(n)) if self.new_watches.load(Ordering::Relaxed) > 0 => n.watch(fd.as_fd()),
             _ => None,
         };
         let read_start = now();
@@ -287,15 +405,17 @@ impl Walk<'_> {
             return Err(Reason::BackingInaccessible);
         }
         let prev = self.prev.get(&p.rel).filter(|r| r.stat.id == stat.id && r.stat.btime == stat.btime).cloned();
-        let mut rec = self.read(dir, rel, p.depth, stat, read_start, prev.as_deref());
+        let (mut rec, reused) = self.read(dir, rel, p.depth, stat, read_start, prev.as_deref());
         if watch.is_some() {
-            self.new_watches = self.new_watches.saturating_sub(watch_cost(rec.entries.len()));
+            let cost = watch_cost(rec.entries.len());
+            let _ =
+                self.new_watches.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(cost)));
         }
         if rec.keep {
             // The descriptor the record describes (`stat` came through it).
             rec.handle = opened.and_then(|fd| Handle::keep(fd, watch));
         }
-        Ok(Some(Arc::new(rec)))
+        Ok(Some((rec, reused)))
     }
 
     /// Reads the entries of `dir` afresh.
@@ -319,7 +439,7 @@ impl Walk<'_> {
         stat: DirStat,
         read_start: (i64, u32),
         prev: Option<&DirRecord>,
-    ) -> DirRecord {
+    ) -> (DirRecord, u64) {
         let trusted = self.lean.trusts(dir, stat.id);
         let old_dirs: HashMap<&[u8], PhysicalId> = match prev {
             Some(prev) if trusted && prev.summary.dirs > 0 => prev
@@ -333,6 +453,7 @@ impl Walk<'_> {
             _ => HashMap::new(),
         };
         let none = HashSet::new();
+        let mut reused = 0;
         let mut entries = Vec::new();
         let mut failed = None;
         let mut vanished = false;
@@ -358,7 +479,7 @@ impl Walk<'_> {
             };
             let kind = match (known, lean) {
                 (Some(id), _) => {
-                    self.counts.reused += 1;
+                    reused += 1;
                     Kind::Dir(id)
                 }
                 (None, Some(Class::File(_))) => Kind::File(PhysicalId { dev: stat.id.dev, ino: entry.ino() }),
@@ -388,7 +509,7 @@ impl Walk<'_> {
         }
         let keep = trusted && failed.is_none() && !vanished && stat.complete;
         let summary = Summary::of(&entries);
-        DirRecord { rel, depth, stat, read_start, entries, failed, keep, summary, handle: None }
+        (DirRecord { rel, depth, stat, read_start, entries, failed, keep, summary, handle: None }, reused)
     }
 }
 
