@@ -65,6 +65,7 @@ mod eval;
 mod fill;
 mod handle;
 mod notify;
+mod pending;
 mod record;
 mod walk;
 
