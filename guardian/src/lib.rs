@@ -13,6 +13,7 @@ mod error;
 mod exec;
 mod kick;
 mod pool;
+mod prewarm;
 mod recover;
 mod retention;
 mod server;

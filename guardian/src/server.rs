@@ -434,7 +434,11 @@ fn session_open(
 /// Creates the session directory through the engine's one no-follow path
 /// and registers its session.
 fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::OwnedSession>, OpError> {
-    g.register(layout, thread).map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))
+    let s = g
+        .register(layout, thread)
+        .map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))?;
+    crate::prewarm::once(g, &s.layout);
+    Ok(s)
 }
 
 fn wait_secs(wait: Option<f64>, default: f64) -> Duration {

@@ -61,6 +61,9 @@ pub struct Guardian {
     /// The backing-root scans every release shares, and their directory
     /// cache (off when `WINX_RELEASE_NO_SCAN_CACHE` is set).
     pub scanner: winx_release_engine::scan::SharedScanner,
+    /// The workspaces whose backing roots were read into the cache once
+    /// (`prewarm.rs`).
+    pub prewarmed: Mutex<std::collections::HashSet<PathBuf>>,
     /// Set to stop the guardian as SIGTERM does (the `stop` op).
     pub shutdown: Arc<AtomicBool>,
     /// The shells this guardian owns (one per thread, one per background
@@ -144,6 +147,7 @@ impl Guardian {
                 s.cache().set_enabled(std::env::var_os("WINX_RELEASE_NO_SCAN_CACHE").is_none());
                 s
             },
+            prewarmed: Mutex::new(Default::default()),
             shutdown: Arc::new(AtomicBool::new(false)),
         }
     }

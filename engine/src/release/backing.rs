@@ -80,3 +80,23 @@ pub(crate) fn scan_backing_shared(
 ) -> ScanReport {
     scanner.scan(&backing_specs(layout), limits, aliases, checked_at)
 }
+
+/// Reads the backing roots of `layout` into `scanner`'s directory cache now
+/// (the cold fill a first release would otherwise pay), and returns how
+/// many entries the roots hold (0 when the cache is off).
+///
+/// A long-lived owner calls it off the request path when a workspace's
+/// first session opens: a release that comes later scans only the
+/// directories whose change time moved since, and one that comes during
+/// the fill waits for it and then reads only what changed. Exactness does
+/// not depend on it: a release never uses a walk that started before its
+/// targets were checked ([`SharedScanner::scan`]). With the cache switched
+/// off it does nothing.
+// Hidden: public for the guardian; not a supported API.
+#[doc(hidden)]
+pub fn prewarm_backing_roots(layout: &Layout, scanner: &SharedScanner, limits: ScanLimits) -> u64 {
+    if !scanner.cache().is_enabled() {
+        return 0;
+    }
+    scan_backing_shared(layout, scanner, limits, &HashSet::new(), Instant::now()).entries
+}
