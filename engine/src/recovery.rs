@@ -170,6 +170,10 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
                 crate::sys::fsync_dir(&jdir)?;
                 report.torn_journals.push(jpath);
             }
+            ReadJournal::Idle => {
+                fs::remove_file(&jpath)?;
+                crate::sys::fsync_dir(&jdir)?;
+            }
             ReadJournal::Corrupt { detail } => {
                 tracing::warn!(journal = %jpath.display(), %detail, "corrupt journal; preserving everything");
                 report.corrupt_journals.push(jpath);

@@ -35,6 +35,12 @@ struct Spec {
     /// to land in it (a release of small helpers takes a few milliseconds,
     /// less than the jitter of the child's own start).
     pace_us: u64,
+    /// Keep retired journals (as a guardian does) and release one helper of
+    /// its own first, so that the release under test writes its intent
+    /// into a reused journal file; the kept file's name goes to
+    /// `D/warm-journal`.
+    #[serde(default)]
+    warm: bool,
 }
 
 /// The child side: runs the release described by the spec and dies at the
@@ -64,6 +70,18 @@ fn crash_child() {
         std::thread::sleep(pace);
         Ok(())
     };
+    if spec.warm {
+        winx_release_engine::journal::keep_idle_journals(4);
+        let session = layout.session_dir(&spec.thread);
+        let warm = session.join("warm.bin");
+        fs::write(&warm, b"warm").unwrap();
+        let req = ReleaseRequest { layout: &layout, thread_id: &spec.thread, targets: &[target(&warm)] };
+        let r = release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
+        assert!(r.to_string().starts_with("release completed"), "{r}");
+        let kept: Vec<_> = fs::read_dir(layout.journal_dir()).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(kept.len() == 1 && fs::read(&kept[0]).unwrap().is_empty(), "{kept:?}");
+        fs::write(spec.data_dir.join("warm-journal"), kept[0].file_name().unwrap().as_encoded_bytes()).unwrap();
+    }
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
     let req = ReleaseRequest { layout: &layout, thread_id: &spec.thread, targets: &spec.targets };
     // What the release answered, for the parent's diagnostics (a release
@@ -97,6 +115,10 @@ fn case(n: usize, size: usize) -> Case {
 }
 
 fn spawn_child(c: &Case, die_at: Option<(String, Option<usize>)>) -> std::process::Child {
+    spawn_child_with(c, die_at, false)
+}
+
+fn spawn_child_with(c: &Case, die_at: Option<(String, Option<usize>)>, warm: bool) -> std::process::Child {
     // A child killed at a random instant (no `die_at`) is paced.
     let pace_us = if die_at.is_none() { 1_000 } else { 0 };
     let spec = Spec {
@@ -106,6 +128,7 @@ fn spawn_child(c: &Case, die_at: Option<(String, Option<usize>)>) -> std::proces
         targets: c.targets.clone(),
         die_at,
         pace_us,
+        warm,
     };
     let spec_path = c.fx.layout.data_dir().join("crash-spec.json");
     fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
@@ -186,6 +209,36 @@ fn sigkill_at_every_fault_point_is_recoverable() {
     assert!(restored_total > 0 && removed_total > 0);
 }
 
+/// The same kills in a release whose intent went into a journal file a
+/// guardian kept from an earlier release (truncated, not unlinked:
+/// `journal/idle.rs`): the reused file holds the new intent, and recovery
+/// accounts for every helper as with a fresh file.
+#[test]
+fn sigkill_in_a_release_with_a_reused_journal_is_recoverable() {
+    let n = 2;
+    let mut points: Vec<(String, Option<usize>)> =
+        ["after_checks", "after_journal"].iter().map(|p| (p.to_string(), None)).collect();
+    for i in 0..n {
+        for p in ["before_rename", "after_rename", "after_recheck", "after_unlink"] {
+            points.push((p.to_string(), Some(i)));
+        }
+    }
+    for point in points {
+        let c = case(n, 4096 + 7);
+        let status = spawn_child_with(&c, Some(point.clone()), true).wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "child did not die at {point:?}: {status:?}");
+        let data = c.fx.layout.data_dir();
+        let kept = fs::read_to_string(data.join("warm-journal")).expect("the warm-up release kept no journal");
+        let now: Vec<_> = fs::read_dir(c.fx.layout.journal_dir()).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(now, vec![c.fx.layout.journal_dir().join(&kept)], "{point:?}: a journal file was created");
+        let intent = fs::read(&now[0]).unwrap();
+        // Killed after its journal: the kept file holds this release's intent.
+        assert_eq!(point.0 != "after_checks", !intent.is_empty(), "{point:?}");
+        account(&c);
+    }
+}
+
 #[test]
 fn sigkill_at_random_instants_is_recoverable() {
     let tries: u64 = std::env::var("WINX_CRASH_TRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
@@ -264,6 +317,8 @@ fn torn_and_corrupt_journals() {
     fs::create_dir_all(&jdir).unwrap();
     // Torn: the intent line was cut before its end.
     fs::write(jdir.join("aaaa.jsonl"), b"{\"version\":1,\"id\":\"aaaa\",\"worksp").unwrap();
+    // Empty: a retired journal a guardian kept for reuse.
+    fs::write(jdir.join("cccc.jsonl"), b"").unwrap();
     // Corrupt: a complete line that is not an intent.
     fs::write(jdir.join("bbbb.jsonl"), b"{\"not\":\"an intent\"}\n").unwrap();
     let report = recover(c.fx.layout.data_dir(), &[]).unwrap();
@@ -272,6 +327,7 @@ fn torn_and_corrupt_journals() {
     assert!(report.restored.is_empty() && report.preserved.is_empty());
     assert!(!jdir.join("aaaa.jsonl").exists(), "a torn journal is retired");
     assert!(jdir.join("bbbb.jsonl").exists(), "a corrupt journal is kept");
+    assert!(!jdir.join("cccc.jsonl").exists(), "an empty journal is removed, and not reported");
     for (p, b) in &c.contents {
         assert_eq!(&fs::read(p).unwrap(), b);
     }

@@ -78,6 +78,11 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())?;
     crate::recover::recover_at_start(data_dir);
+    // Retired journals are truncated and reused, not unlinked: a new file
+    // per release costs an inode allocation (`journal/idle.rs`). At most
+    // one per release in flight is ever needed; 64 covers the sessions a
+    // guardian serves at once, and a release beyond them creates a file.
+    winx_release_engine::journal::keep_idle_journals(64);
     // The execution runtime: its liveness mode, and the executions an
     // earlier guardian left running (releases of their threads are refused
     // until nothing of them runs).
@@ -156,6 +161,9 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     }
     let _ = worker.join();
     runtime.leave();
+    // Every release has ended (none in flight): the kept journals are empty.
+    let dropped = winx_release_engine::journal::drop_idle_journals();
+    tracing::debug!(dropped, "kept journals removed");
     let (scans, cache) = (shared.guardian.scanner.stats(), shared.guardian.scanner.cache().stats());
     tracing::info!(
         connection_threads = shared.pool.started(),
@@ -434,9 +442,8 @@ fn session_open(
 /// Creates the session directory through the engine's one no-follow path
 /// and registers its session.
 fn register(g: &Arc<Guardian>, layout: Layout, thread: &str) -> Result<Arc<crate::sessions::OwnedSession>, OpError> {
-    let s = g
-        .register(layout, thread)
-        .map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))?;
+    let s =
+        g.register(layout, thread).map_err(|e| (ErrorCode::SessionUnavailable, format!("session directory: {e}")))?;
     crate::prewarm::once(g, &s.layout);
     Ok(s)
 }

@@ -75,9 +75,9 @@ mod foreign;
 
 pub use crate::preflight::MAX_TARGETS;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub use backing::{prewarm_backing_roots, Scanner};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use backing::{prewarm_backing_roots, Scanner};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use descriptors::reserve_descriptor_table;
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]

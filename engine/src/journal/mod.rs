@@ -8,7 +8,10 @@
 //! appended, so that recovery can tell a removal that was verified from one
 //! that never happened; the marks are fdatasynced together when the journal
 //! outlives the release (see [`Journal::mark`]). The journal is retired (unlinked,
-//! directory fsynced) at the end of the release when the quarantine is gone.
+//! directory fsynced) at the end of the release when the quarantine is gone;
+//! a guardian instead truncates it and writes its next release's intent
+//! into the same file (`idle.rs`), so a journal's file is named by the id of
+//! the release that created it, not always of the one it holds.
 //!
 //! A torn last line (a crash during an append) is ignored by the reader; a
 //! torn or unparsable intent line makes recovery preserve everything.
@@ -32,6 +35,10 @@ use std::time::{Duration, Instant};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use crate::sys::{create_private_dir_all, fsync_dir};
+
+mod idle;
+
+pub use idle::{drop_idle_journals, keep_idle_journals};
 // The quarantine the journal names, for this workspace's recovery tests,
 // which stage crashed releases by hand.
 use crate::identity::{Identity, Pin};
@@ -59,7 +66,8 @@ pub struct JournalTarget {
 pub struct JournalIntent {
     /// Format version (1).
     pub version: u32,
-    /// Journal id (also the file stem).
+    /// Journal id (the file stem of a journal this release created; a
+    /// reused file keeps the stem of the release that created it).
     pub id: String,
     /// The workspace root.
     pub workspace: PathBuf,
@@ -214,10 +222,19 @@ impl Journal {
     /// the caller before it created the quarantine, so that no recovery can
     /// see the quarantine or the journal while they are live.
     pub fn begin(lock: JournalLock, dir: &Path, intent: &JournalIntent) -> io::Result<Journal> {
-        create_private_dir_all(dir)?;
-        let path = dir.join(format!("{}.jsonl", intent.id));
         let mut line = serde_json::to_vec(intent).map_err(io::Error::other)?;
         line.push(b'\n');
+        // A kept empty journal (`idle.rs`; the lock held keeps recovery
+        // out): its name is durable since it was created, so the intent's
+        // `fdatasync` (bytes and size) is all it needs.
+        if let Some(k) = idle::take(dir) {
+            let mut file = k.file;
+            file.write_all(&line)?;
+            file.sync_data()?;
+            return Ok(Journal { file, path: k.path, dir: k.dir, _lock: lock });
+        }
+        create_private_dir_all(dir)?;
+        let path = dir.join(format!("{}.jsonl", intent.id));
         let mut file = OpenOptions::new().append(true).create_new(true).mode(0o600).open(&path)?;
         file.write_all(&line)?;
         // The intent's bytes (and the size that reaches them), then its name
@@ -254,19 +271,43 @@ impl Journal {
         &self.path
     }
 
-    /// Removes the journal durably.
+    /// Removes the journal durably: unlinks it and fsyncs its directory,
+    /// or, where this process keeps retired journals (`idle.rs`),
+    /// truncates it to nothing and fdatasyncs it (an empty journal is
+    /// [`ReadJournal::Idle`]: nothing in flight).
     pub fn retire(self) -> io::Result<()> {
+        if idle::on() {
+            self.file.set_len(0)?;
+            self.file.sync_data()?;
+            return self.keep();
+        }
         std::fs::remove_file(&self.path)?;
         fsync_dir(&self.dir)
     }
 
-    /// Removes the journal without an `fsync` of its directory: for a
-    /// release whose quarantine's removal is already durable (the session
+    /// Removes the journal without making that durable: for a release
+    /// whose quarantine's removal is already durable (the session
     /// directory was fsynced after it). Should a power loss bring the
     /// journal back, recovery finds its quarantine gone (`ENOENT`) and
-    /// retires it; no byte depends on it.
+    /// retires it; no byte depends on it. Where this process keeps retired
+    /// journals it is truncated, not unlinked (a kept file's next intent
+    /// is fdatasynced over whatever a power loss left).
     pub fn retire_after_quarantine(self) -> io::Result<()> {
+        if idle::on() {
+            self.file.set_len(0)?;
+            return self.keep();
+        }
         std::fs::remove_file(&self.path)
+    }
+
+    /// Keeps the (emptied) file for reuse, or unlinks it when no room is
+    /// left.
+    fn keep(self) -> io::Result<()> {
+        let Journal { file, path, dir, _lock } = self;
+        match idle::put(idle::Kept { dir, path, file }) {
+            Ok(()) => Ok(()),
+            Err(k) => std::fs::remove_file(&k.path),
+        }
     }
 }
 
@@ -283,6 +324,10 @@ pub enum ReadJournal {
     /// The intent line was never completed (no line end): the release died
     /// while writing it, before its first rename, so nothing moved.
     Torn,
+    /// The file is empty: a retired journal a guardian kept for reuse
+    /// (`idle.rs`), or one whose intent never reached the disk. Nothing is
+    /// in flight; recovery removes it without a report.
+    Idle,
     /// The intent line is complete but unparsable.
     Corrupt {
         /// Why.
@@ -298,9 +343,13 @@ pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
 
 /// Parses a journal's bytes: the intent line, then every complete mark; a
 /// torn trailing mark and unknown lines are ignored, a torn intent is
-/// [`ReadJournal::Torn`], an unparsable one [`ReadJournal::Corrupt`]. Never
+/// [`ReadJournal::Torn`], an unparsable one [`ReadJournal::Corrupt`], an
+/// empty file [`ReadJournal::Idle`]. Never
 /// panics, whatever the bytes.
 pub fn parse_journal(bytes: &[u8]) -> ReadJournal {
+    if bytes.is_empty() {
+        return ReadJournal::Idle;
+    }
     let mut lines = bytes.split(|b| *b == b'\n');
     let first = lines.next().unwrap_or_default();
     if !bytes.contains(&b'\n') {
