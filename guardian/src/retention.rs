@@ -11,7 +11,8 @@
 //! final (`Runtime::claim_for_retention` of the engine); the runtime then forgets it,
 //! so a later status check answers `not_found` ("unknown command_id").
 //!
-//! After a pass (at most every [`USAGE_EVERY`]) the worker counts the
+//! After a pass the worker puts the screens of quiet shells to sleep
+//! (`Shells::rest`), and (at most every [`USAGE_EVERY`]) counts the
 //! backing roots of every workspace it has served, as a release would scan
 //! them, and logs a warning past 80 % of the 50,000-entry bound.
 
@@ -38,6 +39,9 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
     let mut warned = false;
     loop {
         pass(g, &mut retention);
+        // The quiet shells' screens sleep (`shell/screen.rs`): here, where
+        // no request waits for it.
+        g.shells.rest();
         if last_usage.is_none_or(|t| t.elapsed() >= USAGE_EVERY) {
             last_usage = Some(Instant::now());
             warned = check_usage(g, warned);

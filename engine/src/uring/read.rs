@@ -3,7 +3,10 @@
 //!
 //! A worker keeps up to `depth` files open for reading at once, one read
 //! in flight per file, each into its own buffer. Buffers come from a
-//! process-wide pool and go back to it, so repeated rehashes reuse them.
+//! process-wide pool and go back to it, so repeated rehashes reuse them; a
+//! slot takes its buffer when it first reads, so a worker that never has
+//! `depth` files in flight (large files go two by two, see
+//! [`IN_FLIGHT_BYTES`]) never holds `depth` buffers.
 //!
 //! # References
 //! - [`io_uring_enter(2)`](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
@@ -78,20 +81,20 @@ struct Active {
     head: Head,
 }
 
-/// A pipeline and its read buffers. The pipeline is drained before the
-/// buffers go back to the pool (or are leaked, if the ring failed with reads
-/// in flight).
+/// A pipeline and its read buffers (one slot per file in flight, filled
+/// on its first read). The pipeline is drained before the buffers go back
+/// to the pool (or are leaked, if the ring failed with reads in flight).
 pub(crate) struct Reader {
     pipe: Pipeline,
-    bufs: Vec<Box<[u8]>>,
+    bufs: Vec<Option<Box<[u8]>>>,
 }
 
 impl Reader {
-    /// A reader with `depth` buffers on `pipe` (at most as many as the
-    /// pipeline has slots).
+    /// A reader with `depth` buffer slots on `pipe` (at most as many as
+    /// the pipeline has slots).
     pub(crate) fn new(pipe: Pipeline, depth: usize) -> Reader {
         let depth = depth.clamp(1, pipe.capacity());
-        Reader { pipe, bufs: (0..depth).map(|_| take_buffer()).collect() }
+        Reader { pipe, bufs: (0..depth).map(|_| None).collect() }
     }
 
     /// Hashes the jobs that `next` hands out, reporting each to `out`.
@@ -143,8 +146,8 @@ impl Reader {
                     if self.pipe.poisoned() {
                         // The ring was abandoned with this read in flight:
                         // the kernel may still write the buffer. Leak it,
-                        // never reuse it; this slot gets a fresh one.
-                        std::mem::forget(std::mem::replace(&mut self.bufs[b], vec![0u8; CHUNK].into_boxed_slice()));
+                        // never reuse it; this slot takes another one.
+                        std::mem::forget(self.bufs[b].take());
                     }
                     out(a.job, Err(io::Error::from_raw_os_error(-res)));
                     active[b] = None;
@@ -156,7 +159,7 @@ impl Reader {
                 let finished = if n == 0 {
                     true
                 } else {
-                    let data = &self.bufs[b][..n];
+                    let data = &self.bufs[b].as_deref().expect("a slot with a read has its buffer")[..n];
                     a.hasher.update(data);
                     if let Some(f) = a.fingerprint.as_mut() {
                         f.update(data);
@@ -203,7 +206,7 @@ impl Reader {
         if let Some(l) = job.limit {
             len = len.min((l + 1).saturating_sub(off)).max(1);
         }
-        let buf = self.bufs[b].as_mut_ptr();
+        let buf = self.bufs[b].get_or_insert_with(take_buffer).as_mut_ptr();
         // One read per buffer at a time, and the pipeline has at least as
         // many slots as the reader has buffers (see `Reader::new`).
         assert!(self.pipe.has_room(), "rehash pipeline smaller than its buffer count");
@@ -229,7 +232,7 @@ impl Drop for Reader {
             // The kernel may still write into them.
             std::mem::forget(bufs);
         } else {
-            bufs.into_iter().for_each(give_buffer);
+            bufs.into_iter().flatten().for_each(give_buffer);
         }
     }
 }
@@ -327,7 +330,10 @@ mod tests {
             (k < jobs.len()).then_some(k)
         };
         let mut reader = Reader::new(pipe, 4);
-        let before: Vec<usize> = reader.bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        // Every slot filled now (a slot takes its buffer on its first read
+        // otherwise), so that the reads can be told to use these.
+        reader.bufs.iter_mut().for_each(|b| *b = Some(take_buffer()));
+        let before: Vec<usize> = reader.bufs.iter().flatten().map(|b| b.as_ptr() as usize).collect();
         let mut got: Vec<Option<io::Result<Hashed>>> = (0..jobs.len()).map(|_| None).collect();
         reader.run(&jobs, &next, &mut |i, r| got[i] = Some(r));
         assert!(reader.pipe.poisoned(), "the simulated failure was not reached");
@@ -346,7 +352,7 @@ mod tests {
         }
         assert!(failed > 0 && hashed > 0, "failed {failed}, hashed {hashed}");
         // The abandoned buffers are not among the reader's buffers any more.
-        let after: Vec<usize> = reader.bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        let after: Vec<usize> = reader.bufs.iter().flatten().map(|b| b.as_ptr() as usize).collect();
         for a in &abandoned {
             assert!(before.iter().any(|b| b == a), "an abandoned read used a foreign buffer");
             assert!(!after.contains(a), "abandoned buffer {a:#x} still in use");

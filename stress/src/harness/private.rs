@@ -15,6 +15,12 @@ use crate::harness::client::McpClient;
 use crate::harness::dirs::PrivateDirs;
 use crate::harness::guardian::GuardianProc;
 
+/// A variable naming a command the guardian is started through, for
+/// profiling. It must exec its arguments, so that the process the tool
+/// signals and measures is the guardian; the wrapper runs in the private
+/// environment too.
+pub const GUARDIAN_WRAPPER: &str = "WINX_STRESS_GUARDIAN_WRAPPER";
+
 /// How long the guardian may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -54,7 +60,13 @@ impl Private {
     /// Ctrl-C reaches only the stress tool, which then stops everything in
     /// order), stdin null, stderr appended to `logs/<log>.log`.
     pub fn command(&self, args: &[&str], log: &str) -> anyhow::Result<Command> {
-        let mut cmd = self.dirs.command(&[], &self.exe, args);
+        self.command_through(&[], args, log)
+    }
+
+    /// [`Private::command`] run through `wrapper` (a command that execs its
+    /// arguments; empty for none).
+    fn command_through(&self, wrapper: &[&str], args: &[&str], log: &str) -> anyhow::Result<Command> {
+        let mut cmd = self.dirs.command(wrapper, &self.exe, args);
         cmd.stdin(Stdio::null()).process_group(0);
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "warn");
@@ -69,12 +81,15 @@ impl Private {
     }
 
     /// Starts `guardian --socket <socket> <extra>` and waits for its ready
-    /// line.
+    /// line. With [`GUARDIAN_WRAPPER`] set, the guardian runs through it
+    /// (words split at spaces), e.g. a script that execs a profiler.
     pub fn start_guardian(&self, extra: &[&str]) -> anyhow::Result<GuardianProc> {
         let socket = self.dirs.sock.to_str().context("socket path is not UTF-8")?;
         let mut args = vec!["guardian", "--socket", socket];
         args.extend_from_slice(extra);
-        GuardianProc::spawn(self.command(&args, "guardian")?, READY_TIMEOUT)
+        let wrapper = std::env::var(GUARDIAN_WRAPPER).unwrap_or_default();
+        let wrapper: Vec<&str> = wrapper.split_whitespace().collect();
+        GuardianProc::spawn(self.command_through(&wrapper, &args, "guardian")?, READY_TIMEOUT)
             .map_err(|e| anyhow::anyhow!("{e:#}; see logs/guardian.log"))
     }
 

@@ -1,0 +1,247 @@
+//! A shell's terminal screen, which sleeps while its shell is quiet.
+//!
+//! A `vt100` screen keeps every cell of its grid, 32 bytes each: 205 KB at
+//! 40 × 160, for as long as its shell lives, and a background shell lives
+//! on at its prompt after its command. With tens of shells that was most
+//! of the guardian's heap (benches/log/2026-12.md, 2026-12-02, stop 40).
+//!
+//! A screen whose shell has printed nothing for [`QUIET`] may sleep: the
+//! parser gives way to the escape sequences that draw its state again
+//! (`state_formatted`: the cells, cursor, attributes and input modes; a few
+//! hundred bytes for a prompt), and the next output or look rebuilds it
+//! from them. It sleeps only when that is exact:
+//! - the parser is between sequences: everything since the last complete
+//!   OSC string (the hook's end marker before every prompt) is printable
+//!   ASCII, `\r`, `\n` or backspace, so its state machine is in its ground
+//!   state, as a new parser's is;
+//! - a screen rebuilt from the sequences equals it in every field (their
+//!   `Debug` forms compared, about 4 ms at 40 × 160), except the count of rows
+//!   scrolled off, which only a resize reads and this guardian never
+//!   resizes. Anything else (a scroll region, a saved cursor, the
+//!   alternate screen used once) keeps the screen awake.
+
+use std::fmt::Write as _;
+use std::num::NonZeroU16;
+use std::time::{Duration, Instant};
+
+/// How long a shell prints nothing before its screen may sleep.
+/// A thread's shell used every few seconds stays awake (sleeping and
+/// waking cost about 4 ms); a background shell left at its prompt sleeps.
+pub(crate) const QUIET: Duration = Duration::from_secs(5);
+
+/// What the bytes since the last complete OSC string were (see the module
+/// docs), byte by byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// Anything else: the parser's state is not known.
+    Unknown,
+    /// An escape was the last byte.
+    Esc,
+    /// In an OSC string.
+    Osc,
+    /// Only printable ASCII, `\r`, `\n` or backspace since a complete OSC
+    /// string.
+    Plain,
+}
+
+impl Tail {
+    fn step(self, b: u8) -> Tail {
+        match (self, b) {
+            (_, 0x1b) => Tail::Esc,
+            (Tail::Esc, b']') => Tail::Osc,
+            (Tail::Osc, 0x07) => Tail::Plain,
+            (Tail::Osc, 0x18 | 0x1a) => Tail::Unknown,
+            (Tail::Osc, _) => Tail::Osc,
+            (Tail::Plain, 0x20..=0x7e | b'\r' | b'\n' | 0x08) => Tail::Plain,
+            _ => Tail::Unknown,
+        }
+    }
+}
+
+enum State {
+    Awake(Box<vt100::Parser>),
+    /// The sequences that draw it.
+    Asleep(Box<[u8]>),
+}
+
+/// A terminal screen (see the module docs).
+pub(crate) struct Screen {
+    rows: NonZeroU16,
+    cols: NonZeroU16,
+    state: State,
+    tail: Tail,
+    last: Instant,
+}
+
+impl Screen {
+    pub(crate) fn new(rows: NonZeroU16, cols: NonZeroU16) -> Screen {
+        Screen {
+            rows,
+            cols,
+            state: State::Awake(Box::new(vt100::Parser::new(rows, cols, 0))),
+            tail: Tail::Unknown,
+            last: Instant::now(),
+        }
+    }
+
+    /// Processes what the terminal printed.
+    pub(crate) fn process(&mut self, bytes: &[u8]) {
+        self.parser().process(bytes);
+        self.tail = bytes.iter().fold(self.tail, |t, &b| t.step(b));
+        self.last = Instant::now();
+    }
+
+    /// The screen as it is (woken if it slept).
+    pub(crate) fn screen(&mut self) -> &vt100::Screen {
+        self.parser().screen()
+    }
+
+    /// Whether it sleeps.
+    #[cfg(test)]
+    fn asleep(&self) -> bool {
+        matches!(self.state, State::Asleep(_))
+    }
+
+    fn parser(&mut self) -> &mut vt100::Parser {
+        if let State::Asleep(drawn) = &self.state {
+            let mut p = vt100::Parser::new(self.rows, self.cols, 0);
+            p.process(drawn);
+            self.state = State::Awake(Box::new(p));
+        }
+        match &mut self.state {
+            State::Awake(p) => p,
+            State::Asleep(_) => unreachable!("woken above"),
+        }
+    }
+
+    /// Puts the screen to sleep when its shell has been quiet for `quiet`
+    /// and that is exact (module docs). True when it sleeps now.
+    pub(crate) fn sleep(&mut self, quiet: Duration) -> bool {
+        let State::Awake(p) = &self.state else { return true };
+        if self.tail != Tail::Plain || self.last.elapsed() < quiet {
+            return false;
+        }
+        let drawn = p.screen().state_formatted().into_bytes();
+        let mut again = vt100::Parser::new(self.rows, self.cols, 0);
+        again.process(&drawn);
+        if !same(p.screen(), again.screen()) {
+            return false;
+        }
+        self.state = State::Asleep(drawn.into_boxed_slice());
+        true
+    }
+}
+
+/// Whether `a` and `b` are the same in every field but the count of rows
+/// scrolled off (`unbounded_len`): their `Debug` forms compared, the second
+/// as it is written, up to its first difference.
+fn same(a: &vt100::Screen, b: &vt100::Screen) -> bool {
+    let mut first = Masked { out: String::new(), skip: false };
+    // Writing to a `String` cannot fail.
+    let _ = write!(first, "{a:?}");
+    let mut second = Masked { out: Against { expected: &first.out, at: 0 }, skip: false };
+    write!(second, "{b:?}").is_ok() && second.out.at == first.out.len()
+}
+
+/// Passes on what `Debug` writes, leaving out the value of `unbounded_len`
+/// (the derived `Debug` writes a field's name, `": "` and its value as
+/// pieces of their own).
+struct Masked<W> {
+    out: W,
+    skip: bool,
+}
+
+impl<W: std::fmt::Write> std::fmt::Write for Masked<W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.skip && s.bytes().all(|c| c.is_ascii_digit() || c == b':' || c == b' ') {
+            return Ok(());
+        }
+        self.skip = s == "unbounded_len";
+        self.out.write_str(s)
+    }
+}
+
+/// Compares what is written with `expected`, failing at the first
+/// difference (which ends the formatting).
+struct Against<'a> {
+    expected: &'a str,
+    at: usize,
+}
+
+impl std::fmt::Write for Against<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.at + s.len();
+        if self.expected.as_bytes().get(self.at..end) != Some(s.as_bytes()) {
+            return Err(std::fmt::Error);
+        }
+        self.at = end;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new() -> Screen {
+        Screen::new(NonZeroU16::new(40).unwrap(), NonZeroU16::new(160).unwrap())
+    }
+
+    fn text(s: &mut Screen) -> String {
+        s.screen().contents()
+    }
+
+    const MARK: &[u8] = b"\x1b]777;winx-release;end;3\x07";
+
+    /// A prompt after output: it sleeps, and wakes to the same screen, which
+    /// then goes on as the one that never slept.
+    #[test]
+    fn a_quiet_prompt_sleeps_and_wakes_the_same() {
+        let mut s = new();
+        let mut never = new();
+        let mut out = Vec::new();
+        for i in 0..60 {
+            out.extend_from_slice(format!("line {i}\r\n\x1b[1;32mgreen\x1b[0m \u{e9}\r\n").as_bytes());
+        }
+        out.extend_from_slice(MARK);
+        out.extend_from_slice(b"$ ");
+        s.process(&out);
+        never.process(&out);
+        assert!(!s.sleep(Duration::from_secs(3600)), "not quiet yet");
+        assert!(s.sleep(Duration::ZERO), "a prompt after the marker sleeps");
+        assert!(s.asleep());
+        let more = b"echo hi\r\n\x1b]777;winx-release;start\x07hi\r\n\x1b[7mrev\x1b[m\x1b[2;5H*\x1b[K";
+        s.process(more);
+        never.process(more);
+        assert!(!s.asleep());
+        assert!(same(s.screen(), never.screen()));
+        assert_eq!(text(&mut s), text(&mut never));
+        assert_eq!(s.screen().cursor_position(), never.screen().cursor_position());
+    }
+
+    /// Mid-sequence, or without a marker since, it stays awake.
+    #[test]
+    fn stays_awake_unless_between_sequences() {
+        for tail in [&b"$ \x1b["[..], b"$ \x1b]0;title", b"$ \xc3", b"\x1b[1m$ "] {
+            let mut s = new();
+            s.process(MARK);
+            s.process(tail);
+            assert!(!s.sleep(Duration::ZERO), "{tail:?}");
+        }
+        let mut s = new();
+        s.process(b"$ ");
+        assert!(!s.sleep(Duration::ZERO), "no marker yet");
+    }
+
+    /// State the drawing sequences do not carry keeps it awake.
+    #[test]
+    fn state_not_redrawn_stays_awake() {
+        for setup in [&b"\x1b[5;20r"[..], b"\x1b[3;4H\x1b7\x1b[H", b"\x1b[?1049hx\x1b[?1049l"] {
+            let mut s = new();
+            s.process(setup);
+            s.process(MARK);
+            s.process(b"$ ");
+            assert!(!s.sleep(Duration::ZERO), "{setup:?}");
+        }
+    }
+}
