@@ -90,6 +90,43 @@ fn idle_busy_and_a_job_left_behind() {
     assert!(String::from_utf8_lossy(&w.text.lock().unwrap()).contains("started"));
 }
 
+/// A release's liveness answer asks the union of every idle shell of the
+/// session on the same two `/proc` snapshots: its cost does not grow with
+/// the shells (each snapshot reads every process), and the answer is the
+/// same.
+#[test]
+fn one_answer_takes_two_snapshots_whatever_the_shells() {
+    let w = world();
+    let more: Vec<Shell> = (0..3)
+        .map(|i| {
+            let ws = w._tmp.path().join("ws");
+            let spawn = ShellSpawn {
+                thread: format!("bg{i}"),
+                workspace: ws.clone(),
+                cwd: ws,
+                session: w.session,
+                env: vec![],
+                background: true,
+                terminal: Terminal::Open { rows: 24, cols: 80 },
+            };
+            let s = w.rt.start_shell(&w.admission.enter(), spawn, None).unwrap();
+            assert!(s.wait_prompt(0, Duration::from_secs(10)), "no first prompt");
+            s
+        })
+        .collect();
+    until(5, "idle", || w.shell.busy(&w.rt).is_none() && more.iter().all(|s| s.busy(&w.rt).is_none()));
+    let before = winx_release_engine::executions::snapshots_taken_here();
+    let l = w.rt.liveness(&w.session);
+    let taken = winx_release_engine::executions::snapshots_taken_here() - before;
+    assert_eq!(l.running, 0, "{l:?}");
+    assert_eq!(taken, 2, "four idle shells took {taken} snapshots");
+    // A job left in one of them is still found on the shared snapshots.
+    let c = more[1].type_command(&w.rt, &w.admission.enter(), "sleep 2 & echo started").unwrap();
+    assert!(more[1].wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    let l = w.rt.liveness(&w.session);
+    assert!(l.running > 0 && l.detail.as_deref().unwrap_or("").contains("left process"), "{l:?}");
+}
+
 /// A command that never returns to the prompt (`exec`) keeps the shell
 /// busy; a spoofed hook report from a loop in the shell itself does not make
 /// it idle.

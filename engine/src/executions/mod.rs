@@ -72,6 +72,7 @@ use serde::{Deserialize, Serialize};
 
 pub use end::EndSignal;
 pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+pub use probe::snapshots_taken_here;
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
 pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
 pub use spawn::CGROUP_JOIN_FAILED;

@@ -35,6 +35,18 @@ use super::MARKER;
 /// the next).
 pub const QUIET_PROBES: u32 = 2;
 
+thread_local! {
+    static TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many `/proc` snapshots this thread has taken for the union (what a
+/// liveness answer costs grows with them: each reads every process).
+// Hidden: public for the engine's shell tests; not a supported API.
+#[doc(hidden)]
+pub fn snapshots_taken_here() -> u64 {
+    TAKEN.with(|t| t.get())
+}
+
 /// What a process's marker is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Marker {
@@ -114,6 +126,7 @@ impl Probe {
     /// Takes a snapshot of the process table; `own` (the caller) is never
     /// counted.
     pub fn take(own: i32) -> Result<Probe, ProcError> {
+        TAKEN.with(|t| t.set(t.get() + 1));
         Ok(Probe {
             table: proc::snapshot()?,
             own,

@@ -31,6 +31,8 @@ impl Runtime {
         self.adopt();
         let mut found = Vec::new();
         let mut candidates: Vec<Arc<Execution>> = Vec::new();
+        // Shells at their prompt, with their own process (never counted).
+        let mut shells: Vec<(Arc<Execution>, i32)> = Vec::new();
         for e in self.executions() {
             if !e.state().is_unresolved() || !e.is_of(key) {
                 continue;
@@ -39,9 +41,13 @@ impl Runtime {
                 found.push(format!("execution {} has a record that cannot be read ({why})", e.id));
                 continue;
             }
-            // A live shell: busy counts, an idle one's own process not.
-            if let Some(busy) = self.shell_answer(&e) {
-                found.extend(busy);
+            // A live shell: busy counts, an idle one's own process not;
+            // one at its prompt is asked the union below, with the rest.
+            if let Some(state) = self.shell_before_union(&e) {
+                match state {
+                    Ok(pid) => shells.push((e, pid)),
+                    Err(why) => found.push(why),
+                }
                 continue;
             }
             if e.state() == ExecState::Running && !e.adopted {
@@ -62,8 +68,8 @@ impl Runtime {
         // orphan is in its execution's cgroup, and orphans are looked at
         // whenever a snapshot is taken anyway).
         let proc_mode = matches!(self.mode, Mode::Proc);
-        if !candidates.is_empty() || (proc_mode && self.subreaper) {
-            match self.proc_check(key, &candidates, &mut found) {
+        if !candidates.is_empty() || !shells.is_empty() || (proc_mode && self.subreaper) {
+            match self.proc_check(key, &candidates, &shells, &mut found) {
                 Ok(true) => {
                     // Two snapshots in a row found nothing of them.
                     for e in &candidates {
@@ -76,7 +82,7 @@ impl Runtime {
                 Err(err) => found.push(format!("cannot tell what still runs: {err}")),
             }
         }
-        for e in &candidates {
+        for e in candidates.iter().chain(shells.iter().map(|(e, _)| e)) {
             found.extend(self.persist_members(e));
         }
         Liveness { running: found.len(), detail: if found.is_empty() { None } else { Some(found.join("; ")) } }
@@ -125,12 +131,16 @@ impl Runtime {
     }
 
     /// The `/proc` part of [`Runtime::liveness`]: up to two snapshots in a
-    /// row, each looked at for every execution in `execs` and for orphans.
-    /// `Ok(true)` when both found nothing.
+    /// row, each looked at for every execution in `execs`, for every shell
+    /// in `shells` (its own process excepted: rule 5 of
+    /// `shell/idle.rs`, asked of all of them on the same snapshots instead
+    /// of two snapshots per shell) and for orphans. `Ok(true)` when both
+    /// found nothing.
     fn proc_check(
         &self,
         key: &SessionKey,
         execs: &[Arc<Execution>],
+        shells: &[(Arc<Execution>, i32)],
         found: &mut Vec<String>,
     ) -> Result<bool, crate::procfs::ProcError> {
         for _ in 0..QUIET_PROBES {
@@ -138,6 +148,9 @@ impl Runtime {
             let mut here = Vec::new();
             for e in execs {
                 here.extend(self.look(e, &[], &mut probe));
+            }
+            for (e, pid) in shells {
+                here.extend(self.look(e, &[*pid], &mut probe).into_iter().map(|f| format!("shell {}: {f}", e.id)));
             }
             if self.subreaper {
                 self.orphans(key, &mut probe, &mut here)?;

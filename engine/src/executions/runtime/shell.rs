@@ -107,12 +107,19 @@ impl Runtime {
         matches!(self.shell_answer(e), Some(None))
     }
 
-    /// For [`Runtime::liveness`]: `None` when `e` is not a live shell;
-    /// else why it is busy, or `Some(None)` when it is idle (its own
+    /// For [`Runtime::is_idle_shell`]: `None` when `e` is not a live
+    /// shell; else why it is busy, or `Some(None)` when it is idle (its own
     /// process then does not count).
-    pub(crate) fn shell_answer(&self, e: &Execution) -> Option<Option<String>> {
+    fn shell_answer(&self, e: &Execution) -> Option<Option<String>> {
         let shell = self.live_shell(e)?;
         Some(shell.busy(self))
+    }
+
+    /// For [`Runtime::liveness`]: `None` when `e` is not a live shell;
+    /// else why it is busy by the rules before the union, or its process's
+    /// pid when only the union is left (`Shell::busy_before_union`).
+    pub(crate) fn shell_before_union(&self, e: &Execution) -> Option<Result<i32, String>> {
+        Some(self.live_shell(e)?.busy_before_union())
     }
 }
 

@@ -38,32 +38,11 @@ impl Shell {
     // Hidden: public for the engine's shell tests; not a supported API.
     #[doc(hidden)]
     pub fn busy(&self, rt: &Runtime) -> Option<String> {
-        let id = &self.core.execution.id;
-        let Some(leader) = self.core.execution.leader() else {
-            return Some(format!("shell {id} has not started"));
+        let pid = match self.busy_before_union() {
+            Ok(pid) => pid,
+            Err(why) => return Some(why),
         };
-        if self.core.execution.leader_exited() {
-            return Some(format!("shell {id} has exited; what it left may run"));
-        }
-        if !lock(&self.core.state).at_prompt {
-            return Some(format!("shell {id} is not back at its prompt (a command or program runs in it)"));
-        }
-        match rustix::io::ioctl_fionread(&self.core.follower) {
-            Ok(0) => {}
-            Ok(n) => return Some(format!("shell {id}: {n} bytes of input wait in its terminal")),
-            Err(e) => return Some(format!("shell {id}: cannot read its terminal's input queue: {e}")),
-        }
-        let pid = leader.pid;
-        // The hook is acknowledged before the line editor waits: the shell
-        // may need a moment to get there (nothing is written meanwhile).
-        let settle = std::time::Instant::now() + SETTLE;
-        loop {
-            match waits_for_input(id, pid) {
-                None => break,
-                Some(_) if std::time::Instant::now() < settle => std::thread::sleep(SETTLE_STEP),
-                Some(why) => return Some(why),
-            }
-        }
+        let id = &self.core.execution.id;
         // The runtime's union, two looks in a row finding nothing.
         for _ in 0..crate::executions::probe::QUIET_PROBES {
             let found = rt.still_running(&self.core.execution, &[pid]);
@@ -72,6 +51,39 @@ impl Shell {
             }
         }
         None
+    }
+
+    /// Rules 1–4 of the module's docs: why the shell is busy, or its
+    /// process's pid when only rule 5 (the runtime's union, that process
+    /// excepted) is left to ask. [`Runtime::liveness`] asks rule 5 of every
+    /// shell of a session on the same two `/proc` snapshots.
+    pub(crate) fn busy_before_union(&self) -> Result<i32, String> {
+        let id = &self.core.execution.id;
+        let Some(leader) = self.core.execution.leader() else {
+            return Err(format!("shell {id} has not started"));
+        };
+        if self.core.execution.leader_exited() {
+            return Err(format!("shell {id} has exited; what it left may run"));
+        }
+        if !lock(&self.core.state).at_prompt {
+            return Err(format!("shell {id} is not back at its prompt (a command or program runs in it)"));
+        }
+        match rustix::io::ioctl_fionread(&self.core.follower) {
+            Ok(0) => {}
+            Ok(n) => return Err(format!("shell {id}: {n} bytes of input wait in its terminal")),
+            Err(e) => return Err(format!("shell {id}: cannot read its terminal's input queue: {e}")),
+        }
+        let pid = leader.pid;
+        // The hook is acknowledged before the line editor waits: the shell
+        // may need a moment to get there (nothing is written meanwhile).
+        let settle = std::time::Instant::now() + SETTLE;
+        loop {
+            match waits_for_input(id, pid) {
+                None => return Ok(pid),
+                Some(_) if std::time::Instant::now() < settle => std::thread::sleep(SETTLE_STEP),
+                Some(why) => return Err(why),
+            }
+        }
     }
 }
 
