@@ -128,7 +128,9 @@ impl Probe {
     pub fn take(own: i32) -> Result<Probe, ProcError> {
         TAKEN.with(|t| t.set(t.get() + 1));
         Ok(Probe {
-            table: proc::snapshot()?,
+            // Shared with the answers asking at once, never older than
+            // this call (`procfs/shared_table.rs`).
+            table: proc::snapshot_shared()?,
             own,
             uid: rustix::process::getuid().as_raw(),
             markers: None,

@@ -15,6 +15,8 @@
 //!   map and threads, as the sweep reads them;
 //! - `shared` (private): one sweep for every release waiting at once
 //!   (a group commit);
+//! - `shared_table` (private): one table snapshot for every liveness
+//!   answer waiting at once ([`snapshot_shared`]);
 //! - `exempt` (private): what the exempt processes hold themselves
 //!   ([`held_by`]);
 //! - `kthreads` (private): the kernel threads earlier sweeps found, each
@@ -37,6 +39,7 @@ mod exempt;
 pub mod holders;
 mod kthreads;
 mod shared;
+mod shared_table;
 pub(crate) use kthreads::max_remembered as kernel_threads_remembered_at_most;
 pub mod stat;
 pub mod table;
@@ -51,6 +54,7 @@ pub use environ::{env_var, EnvLookup};
 pub use exempt::held_by;
 pub use holders::{find_holder, find_holder_of, sweep, Holder, HolderScan, HowHeld, Sweep};
 pub(crate) use shared::shared_sweep;
+pub use shared_table::snapshot_shared;
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, ProcEntry, ProcTable};
 
