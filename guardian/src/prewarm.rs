@@ -43,8 +43,6 @@ pub fn once(g: &Arc<Guardian>, layout: &Layout) {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use winx_release_engine::executions::{LivenessChoice, Runtime, RuntimeOptions};
-
     use super::*;
 
     /// A workspace's first registration reads its backing roots into the
@@ -52,21 +50,14 @@ mod tests {
     /// directory that changed.
     #[test]
     fn the_first_session_of_a_workspace_fills_the_cache_once() {
-        let data = tempfile::tempdir().unwrap();
+        let (data, g) = crate::sessions::tests::guardian();
+        let g = Arc::new(g);
         let ws = tempfile::tempdir().unwrap();
         let scratch = ws.path().join(".winx/scratch");
         for d in 0..40 {
             std::fs::create_dir_all(scratch.join(format!("d{d}"))).unwrap();
             std::fs::write(scratch.join(format!("d{d}/f")), b"x").unwrap();
         }
-        let opts = RuntimeOptions {
-            liveness: LivenessChoice::Proc,
-            move_self: false,
-            subreaper: false,
-            adopt: false,
-            ..Default::default()
-        };
-        let g = Arc::new(Guardian::new(data.path(), Runtime::start(data.path(), &opts)));
         let layout = Layout::new(ws.path(), data.path()).unwrap();
         assert_eq!(g.scanner.cache().stats().reads, 0);
         once(&g, &layout);

@@ -241,12 +241,14 @@ impl Guardian {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use winx_release_engine::executions::{LivenessChoice, RuntimeOptions};
 
     use super::*;
 
-    fn guardian() -> (tempfile::TempDir, Guardian) {
+    /// A guardian over a new data directory, its runtime in `/proc` mode
+    /// and touching nothing outside it (for the crate's unit tests).
+    pub(crate) fn guardian() -> (tempfile::TempDir, Guardian) {
         let data = tempfile::tempdir().unwrap();
         let opts = RuntimeOptions {
             liveness: LivenessChoice::Proc,
