@@ -11,7 +11,9 @@
 //! final (`Runtime::claim_for_retention` of the engine); the runtime then forgets it,
 //! so a later status check answers `not_found` ("unknown command_id").
 //!
-//! After a pass the worker puts the screens of quiet shells to sleep
+//! After a pass the worker ends the background shells whose command is
+//! done and of which nothing runs (`Shells::retire_idle_background`; a
+//! background command's end kicks it), and puts the screens of quiet shells to sleep
 //! (`Shells::rest`), and (at most every [`USAGE_EVERY`]) counts the
 //! backing roots of every workspace it has served, as a release would scan
 //! them, and logs a warning past 80 % of the 50,000-entry bound.
@@ -39,6 +41,8 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
     let mut warned = false;
     loop {
         pass(g, &mut retention);
+        // Background shells whose command is done end (`shell/retire.rs`).
+        g.shells.retire_idle_background(g);
         // The quiet shells' screens sleep (`shell/screen.rs`): here, where
         // no request waits for it.
         g.shells.rest();

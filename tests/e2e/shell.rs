@@ -268,3 +268,54 @@ async fn a_background_command_has_a_shell_of_its_own_and_its_id_is_the_threads()
     assert!(out(&v).contains("bg got y"), "{v}");
     mcp.stop().await;
 }
+
+/// The `bash` processes of this world.
+fn shells_alive(env: &Env) -> usize {
+    let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    env.own_processes().into_iter().filter(|pid| comm(*pid).trim_end() == "bash").count()
+}
+
+/// A background shell ends once its command is done and nothing of it
+/// runs (`guardian/src/shell/retire.rs`); its status, output and screen
+/// still answer, and it holds no release of its thread. One whose command
+/// left a job keeps running. (Before, every background shell lived until
+/// the guardian stopped: a 30-second stress left 160.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shell_ends_once_its_command_is_done_and_nothing_of_it_runs() {
+    let (env, mcp) = world().await;
+    mcp.init(&env.ws, "t1").await;
+    mcp.init(&env.ws, "t2").await;
+    let h = helper(&env, &mcp, "t1", "h.py").await;
+    ok(&mcp, "t1", "true").await;
+    ok(&mcp, "t2", "true").await;
+    let args = json!({"thread_id": "t2", "command": "sleep 30 & echo left", "is_background": true});
+    let kept = bash(&mcp, args).await["bg_command_id"].as_str().unwrap().to_owned();
+    let args = json!({"thread_id": "t1", "command": "echo bg-done", "is_background": true});
+    let bg = bash(&mcp, args).await["bg_command_id"].as_str().unwrap().to_owned();
+    for (thread, id) in [("t2", &kept), ("t1", &bg)] {
+        let args = json!({"thread_id": thread, "action_json": {"type": "status_check", "bg_command_id": id}, "wait_for_seconds": 10});
+        let v = bash(&mcp, args).await;
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    // Two threads' shells, and the background shell whose job runs.
+    eventually(20, "the finished background shell to end", || shells_alive(&env) == 3);
+    // Nothing of it holds a release of its thread, right after its end.
+    let v = call(&mcp, "EditFiles", crate::support::release_req("t1", &env.ws, &[(&h.0, &h.1, &h.2)])).await;
+    assert_eq!(v["status"], "completed", "{v}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(shells_alive(&env), 3, "a background shell with a job left ended");
+    let args = json!({"thread_id": "t2", "action_json": {"type": "status_check", "bg_command_id": kept}});
+    let v = bash(&mcp, args).await;
+    assert_ne!(v["still_running"], json!([]), "{v}");
+    // The ended one still answers: status, whole output, screen.
+    let v = bash(&mcp, json!({"thread_id": "t1", "action_json": {"type": "status_check", "command_id": bg}})).await;
+    assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("completed"), Some(0)), "{v}");
+    assert_eq!(out(&v), "bg-done\n", "{v}");
+    let v = bash(&mcp, json!({"thread_id": "t1", "action_json": {"type": "screen", "bg_command_id": bg}})).await;
+    let screen = v["screen"].as_str().unwrap_or_else(|| panic!("no screen: {v}"));
+    assert!(screen.contains("bg-done"), "{v}");
+    assert!(!screen.lines().any(|l| l.trim() == "exit"), "the end of the shell is shown: {v}");
+    let v = bash(&mcp, json!({"thread_id": "t1", "send_text": "x", "bg_command_id": bg})).await;
+    assert_eq!(v["errorCode"], "invalid_input", "{v}");
+    mcp.stop().await;
+}

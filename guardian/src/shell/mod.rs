@@ -9,6 +9,7 @@
 //! prompt or escape sequences), appended to `D/executions/<command_id>/output`.
 
 mod ops;
+mod retire;
 mod screen;
 
 use std::collections::{HashMap, HashSet};
@@ -67,7 +68,16 @@ struct View {
     started: bool,
     /// The last command typed.
     last: Option<Arc<Cmd>>,
+    /// The shell is being ended (`retire.rs`): what the terminal prints
+    /// from now on (the end of the shell) is not shown.
+    closing: bool,
+    /// Called when a command of the shell is back at its prompt (a
+    /// background shell's: the retention worker may end the shell).
+    on_done: Option<Done>,
 }
+
+/// What a shell calls when one of its commands is back at its prompt.
+pub(crate) type Done = Box<dyn Fn() + Send + Sync>;
 
 /// A shell on a terminal the guardian keeps.
 pub(crate) struct Term {
@@ -76,6 +86,8 @@ pub(crate) struct Term {
     pub(crate) session: SessionKey,
     /// Its first command's id, for a background shell.
     pub(crate) bg_id: Mutex<Option<String>>,
+    /// An end was tried (`retire.rs`): never typed twice.
+    retire_tried: std::sync::atomic::AtomicBool,
     view: Arc<Mutex<View>>,
     cv: Arc<Condvar>,
 }
@@ -94,7 +106,9 @@ type Typed = (Arc<Term>, Arc<Cmd>);
 impl Shells {
     /// How many shells run (thread and background ones).
     pub fn count(&self) -> usize {
-        lock(&self.threads).len() + lock(&self.background).len()
+        let threads = lock(&self.threads);
+        let background = lock(&self.background);
+        threads.values().chain(background.values()).filter(|t| !t.shell.ended()).count()
     }
 
     /// The command last typed into the shell whose execution is
@@ -111,8 +125,16 @@ impl Shells {
         lock(&self.threads).get(key).filter(|t| !t.shell.ended()).cloned()
     }
 
+    /// The background shell whose command is `id`: a running one, or an
+    /// ended one whose command is still remembered (its screen and output
+    /// still answer).
     pub(crate) fn background_term(&self, id: &str) -> Option<Arc<Term>> {
-        lock(&self.background).get(id).cloned()
+        if let Some(t) = lock(&self.background).get(id) {
+            return Some(t.clone());
+        }
+        let (t, _) = lock(&self.commands).get(id).cloned()?;
+        let is_its_shell = lock(&t.bg_id).as_deref() == Some(id);
+        is_its_shell.then_some(t)
     }
 
     pub(crate) fn command(&self, id: &str) -> Option<Typed> {
@@ -158,20 +180,22 @@ impl Shells {
         if let Some(t) = self.thread_term(&session.key) {
             return Ok(t);
         }
-        let t = start(rt, admitted, session, false)?;
+        let t = start(rt, admitted, session, None)?;
         lock(&self.threads).insert(session.key, t.clone());
         Ok(t)
     }
 
-    /// A new background shell of `session`. The caller holds the session's
+    /// A new background shell of `session`, which calls `on_done` when
+    /// its command is back at its prompt. The caller holds the session's
     /// admission barrier.
     pub(crate) fn start_background(
         &self,
         rt: &Arc<Runtime>,
         admitted: &AdmissionGuard<'_>,
         session: ShellSession<'_>,
+        on_done: Done,
     ) -> std::io::Result<Arc<Term>> {
-        start(rt, admitted, session, true)
+        start(rt, admitted, session, Some(on_done))
     }
 
     pub(crate) fn register_background(&self, id: &str, t: &Arc<Term>) {
@@ -183,13 +207,14 @@ impl Shells {
 }
 
 /// Starts a shell of `session` in its workspace, and waits for its first
-/// prompt.
+/// prompt. A background shell has an `on_done`.
 fn start(
     rt: &Arc<Runtime>,
     admitted: &AdmissionGuard<'_>,
     session: ShellSession<'_>,
-    background: bool,
+    on_done: Option<Done>,
 ) -> std::io::Result<Arc<Term>> {
+    let background = on_done.is_some();
     let rows = NonZeroU16::new(DEFAULT_ROWS).unwrap_or(NonZeroU16::MIN);
     let cols = NonZeroU16::new(DEFAULT_COLS).unwrap_or(NonZeroU16::MIN);
     let view = Arc::new(Mutex::new(View {
@@ -199,6 +224,8 @@ fn start(
         current: None,
         started: false,
         last: None,
+        closing: false,
+        on_done,
     }));
     let cv = Arc::new(Condvar::new());
     let sink = {
@@ -232,6 +259,7 @@ fn start(
         thread: session.thread.to_owned(),
         session: session.key,
         bg_id: Mutex::new(None),
+        retire_tried: std::sync::atomic::AtomicBool::new(false),
         view,
         cv,
     }))
@@ -242,6 +270,9 @@ fn start(
 /// once the hook reported its prompt (a marker a command printed itself
 /// finishes nothing).
 fn feed(rt: &Runtime, v: &mut View, bytes: &[u8]) {
+    if v.closing {
+        return;
+    }
     v.screen.process(bytes);
     for piece in v.filter.feed(bytes) {
         match piece {
@@ -262,6 +293,9 @@ fn feed(rt: &Runtime, v: &mut View, bytes: &[u8]) {
                     finish(rt, c, sh.last_exit());
                     v.current = None;
                     v.started = false;
+                    if let Some(done) = &v.on_done {
+                        done();
+                    }
                 }
             }
         }

@@ -111,7 +111,15 @@ fn command_op(
     let (term, cmd) = {
         let admitted = session.admission.enter();
         let started = if background {
-            g.shells.start_background(&g.runtime, &admitted, session.for_shell())
+            // Its command back at the prompt: the retention worker may end
+            // the shell (`retire.rs`).
+            let weak = Arc::downgrade(g);
+            let on_done = Box::new(move || {
+                if let Some(g) = weak.upgrade() {
+                    g.retention.kick(None);
+                }
+            });
+            g.shells.start_background(&g.runtime, &admitted, session.for_shell(), on_done)
         } else {
             g.shells.thread_term_or_start(&g.runtime, &admitted, session.for_shell())
         };
@@ -172,6 +180,15 @@ fn status_op(
             return Ok(reply(g, &term, Some(&cmd), Part::All));
         }
         return on_disk(g, session, id);
+    }
+    if let Some(id) = bg.filter(|id| g.shells.background_term(id).is_none()) {
+        // A background shell that ended and whose command this guardian
+        // no longer holds in memory: its command's record answers.
+        if read_command(&g.data_dir, id).is_some() {
+            let mut r = on_disk(g, session, id)?;
+            r.bg_command_id = Some(id.to_owned());
+            return Ok(r);
+        }
     }
     let Some(term) = target(g, session, bg)? else {
         // No shell: nothing runs; nothing was ever typed.
