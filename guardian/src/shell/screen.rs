@@ -58,17 +58,14 @@ impl Tail {
     }
 }
 
-enum State {
-    Awake(Box<vt100::Parser>),
-    /// The sequences that draw it.
-    Asleep(Box<[u8]>),
-}
-
 /// A terminal screen (see the module docs).
 pub(crate) struct Screen {
     rows: NonZeroU16,
     cols: NonZeroU16,
-    state: State,
+    /// The parser while awake; `None` while it sleeps.
+    awake: Option<Box<vt100::Parser>>,
+    /// While it sleeps, the sequences that draw it (empty while awake).
+    drawn: Box<[u8]>,
     tail: Tail,
     last: Instant,
 }
@@ -78,7 +75,8 @@ impl Screen {
         Screen {
             rows,
             cols,
-            state: State::Awake(Box::new(vt100::Parser::new(rows, cols, 0))),
+            awake: Some(Box::new(vt100::Parser::new(rows, cols, 0))),
+            drawn: Box::default(),
             tail: Tail::Unknown,
             last: Instant::now(),
         }
@@ -99,25 +97,22 @@ impl Screen {
     /// Whether it sleeps.
     #[cfg(test)]
     fn asleep(&self) -> bool {
-        matches!(self.state, State::Asleep(_))
+        self.awake.is_none()
     }
 
     fn parser(&mut self) -> &mut vt100::Parser {
-        if let State::Asleep(drawn) = &self.state {
-            let mut p = vt100::Parser::new(self.rows, self.cols, 0);
-            p.process(drawn);
-            self.state = State::Awake(Box::new(p));
-        }
-        match &mut self.state {
-            State::Awake(p) => p,
-            State::Asleep(_) => unreachable!("woken above"),
-        }
+        let (rows, cols, drawn) = (self.rows, self.cols, &mut self.drawn);
+        self.awake.get_or_insert_with(|| {
+            let mut p = Box::new(vt100::Parser::new(rows, cols, 0));
+            p.process(&std::mem::take(drawn));
+            p
+        })
     }
 
     /// Puts the screen to sleep when its shell has been quiet for `quiet`
     /// and that is exact (module docs). True when it sleeps now.
     pub(crate) fn sleep(&mut self, quiet: Duration) -> bool {
-        let State::Awake(p) = &self.state else { return true };
+        let Some(p) = &self.awake else { return true };
         if self.tail != Tail::Plain || self.last.elapsed() < quiet {
             return false;
         }
@@ -127,7 +122,8 @@ impl Screen {
         if !same(p.screen(), again.screen()) {
             return false;
         }
-        self.state = State::Asleep(drawn.into_boxed_slice());
+        self.drawn = drawn.into_boxed_slice();
+        self.awake = None;
         true
     }
 }
