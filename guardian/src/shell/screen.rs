@@ -1,9 +1,10 @@
 //! A shell's terminal screen, which sleeps while its shell is quiet.
 //!
 //! A `vt100` screen keeps every cell of its grid, 32 bytes each: 205 KB at
-//! 40 × 160, for as long as its shell lives, and a background shell lives
-//! on at its prompt after its command. With tens of shells that was most
-//! of the guardian's heap (benches/log/2026-12.md, 2026-12-02, stop 40).
+//! 40 × 160, for as long as its shell is remembered, and background shells
+//! lived on at their prompt after their command (until `retire.rs`). With
+//! tens of shells that was most of the guardian's heap
+//! (benches/log/2026-12.md, 2026-12-02, stop 40).
 //!
 //! A screen whose shell has printed nothing for [`QUIET`] may sleep: the
 //! parser gives way to the escape sequences that draw its state again
@@ -26,7 +27,8 @@ use std::time::{Duration, Instant};
 
 /// How long a shell prints nothing before its screen may sleep.
 /// A thread's shell used every few seconds stays awake (sleeping and
-/// waking cost about 4 ms); a background shell left at its prompt sleeps.
+/// waking cost about 4 ms); an ended background shell's screen, kept for
+/// `screen`, sleeps.
 pub(crate) const QUIET: Duration = Duration::from_secs(5);
 
 /// What the bytes since the last complete OSC string were (see the module
