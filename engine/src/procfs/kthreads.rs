@@ -59,7 +59,7 @@ static KNOWN: Remembered = Remembered::new();
 
 /// Whether this kernel starts the threads that become user processes
 /// without `PF_KTHREAD` (Linux 5.19 and later).
-fn flag_is_for_life() -> bool {
+pub(crate) fn flag_is_for_life() -> bool {
     static FOR_LIFE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FOR_LIFE.get_or_init(|| {
         let uname = rustix::system::uname();

@@ -88,7 +88,7 @@ fn copy(r: &Result<ProcTable, String>) -> Result<ProcTable, ProcError> {
 
 fn copy_table(t: &ProcTable) -> Result<ProcTable, String> {
     let proc = t.proc.try_clone().map_err(|e| format!("/proc cannot be read: {e}"))?;
-    Ok(ProcTable { proc, entries: t.entries.clone() })
+    Ok(ProcTable { proc, entries: t.entries.clone(), kernel_threads_passed: t.kernel_threads_passed })
 }
 
 #[cfg(test)]
