@@ -39,11 +39,8 @@ fn every_stat() -> usize {
 
 fn proc_snapshot(c: &mut Criterion) {
     let extra = if common::smoke() { 5 } else { 100 };
-    let _kids = Kids(
-        (0..extra)
-            .map(|_| Command::new("sleep").arg("600").stdout(Stdio::null()).spawn().unwrap())
-            .collect(),
-    );
+    let _kids =
+        Kids((0..extra).map(|_| Command::new("sleep").arg("600").stdout(Stdio::null()).spawn().unwrap()).collect());
     // The first snapshot finds the kernel threads.
     let first = snapshot().unwrap();
     let later = snapshot().unwrap();

@@ -149,9 +149,10 @@ impl Shells {
         m.insert(cmd.rec.id.clone(), (term.clone(), cmd.clone()));
     }
 
-    /// Puts the screens of the shells quiet for [`screen::QUIET`] to sleep
-    /// (see [`screen`]), those of ended shells a command still names
-    /// included. Returns how many sleep. The retention worker calls it
+    /// Puts the screens of the quiet shells to sleep (see [`screen`]:
+    /// background shells after [`screen::QUIET`], threads' after
+    /// [`screen::QUIET_THREAD`]), those of ended shells a command still
+    /// names included. Returns how many sleep. The retention worker calls it
     /// after its passes, off every request's path: a screen takes about
     /// 4 ms to put to sleep.
     pub fn rest(&self) -> usize {
@@ -165,7 +166,10 @@ impl Shells {
         terms
             .iter()
             .filter(|t| seen.insert(Arc::as_ptr(t)))
-            .filter(|t| lock(&t.view).screen.sleep(screen::QUIET))
+            .filter(|t| {
+                let quiet = if lock(&t.bg_id).is_some() { screen::QUIET } else { screen::QUIET_THREAD };
+                lock(&t.view).screen.sleep(quiet)
+            })
             .count()
     }
 
@@ -412,9 +416,7 @@ impl Term {
     /// blank rows and spaces trimmed.
     pub(crate) fn screen(&self, lines: Option<usize>) -> String {
         let mut v = lock(&self.view);
-        let screen = v.screen.screen();
-        let (_, cols) = screen.size();
-        let mut rows: Vec<String> = screen.rows(0, cols.get()).map(|r| r.trim_end().to_owned()).collect();
+        let mut rows = v.screen.rows();
         while rows.last().is_some_and(|r| r.is_empty()) {
             rows.pop();
         }

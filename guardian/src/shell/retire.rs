@@ -13,7 +13,7 @@
 //! ([`Shell::busy`](winx_release_engine::executions::shell::Shell::busy):
 //! at its prompt, no input waiting, its own foreground group, no other
 //! member), stops showing what the terminal prints (the screen stays as
-//! the command left it), types an end of file at the empty prompt line
+//! the command left it, and is frozen once the shell ended), types an end of file at the empty prompt line
 //! (which `bash` reads as `exit`, and which no alias or function of the
 //! command can redefine), and keeps the barrier until the shell's process
 //! has exited and the runtime has resolved its execution, so that no
@@ -98,6 +98,8 @@ impl Term {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+        // Nothing more will be drawn: its rows are all a look needs.
+        lock(&self.view).screen.freeze();
         true
     }
 }

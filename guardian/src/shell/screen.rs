@@ -6,7 +6,8 @@
 //! tens of shells that was most of the guardian's heap
 //! (benches/log/2026-12.md, 2026-12-02, stop 40).
 //!
-//! A screen whose shell has printed nothing for [`QUIET`] may sleep: the
+//! A screen whose shell has printed nothing for a while ([`QUIET`],
+//! [`QUIET_THREAD`]) may sleep: the
 //! parser gives way to the escape sequences that draw its state again
 //! (`state_formatted`: the cells, cursor, attributes and input modes; a few
 //! hundred bytes for a prompt), and the next output or look rebuilds it
@@ -19,17 +20,26 @@
 //!   `Debug` forms compared, about 4 ms at 40 × 160), except the count of rows
 //!   scrolled off, which only a resize reads and this guardian never
 //!   resizes. Anything else (a scroll region, a saved cursor, the
-//!   alternate screen used once) keeps the screen awake.
+//!   alternate screen used once) keeps the screen awake, and is not
+//!   compared again until the terminal prints more.
+//!
+//! The screen of a background shell that was ended (`retire.rs`) is frozen
+//! instead: its shell draws nothing more, so its rendered rows are all a
+//! `screen` look can ever need, and they cost a few kilobytes at most.
 
 use std::fmt::Write as _;
 use std::num::NonZeroU16;
 use std::time::{Duration, Instant};
 
-/// How long a shell prints nothing before its screen may sleep.
-/// A thread's shell used every few seconds stays awake (sleeping and
-/// waking cost about 4 ms); an ended background shell's screen, kept for
-/// `screen`, sleeps.
+/// How long a background shell prints nothing before its screen may
+/// sleep (a retired one's is frozen instead: [`Screen::freeze`]).
 pub(crate) const QUIET: Duration = Duration::from_secs(5);
+/// How long a thread's shell prints nothing before its screen may sleep:
+/// a thread in use gets a command every few seconds, and putting its
+/// screen to sleep after each costs a comparison of about 4 ms (the mixed
+/// stress's ~27 commands a second paid about a tenth of a core for it
+/// with [`QUIET`]); a thread left alone for a minute sleeps.
+pub(crate) const QUIET_THREAD: Duration = Duration::from_secs(60);
 
 /// What the bytes since the last complete OSC string were (see the module
 /// docs), byte by byte.
@@ -68,8 +78,15 @@ pub(crate) struct Screen {
     awake: Option<Box<vt100::Parser>>,
     /// While it sleeps, the sequences that draw it (empty while awake).
     drawn: Box<[u8]>,
+    /// Its rows for good, once its shell has ended and nothing more will
+    /// be drawn ([`Screen::freeze`]).
+    frozen: Option<Box<[String]>>,
     tail: Tail,
     last: Instant,
+    /// A sleep was found inexact and nothing was printed since: the same
+    /// comparison would fail again (the retention worker asks after every
+    /// pass, and a comparison costs about 4 ms).
+    refused: bool,
 }
 
 impl Screen {
@@ -79,20 +96,49 @@ impl Screen {
             cols,
             awake: Some(Box::new(vt100::Parser::new(rows, cols, 0))),
             drawn: Box::default(),
+            frozen: None,
             tail: Tail::Unknown,
             last: Instant::now(),
+            refused: false,
         }
     }
 
-    /// Processes what the terminal printed.
+    /// Processes what the terminal printed (nothing, once frozen).
     pub(crate) fn process(&mut self, bytes: &[u8]) {
+        if self.frozen.is_some() {
+            return;
+        }
         self.parser().process(bytes);
         self.tail = bytes.iter().fold(self.tail, |t, &b| t.step(b));
         self.last = Instant::now();
+        self.refused = false;
+    }
+
+    /// Its rows as rendered now (woken if it slept), trailing spaces
+    /// trimmed.
+    pub(crate) fn rows(&mut self) -> Vec<String> {
+        if let Some(rows) = &self.frozen {
+            return rows.to_vec();
+        }
+        let screen = self.parser().screen();
+        let (_, cols) = screen.size();
+        screen.rows(0, cols.get()).map(|r| r.trim_end().to_owned()).collect()
+    }
+
+    /// Keeps only its rows, for good: its shell has ended and nothing more
+    /// is drawn (a retired background shell, `retire.rs`). A frozen screen
+    /// costs its rows' text, and no comparison ever puts it to sleep.
+    pub(crate) fn freeze(&mut self) {
+        if self.frozen.is_none() {
+            self.frozen = Some(self.rows().into_boxed_slice());
+            self.awake = None;
+            self.drawn = Box::default();
+        }
     }
 
     /// The screen as it is (woken if it slept).
-    pub(crate) fn screen(&mut self) -> &vt100::Screen {
+    #[cfg(test)]
+    fn screen(&mut self) -> &vt100::Screen {
         self.parser().screen()
     }
 
@@ -115,13 +161,14 @@ impl Screen {
     /// and that is exact (module docs). True when it sleeps now.
     pub(crate) fn sleep(&mut self, quiet: Duration) -> bool {
         let Some(p) = &self.awake else { return true };
-        if self.tail != Tail::Plain || self.last.elapsed() < quiet {
+        if self.refused || self.tail != Tail::Plain || self.last.elapsed() < quiet {
             return false;
         }
         let drawn = p.screen().state_formatted().into_bytes();
         let mut again = vt100::Parser::new(self.rows, self.cols, 0);
         again.process(&drawn);
         if !same(p.screen(), again.screen()) {
+            self.refused = true;
             return false;
         }
         self.drawn = drawn.into_boxed_slice();
@@ -241,5 +288,40 @@ mod tests {
             s.process(b"$ ");
             assert!(!s.sleep(Duration::ZERO), "{setup:?}");
         }
+    }
+
+    /// A frozen screen keeps the rows it showed, draws nothing more, and
+    /// counts as asleep without a comparison (even one that could not sleep).
+    #[test]
+    fn a_frozen_screen_keeps_its_rows() {
+        let mut s = new();
+        s.process(b"\x1b[5;20rout\r\n");
+        s.process(MARK);
+        s.process(b"$ ");
+        let rows = s.rows();
+        assert!(rows.iter().any(|r| r == "out"), "{rows:?}");
+        s.freeze();
+        s.process(b"exit\r\n");
+        assert_eq!(s.rows(), rows);
+        assert!(s.sleep(Duration::from_secs(3600)));
+    }
+
+    /// A screen found inexact is not compared again until it prints more;
+    /// then it is, and sleeps once the state is gone.
+    #[test]
+    fn an_inexact_screen_is_not_compared_again_until_it_changes() {
+        let mut s = new();
+        s.process(b"\x1b[5;20r");
+        s.process(MARK);
+        s.process(b"$ ");
+        assert!(!s.sleep(Duration::ZERO));
+        assert!(s.refused, "the failed comparison is not remembered");
+        assert!(!s.sleep(Duration::ZERO));
+        // The scroll region reset: exact again.
+        s.process(b"\x1b[r");
+        assert!(!s.refused);
+        s.process(MARK);
+        s.process(b"$ ");
+        assert!(s.sleep(Duration::ZERO), "a screen that changed is compared again");
     }
 }
