@@ -36,9 +36,8 @@ use std::time::{Duration, Instant};
 pub(crate) const QUIET: Duration = Duration::from_secs(5);
 /// How long a thread's shell prints nothing before its screen may sleep:
 /// a thread in use gets a command every few seconds, and putting its
-/// screen to sleep after each costs a comparison of about 4 ms (the mixed
-/// stress's ~27 commands a second paid about a tenth of a core for it
-/// with [`QUIET`]); a thread left alone for a minute sleeps.
+/// screen to sleep after each would cost a comparison of about 4 ms each
+/// time; a thread left alone for a minute sleeps.
 pub(crate) const QUIET_THREAD: Duration = Duration::from_secs(60);
 
 /// What the bytes since the last complete OSC string were (see the module
