@@ -12,7 +12,6 @@ use std::collections::HashSet;
 use std::fs;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -24,18 +23,6 @@ mod common;
 /// Releases per round, targets per release.
 const RELEASES: usize = 8;
 const TARGETS: usize = 10;
-
-/// Child processes, killed at the end.
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn in_use_shared(c: &mut Criterion) {
     let extra = if common::smoke() { 20 } else { 300 };
@@ -63,11 +50,7 @@ fn in_use_shared(c: &mut Criterion) {
                 .collect()
         })
         .collect();
-    let kids = Kids(
-        (0..extra)
-            .map(|_| Command::new("sleep").arg("600").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
-            .collect(),
-    );
+    let kids = common::Sleepers::start(extra);
     std::thread::sleep(Duration::from_millis(300));
     let me = [std::process::id() as i32];
     let check = |held: &[Held<'_>]| assert_eq!(in_use(held, &me), None);

@@ -5,24 +5,10 @@
 //! in `/proc`, with `std::fs`. With 100 extra processes of the user on the
 //! machine (a smoke run, `cargo test --all-targets`: 5).
 
-use std::process::{Child, Command, Stdio};
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use winx_release_engine::procfs::snapshot;
 
 mod common;
-
-/// Child processes, killed at the end.
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// The `stat` of every process `/proc` lists; how many were read.
 fn every_stat() -> usize {
@@ -39,8 +25,7 @@ fn every_stat() -> usize {
 
 fn proc_snapshot(c: &mut Criterion) {
     let extra = if common::smoke() { 5 } else { 100 };
-    let _kids =
-        Kids((0..extra).map(|_| Command::new("sleep").arg("600").stdout(Stdio::null()).spawn().unwrap()).collect());
+    let _kids = common::Sleepers::start(extra);
     // The first snapshot finds the kernel threads.
     let first = snapshot().unwrap();
     let later = snapshot().unwrap();

@@ -120,3 +120,27 @@ pub fn helper_sizes(n: usize, mean: usize) -> Vec<usize> {
 pub fn helper_bytes(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (k.wrapping_mul(31) ^ i) as u8).collect()
 }
+
+/// `n` child `sleep 600` processes of this user, killed and reaped when
+/// dropped: the extra processes a `/proc` sweep or snapshot reads.
+pub struct Sleepers(Vec<std::process::Child>);
+
+impl Sleepers {
+    /// Starts them.
+    pub fn start(n: usize) -> Sleepers {
+        Sleepers(
+            (0..n)
+                .map(|_| Command::new("sleep").arg("600").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
