@@ -237,6 +237,15 @@ mod tests {
 
     const MARK: &[u8] = b"\x1b]777;winx-release;end;3\x07";
 
+    /// A screen that printed `before`, then the hook's marker and a prompt.
+    fn at_prompt_after(before: &[u8]) -> Screen {
+        let mut s = new();
+        s.process(before);
+        s.process(MARK);
+        s.process(b"$ ");
+        s
+    }
+
     /// A prompt after output: it sleeps, and wakes to the same screen, which
     /// then goes on as the one that never slept.
     #[test]
@@ -281,10 +290,7 @@ mod tests {
     #[test]
     fn state_not_redrawn_stays_awake() {
         for setup in [&b"\x1b[5;20r"[..], b"\x1b[3;4H\x1b7\x1b[H", b"\x1b[?1049hx\x1b[?1049l"] {
-            let mut s = new();
-            s.process(setup);
-            s.process(MARK);
-            s.process(b"$ ");
+            let mut s = at_prompt_after(setup);
             assert!(!s.sleep(Duration::ZERO), "{setup:?}");
         }
     }
@@ -293,10 +299,7 @@ mod tests {
     /// counts as asleep without a comparison (even one that could not sleep).
     #[test]
     fn a_frozen_screen_keeps_its_rows() {
-        let mut s = new();
-        s.process(b"\x1b[5;20rout\r\n");
-        s.process(MARK);
-        s.process(b"$ ");
+        let mut s = at_prompt_after(b"\x1b[5;20rout\r\n");
         let rows = s.rows();
         assert!(rows.iter().any(|r| r == "out"), "{rows:?}");
         s.freeze();
@@ -309,10 +312,7 @@ mod tests {
     /// then it is, and sleeps once the state is gone.
     #[test]
     fn an_inexact_screen_is_not_compared_again_until_it_changes() {
-        let mut s = new();
-        s.process(b"\x1b[5;20r");
-        s.process(MARK);
-        s.process(b"$ ");
+        let mut s = at_prompt_after(b"\x1b[5;20r");
         assert!(!s.sleep(Duration::ZERO));
         assert!(s.refused, "the failed comparison is not remembered");
         assert!(!s.sleep(Duration::ZERO));
