@@ -104,13 +104,6 @@ pub struct Shells {
 type Typed = (Arc<Term>, Arc<Cmd>);
 
 impl Shells {
-    /// How many shells run (thread and background ones).
-    pub fn count(&self) -> usize {
-        let threads = lock(&self.threads);
-        let background = lock(&self.background);
-        threads.values().chain(background.values()).filter(|t| !t.shell.ended()).count()
-    }
-
     /// The command last typed into the shell whose execution is
     /// `execution` (a thread's or a background shell), for naming what runs.
     pub fn last_command_of(&self, execution: &str) -> Option<String> {
