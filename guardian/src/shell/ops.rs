@@ -183,11 +183,15 @@ fn status_op(
     }
     if let Some(id) = bg.filter(|id| g.shells.background_term(id).is_none()) {
         // A background shell that ended and whose command this guardian
-        // no longer holds in memory: its command's record answers.
-        if read_command(&g.data_dir, id).is_some() {
-            let mut r = on_disk(g, session, id)?;
-            r.bg_command_id = Some(id.to_owned());
-            return Ok(r);
+        // no longer holds in memory: its command's record answers (an id
+        // with no record is refused below, as it always was).
+        match on_disk(g, session, id) {
+            Ok(mut r) => {
+                r.bg_command_id = Some(id.to_owned());
+                return Ok(r);
+            }
+            Err((ErrorCode::NotFound, _)) => {}
+            Err(e) => return Err(e),
         }
     }
     let Some(term) = target(g, session, bg)? else {
