@@ -74,7 +74,7 @@ pub fn filesystem_of(path: &Path) -> Option<Filesystem> {
             Err(_) => cur = p.parent(),
         }
     };
-    let table = std::fs::read("/proc/thread-self/mountinfo").or_else(|_| std::fs::read("/proc/self/mountinfo")).ok()?;
+    let table = crate::scan::read_mount_table()?;
     best_mount(&table, st.stx_dev_major, st.stx_dev_minor, path)
 }
 

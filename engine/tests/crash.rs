@@ -79,7 +79,7 @@ fn crash_child() {
         let r = release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
         assert!(r.to_string().starts_with("release completed"), "{r}");
         let kept: Vec<_> = fs::read_dir(layout.journal_dir()).unwrap().map(|e| e.unwrap().path()).collect();
-        assert!(kept.len() == 1 && fs::read(&kept[0]).unwrap().is_empty(), "{kept:?}");
+        assert!(kept.len() == 1 && fs::read(&kept[0]).unwrap().iter().all(|b| *b == 0), "{kept:?}");
         fs::write(spec.data_dir.join("warm-journal"), kept[0].file_name().unwrap().as_encoded_bytes()).unwrap();
     }
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
@@ -210,9 +210,9 @@ fn sigkill_at_every_fault_point_is_recoverable() {
 }
 
 /// The same kills in a release whose intent went into a journal file a
-/// guardian kept from an earlier release (truncated, not unlinked:
-/// `journal/idle.rs`): the reused file holds the new intent, and recovery
-/// accounts for every helper as with a fresh file.
+/// guardian kept from an earlier release (overwritten with zero bytes, not
+/// unlinked: `journal/idle.rs`): the reused file holds the new intent, and
+/// recovery accounts for every helper as with a fresh file.
 #[test]
 fn sigkill_in_a_release_with_a_reused_journal_is_recoverable() {
     let n = 2;
@@ -232,9 +232,13 @@ fn sigkill_in_a_release_with_a_reused_journal_is_recoverable() {
         let kept = fs::read_to_string(data.join("warm-journal")).expect("the warm-up release kept no journal");
         let now: Vec<_> = fs::read_dir(c.fx.layout.journal_dir()).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(now, vec![c.fx.layout.journal_dir().join(&kept)], "{point:?}: a journal file was created");
-        let intent = fs::read(&now[0]).unwrap();
-        // Killed after its journal: the kept file holds this release's intent.
-        assert_eq!(point.0 != "after_checks", !intent.is_empty(), "{point:?}");
+        let read = winx_release_engine::journal::read_journal(&now[0]).unwrap();
+        // Killed after its journal: the kept file holds this release's
+        // intent; before it, zero bytes only.
+        let holds_intent = matches!(read, winx_release_engine::journal::ReadJournal::Valid { .. });
+        let idle = read == winx_release_engine::journal::ReadJournal::Idle;
+        assert_eq!(point.0 != "after_checks", holds_intent, "{point:?}: {read:?}");
+        assert_eq!(point.0 == "after_checks", idle, "{point:?}: {read:?}");
         account(&c);
     }
 }

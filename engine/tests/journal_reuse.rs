@@ -12,10 +12,14 @@ use std::sync::Mutex;
 use common::{target, Fixture};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
-use winx_release_engine::journal::{drop_idle_journals, keep_idle_journals};
+use winx_release_engine::journal::{drop_idle_journals, keep_idle_journals, read_journal, ReadJournal};
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::recovery::recover;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
+
+/// Keeping is process-wide and [`drop_idle_journals`] drops every kept
+/// file: the tests of this binary run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn journals(fx: &Fixture) -> Vec<(PathBuf, u64)> {
     let mut v: Vec<_> = fs::read_dir(fx.layout.journal_dir())
@@ -30,14 +34,27 @@ fn journals(fx: &Fixture) -> Vec<(PathBuf, u64)> {
     v
 }
 
+/// Whether every byte of the file at `p` is zero.
+fn all_zero(p: &PathBuf) -> bool {
+    fs::read(p).unwrap().iter().all(|b| *b == 0)
+}
+
 /// Releases `name` and returns what `D/journal` held right after the
 /// intent was written.
 fn release_one(fx: &Fixture, name: &str) -> Vec<(PathBuf, u64)> {
+    release_read(fx, name).0
+}
+
+/// [`release_one`], and each journal as recovery would have read it right
+/// after the intent was written.
+fn release_read(fx: &Fixture, name: &str) -> (Vec<(PathBuf, u64)>, Vec<ReadJournal>) {
     let p = fx.helper(name, name.as_bytes());
-    let seen = Mutex::new(Vec::new());
+    let seen = Mutex::new((Vec::new(), Vec::new()));
     let hook = |f: &FaultPoint<'_>| {
         if let FaultPoint::AfterJournal { .. } = f {
-            *seen.lock().unwrap() = journals(fx);
+            let now = journals(fx);
+            let read = now.iter().map(|(p, _)| read_journal(p).unwrap()).collect();
+            *seen.lock().unwrap() = (now, read);
         }
         Ok(())
     };
@@ -52,13 +69,16 @@ fn release_one(fx: &Fixture, name: &str) -> Vec<(PathBuf, u64)> {
 
 #[test]
 fn kept_journals_are_reused_and_never_once_recovery_removed_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     keep_idle_journals(4);
     let fx = Fixture::new();
     let first = release_one(&fx, "a.py");
     assert_eq!(first.len(), 1);
     assert!(first[0].1 > 0, "the intent is in the journal: {first:?}");
-    // Retired: kept, empty, at the same name.
-    assert_eq!(journals(&fx), vec![(first[0].0.clone(), 0)]);
+    // Retired: kept at the same name, every byte zero, one block long (its
+    // block kept for the next intent).
+    assert_eq!(journals(&fx), vec![(first[0].0.clone(), 4096)]);
+    assert!(all_zero(&first[0].0));
     let second = release_one(&fx, "b.py");
     assert_eq!(second.len(), 1, "a second file was created: {second:?}");
     assert_eq!(second[0].0, first[0].0, "the kept file was not reused");
@@ -76,4 +96,29 @@ fn kept_journals_are_reused_and_never_once_recovery_removed_them() {
 
     assert_eq!(drop_idle_journals(), 1);
     assert!(journals(&fx).is_empty(), "a clean stop leaves no kept journal");
+}
+
+/// An intent written over a kept file shows recovery nothing of the
+/// release before it: that release's longer intent and its `verified`
+/// mark were zeroed, so a shorter intent in the same bytes reads with no
+/// mark of its own yet.
+#[test]
+fn a_reused_journal_shows_none_of_the_earlier_releases_marks() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    keep_idle_journals(4);
+    let fx = Fixture::new();
+    let long = format!("{}.py", "a-long-helper-name-".repeat(8));
+    let (first, read) = release_read(&fx, &long);
+    assert_eq!(first.len(), 1);
+    let ReadJournal::Valid { intent, verified } = &read[0] else { panic!("{read:?}") };
+    assert!(verified.is_empty() && intent.targets[0].file_path.ends_with(&long), "{read:?}");
+    assert!(all_zero(&first[0].0), "retired in place: zero bytes only");
+
+    let (second, read) = release_read(&fx, "b.py");
+    assert_eq!(second[0].0, first[0].0, "the kept file was not reused");
+    assert_eq!(second[0].1, 4096, "the intent fit: the size did not change");
+    let ReadJournal::Valid { intent, verified } = &read[0] else { panic!("{read:?}") };
+    assert!(intent.targets[0].file_path.ends_with("b.py"), "{intent:?}");
+    assert!(verified.is_empty(), "a mark of the earlier release was read as this one's: {verified:?}");
+    assert_eq!(drop_idle_journals(), 1);
 }

@@ -78,7 +78,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())?;
     crate::recover::recover_at_start(data_dir);
-    // Retired journals are truncated and reused, not unlinked: a new file
+    // Retired journals are zeroed and reused, not unlinked: a new file
     // per release costs an inode allocation (`journal/idle.rs`). At most
     // one per release in flight is ever needed; 64 covers the sessions a
     // guardian serves at once, and a release beyond them creates a file.

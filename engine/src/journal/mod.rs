@@ -9,11 +9,14 @@
 //! that never happened; the marks are fdatasynced together when the journal
 //! outlives the release (see [`Journal::mark`]). The journal is retired (unlinked,
 //! directory fsynced) at the end of the release when the quarantine is gone;
-//! a guardian instead truncates it and writes its next release's intent
-//! into the same file (`idle.rs`), so a journal's file is named by the id of
-//! the release that created it, not always of the one it holds.
+//! a guardian instead overwrites what it wrote with zero bytes and writes
+//! its next release's intent over them, in place (`idle.rs`), so a
+//! journal's file is named by the id of the release that created it, not
+//! always of the one it holds.
 //!
-//! A torn last line (a crash during an append) is ignored by the reader; a
+//! A journal's content ends at its first zero byte or at its end, whichever
+//! comes first (JSON never holds a raw zero byte: a string escapes it). A
+//! torn last line (a crash during an append) is ignored by the reader; a
 //! torn or unparsable intent line makes recovery preserve everything.
 //!
 //! A live journal is guarded by a shared `flock(2)` on `D/journal`
@@ -28,7 +31,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -212,6 +215,11 @@ pub struct Journal {
     file: File,
     path: PathBuf,
     dir: PathBuf,
+    /// Bytes written from offset 0 (the intent and the marks): where the
+    /// next mark goes, and what retiring in place zeroes.
+    written: u64,
+    /// The file's size before this release wrote (0 for a new file).
+    kept_len: u64,
     _lock: JournalLock,
 }
 
@@ -224,25 +232,27 @@ impl Journal {
     pub fn begin(lock: JournalLock, dir: &Path, intent: &JournalIntent) -> io::Result<Journal> {
         let mut line = serde_json::to_vec(intent).map_err(io::Error::other)?;
         line.push(b'\n');
-        // A kept empty journal (`idle.rs`; the lock held keeps recovery
-        // out): its name is durable since it was created, so the intent's
-        // `fdatasync` (bytes and size) is all it needs.
+        let written = line.len() as u64;
+        // A kept journal of zero bytes (`idle.rs`; the lock held keeps
+        // recovery out): its name is durable since it was created, so the
+        // intent's `fdatasync` is all it needs; written over the zeros, in
+        // blocks the file already has, that flush writes no metadata while
+        // the intent fits (the size does not change).
         if let Some(k) = idle::take(dir) {
-            let mut file = k.file;
-            file.write_all(&line)?;
-            file.sync_data()?;
-            return Ok(Journal { file, path: k.path, dir: k.dir, _lock: lock });
+            k.file.write_all_at(&line, 0)?;
+            k.file.sync_data()?;
+            return Ok(Journal { file: k.file, path: k.path, dir: k.dir, written, kept_len: k.len, _lock: lock });
         }
         create_private_dir_all(dir)?;
         let path = dir.join(format!("{}.jsonl", intent.id));
-        let mut file = OpenOptions::new().append(true).create_new(true).mode(0o600).open(&path)?;
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
         file.write_all(&line)?;
         // The intent's bytes (and the size that reaches them), then its name
         // in `dir`: that `fsync` is shared with every release writing its
         // intent at the same time (`durable::fsync_dir`, group commit).
         file.sync_data()?;
         fsync_dir(dir)?;
-        Ok(Journal { file, path, dir: dir.to_path_buf(), _lock: lock })
+        Ok(Journal { file, path, dir: dir.to_path_buf(), written, kept_len: 0, _lock: lock })
     }
 
     /// Appends a progress mark and makes it durable.
@@ -258,7 +268,9 @@ impl Journal {
     pub fn mark(&mut self, mark: &JournalMark) -> io::Result<()> {
         let mut line = serde_json::to_vec(mark).map_err(io::Error::other)?;
         line.push(b'\n');
-        self.file.write_all(&line)
+        self.file.write_all_at(&line, self.written)?;
+        self.written += line.len() as u64;
+        Ok(())
     }
 
     /// Makes every mark written so far durable.
@@ -273,11 +285,11 @@ impl Journal {
 
     /// Removes the journal durably: unlinks it and fsyncs its directory,
     /// or, where this process keeps retired journals (`idle.rs`),
-    /// truncates it to nothing and fdatasyncs it (an empty journal is
-    /// [`ReadJournal::Idle`]: nothing in flight).
+    /// overwrites it with zero bytes and fdatasyncs it (a journal of zero
+    /// bytes is [`ReadJournal::Idle`]: nothing in flight).
     pub fn retire(self) -> io::Result<()> {
         if idle::on() {
-            self.file.set_len(0)?;
+            self.zero()?;
             self.file.sync_data()?;
             return self.keep();
         }
@@ -290,21 +302,34 @@ impl Journal {
     /// directory was fsynced after it). Should a power loss bring the
     /// journal back, recovery finds its quarantine gone (`ENOENT`) and
     /// retires it; no byte depends on it. Where this process keeps retired
-    /// journals it is truncated, not unlinked (a kept file's next intent
-    /// is fdatasynced over whatever a power loss left).
+    /// journals it is overwritten with zero bytes, not unlinked (a kept
+    /// file's next intent is fdatasynced over whatever a power loss left).
     pub fn retire_after_quarantine(self) -> io::Result<()> {
         if idle::on() {
-            self.file.set_len(0)?;
+            self.zero()?;
             return self.keep();
         }
         std::fs::remove_file(&self.path)
     }
 
-    /// Keeps the (emptied) file for reuse, or unlinks it when no room is
+    /// Overwrites everything written with zero bytes, in place, and pads
+    /// the file with zeros to [`idle::KEPT_LEN`]: a kept file keeps its
+    /// blocks (truncating freed them, and the next intent allocated them
+    /// again: two block-bitmap updates and an inode write per release),
+    /// and an intent that fits never changes its size.
+    /// (Bytes past what this release wrote were zero when it began.)
+    fn zero(&self) -> io::Result<()> {
+        let len = self.written.max(idle::KEPT_LEN);
+        let zeros = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+        self.file.write_all_at(&zeros, 0)
+    }
+
+    /// Keeps the (zeroed) file for reuse, or unlinks it when no room is
     /// left.
     fn keep(self) -> io::Result<()> {
-        let Journal { file, path, dir, _lock } = self;
-        match idle::put(idle::Kept { dir, path, file }) {
+        let Journal { file, path, dir, written, kept_len, _lock } = self;
+        let len = written.max(idle::KEPT_LEN).max(kept_len);
+        match idle::put(idle::Kept { dir, path, file, len }) {
             Ok(()) => Ok(()),
             Err(k) => std::fs::remove_file(&k.path),
         }
@@ -324,9 +349,10 @@ pub enum ReadJournal {
     /// The intent line was never completed (no line end): the release died
     /// while writing it, before its first rename, so nothing moved.
     Torn,
-    /// The file is empty: a retired journal a guardian kept for reuse
-    /// (`idle.rs`), or one whose intent never reached the disk. Nothing is
-    /// in flight; recovery removes it without a report.
+    /// The file is empty or starts with a zero byte: a retired journal a
+    /// guardian kept for reuse (`idle.rs`), or one whose intent never
+    /// reached the disk. Nothing is in flight; recovery removes it without
+    /// a report.
     Idle,
     /// The intent line is complete but unparsable.
     Corrupt {
@@ -341,12 +367,13 @@ pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
     Ok(parse_journal(&std::fs::read(path)?))
 }
 
-/// Parses a journal's bytes: the intent line, then every complete mark; a
-/// torn trailing mark and unknown lines are ignored, a torn intent is
-/// [`ReadJournal::Torn`], an unparsable one [`ReadJournal::Corrupt`], an
-/// empty file [`ReadJournal::Idle`]. Never
-/// panics, whatever the bytes.
+/// Parses a journal's bytes up to the first zero byte (module docs): the
+/// intent line, then every complete mark; a torn trailing mark and unknown
+/// lines are ignored, a torn intent is [`ReadJournal::Torn`], an unparsable
+/// one [`ReadJournal::Corrupt`], no content (an empty file, or zero bytes
+/// from the start) [`ReadJournal::Idle`]. Never panics, whatever the bytes.
 pub fn parse_journal(bytes: &[u8]) -> ReadJournal {
+    let bytes = bytes.split(|b| *b == 0).next().unwrap_or_default();
     if bytes.is_empty() {
         return ReadJournal::Idle;
     }
@@ -414,8 +441,30 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
     use std::path::PathBuf;
 
-    use super::JournalTarget;
+    use super::{parse_journal, JournalTarget, ReadJournal};
     use crate::Pin;
+
+    #[test]
+    fn content_ends_at_the_first_zero_byte() {
+        let intent =
+            br#"{"version":1,"id":"j","workspace":"/w","session_dir":"/w/s","quarantine_dir":"/w/s/q","targets":[]}"#;
+        let line = |extra: &[u8]| [&intent[..], b"\n", extra].concat();
+        let mark = b"{\"event\":\"verified\",\"index\":3}\n";
+        // Zero bytes alone, or before anything: a kept journal, idle.
+        assert_eq!(parse_journal(&[0; 4096]), ReadJournal::Idle);
+        assert_eq!(parse_journal(&[&[0u8][..], &line(mark)].concat()), ReadJournal::Idle);
+        // Content, then zeros: the marks before the zeros count, none after.
+        let padded = [line(mark), vec![0; 100], mark.to_vec()].concat();
+        let ReadJournal::Valid { verified, .. } = parse_journal(&padded) else { panic!() };
+        assert_eq!(verified, vec![3]);
+        let ReadJournal::Valid { verified, .. } = parse_journal(&[line(b""), vec![0; 10], mark.to_vec()].concat())
+        else {
+            panic!()
+        };
+        assert!(verified.is_empty());
+        // An intent cut by zeros (its line end never written) is torn.
+        assert_eq!(parse_journal(&[&intent[..40], &[0; 64]].concat()), ReadJournal::Torn);
+    }
 
     #[test]
     fn a_target_path_of_any_bytes_round_trips_and_utf8_stays_a_string() {

@@ -111,8 +111,19 @@ impl MountParents {
 
 /// The calling thread's mount table (`/proc/thread-self/mountinfo`, else
 /// `/proc/self/mountinfo`); `None` when neither can be read.
+///
+/// Read into a 16 KiB buffer: `std::fs::read` sizes its buffer from the
+/// file's size, which procfs reports as 0, and then reads 32, 32, 64, …
+/// bytes at a time (nine `read`s for this machine's table, once per
+/// release in a guardian's cached scan).
 pub(crate) fn read_mount_table() -> Option<Vec<u8>> {
-    std::fs::read("/proc/thread-self/mountinfo").or_else(|_| std::fs::read("/proc/self/mountinfo")).ok()
+    use std::io::Read;
+    let mut f = std::fs::File::open("/proc/thread-self/mountinfo")
+        .or_else(|_| std::fs::File::open("/proc/self/mountinfo"))
+        .ok()?;
+    let mut table = Vec::with_capacity(16 * 1024);
+    f.read_to_end(&mut table).ok()?;
+    Some(table)
 }
 
 /// The mount table a lean scan relies on: the directories below its roots

@@ -31,7 +31,7 @@ mod auto;
 mod cache;
 pub(crate) use cache::{descriptor_budget, DirLook};
 mod lean;
-pub(crate) use lean::on_trusted_filesystem;
+pub(crate) use lean::{on_trusted_filesystem, read_mount_table};
 mod root;
 mod shared;
 mod sync;
