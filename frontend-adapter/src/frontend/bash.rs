@@ -83,9 +83,12 @@ impl Frontend {
         if self.config.embedded {
             return self.embedded_bash(&session, action, wait);
         }
-        let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
+        let (mut client, hello) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         match client.shell(&session.workspace, &session.thread_id, action.clone(), wait) {
-            Ok(r) => Ok(shell_result(r)),
+            Ok(r) => {
+                self.keep(client, hello);
+                Ok(shell_result(r))
+            }
             // `unknown_op`: an older guardian, without shells.
             Err(ClientError::Unsupported(_)) => self.one_shot(&session, action, wait),
             Err(e) => Err(self.guardian_refusal(e)),

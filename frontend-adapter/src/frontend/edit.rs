@@ -148,7 +148,11 @@ impl Frontend {
                     .into(),
             ));
         }
-        client.release_with(&session.workspace, &session.thread_id, targets, self.config.dry_run).map_err(|e| {
+        let sent = client.release_with(&session.workspace, &session.thread_id, targets, self.config.dry_run);
+        if sent.is_ok() {
+            self.keep(client, hello);
+        }
+        sent.map_err(|e| {
             if e.outcome_unknown() {
                 return Box::new(ReleaseResult::lost_reply(&paths, &e));
             }

@@ -12,6 +12,7 @@
 
 mod bash;
 mod edit;
+mod kept;
 mod read;
 mod write;
 
@@ -228,6 +229,7 @@ pub struct Frontend {
     threads: Mutex<HashMap<String, InitializedThread>>,
     inflight: Mutex<HashMap<[u8; 32], Arc<Mutex<()>>>>,
     exec: ExecTable,
+    kept: kept::Kept,
 }
 
 impl fmt::Debug for Frontend {
@@ -252,6 +254,7 @@ impl Frontend {
             threads: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             exec: ExecTable::default(),
+            kept: kept::Kept::default(),
         })
     }
 
@@ -287,10 +290,21 @@ impl Frontend {
         })
     }
 
-    /// Connects to the guardian and says hello; at `Initialize`
-    /// (`may_launch`), starts one through the launcher when none answers.
+    /// A connection to the guardian that said hello: one kept from an
+    /// earlier call ([`kept`]) or a new one; at `Initialize` (`may_launch`),
+    /// starts a guardian through the launcher when none answers. Give it
+    /// back with [`Frontend::keep`] once its reply was read whole.
     pub(crate) fn guardian(&self, may_launch: bool) -> Result<(GuardianClient, Hello), ClientError> {
-        self.guardian_launched(may_launch).0
+        match self.kept.take() {
+            Some(kept) => Ok(kept),
+            None => self.guardian_launched(may_launch).0,
+        }
+    }
+
+    /// Keeps a connection from [`Frontend::guardian`] whose last call
+    /// answered (its reply read whole) for the next call.
+    pub(crate) fn keep(&self, client: GuardianClient, hello: Hello) {
+        self.kept.put(client, hello);
     }
 
     /// [`Frontend::guardian`], and whether this call started the guardian.

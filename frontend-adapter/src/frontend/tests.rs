@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::layout::{session_name, Layout};
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
-use winx_release_engine::{IdleOwner, Target};
+use winx_release_engine::{IdleOwner, ReleaseReport, Target};
 
 use super::*;
 use winx_release_protocol::client::fake::{hello_reply, FakeGuardian, Handler};
@@ -384,6 +384,42 @@ fn owner_codes_without_a_capable_guardian() {
     assert_eq!(code(&v), "owner_unsupported");
     assert!(!g.ops().contains(&"release".to_owned()), "{:?}", g.ops());
     assert!(Path::new(&h).exists());
+}
+
+/// A guardian whose `release` completes without touching anything, and
+/// closes the connection after answering when `close` says so.
+fn answering_guardian(env: &Env, close: bool) -> FakeGuardian {
+    let handler: Arc<Handler> = Arc::new(move |op: &str, _: &Value| match op {
+        "hello" => Some(hello_reply(&["temporary_release"], "one")),
+        "session_open" => Some(json!({"ok": true, "session_dir": "", "instance": "one"})),
+        "release" => {
+            let report = ReleaseReport::denied(&[], Reason::PolicyDenied, &[], "scripted");
+            Some(json!({"ok": true, "report": report, "_close": close}))
+        }
+        _ => Some(json!({"ok": false, "error": {"code": "unknown_op", "message": op}})),
+    });
+    FakeGuardian::start(env.sock.clone(), handler)
+}
+
+#[test]
+fn a_guardian_connection_is_kept_between_calls_until_the_guardian_closes_it() {
+    for close in [false, true] {
+        let env = Env::new();
+        let ws = env.ws();
+        let fe = env.guarded();
+        let g = answering_guardian(&env, close);
+        init(&fe, ws, "t1");
+        for name in ["a.py", "b.py", "c.py"] {
+            let h = env.helper("t1", name, b"x");
+            let v = fe.edit_files(release_req("t1", ws, vec![entry(&read_one(&fe, "t1", &h))]));
+            assert_eq!(code(&v), "policy_denied", "{v}");
+        }
+        let hellos_after_init = g.ops().iter().skip(2).filter(|o| *o == "hello").count();
+        // Kept: one hello for the three releases; closed after each answer:
+        // a new connection, and its hello, for each.
+        assert_eq!(hellos_after_init, if close { 3 } else { 1 }, "close {close}: {:?}", g.ops());
+        assert_eq!(g.ops().iter().filter(|o| *o == "release").count(), 3);
+    }
 }
 
 #[test]

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// A handler maps (op, request) to a reply line (without id), or `None`
-/// to drop the connection without answering.
+/// to drop the connection without answering. A reply with `"_close": true`
+/// is sent without that member, and the connection is closed after it (as
+/// a guardian that stops after answering).
 pub type Handler = dyn Fn(&str, &Value) -> Option<Value> + Send + Sync;
 
 /// A guardian listening at `path`, answering with `handler`, recording
@@ -39,9 +41,11 @@ impl FakeGuardian {
                         ops.lock().unwrap().push(op.clone());
                         let Some(mut reply) = handler(&op, &req) else { return };
                         reply["id"] = req["id"].clone();
+                        let close = reply.as_object_mut().and_then(|o| o.remove("_close")) == Some(json!(true));
                         let mut out = serde_json::to_vec(&reply).unwrap();
                         out.push(b'\n');
-                        if w.write_all(&out).is_err() {
+                        if w.write_all(&out).is_err() || close {
+                            let _ = w.shutdown(std::net::Shutdown::Both);
                             return;
                         }
                     }

@@ -113,6 +113,30 @@ impl GuardianClient {
         self.hello.as_ref()
     }
 
+    /// Whether this connection, between requests, can carry another: no
+    /// byte of a reply is left unread, and `poll(2)` reports no input, no
+    /// hang-up and no error on it now.
+    ///
+    /// A guardian closes a connection only when it stops or when a line
+    /// could not be read as a request: a connection kept after its last
+    /// reply was read whole is still served, and the same guardian serves
+    /// it (a connection cannot change processes). It cannot tell a close
+    /// that comes after it answered; the request sent then is lost as any
+    /// request a stopping guardian does not read ([`ClientError::Transport`],
+    /// never re-sent).
+    ///
+    /// # References
+    /// - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
+    pub fn is_reusable(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        if !self.reader.buffer().is_empty() {
+            return false;
+        }
+        let wanted = PollFlags::IN | PollFlags::RDHUP;
+        let mut fds = [PollFd::new(self.reader.get_ref(), wanted)];
+        matches!(poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(0))
+    }
+
     /// Sends one request and decodes the `ok` reply's body as `T`.
     ///
     /// An `unknown_op` error is [`ClientError::Unsupported`]; any other error
@@ -411,5 +435,38 @@ mod tests {
         });
         let mut c = GuardianClient::connect(&path, timeouts()).unwrap();
         assert!(matches!(c.hello(), Err(ClientError::Protocol(_))));
+    }
+
+    /// A guardian that answers `hello`, then does what `after` says with
+    /// the connection.
+    fn hello_then(after: fn(&mut UnixStream)) -> (tempfile::TempDir, GuardianClient) {
+        let d = private_tempdir();
+        let path = d.path().join("g.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut w = conn.try_clone().unwrap();
+            let mut line = String::new();
+            BufReader::new(conn).read_line(&mut line).unwrap();
+            let mut reply = hello_reply(&["temporary_release"], "i1");
+            reply["id"] = json!(1);
+            w.write_all(format!("{reply}\n").as_bytes()).unwrap();
+            after(&mut w);
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        let (c, _) = GuardianClient::connect_hello(&path, timeouts()).unwrap();
+        (d, c)
+    }
+
+    #[test]
+    fn a_connection_is_reusable_only_while_the_guardian_keeps_it_quiet_and_open() {
+        let (_d, c) = hello_then(|_| {});
+        assert!(c.is_reusable(), "served, open, nothing unread");
+        let (_d, c) = hello_then(|w| w.shutdown(std::net::Shutdown::Both).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!c.is_reusable(), "the guardian closed it");
+        let (_d, c) = hello_then(|w| w.write_all(b"{\"id\":7,\"ok\":true}\n").unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!c.is_reusable(), "a line nobody asked for waits on it");
     }
 }
