@@ -421,8 +421,11 @@ mod tests {
         assert_eq!(e.to_string(), "guardian refused (brand_new): later");
     }
 
-    #[test]
-    fn wrong_id_is_a_protocol_error() {
+    /// A socket in a private directory whose one connection is read up to
+    /// its first line and then handed to `answer`.
+    fn one_connection(
+        answer: impl FnOnce(&mut UnixStream) + Send + 'static,
+    ) -> (tempfile::TempDir, std::path::PathBuf) {
         let d = private_tempdir();
         let path = d.path().join("g.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -431,8 +434,14 @@ mod tests {
             let mut w = conn.try_clone().unwrap();
             let mut line = String::new();
             BufReader::new(conn).read_line(&mut line).unwrap();
-            w.write_all(b"{\"id\":99,\"ok\":true}\n").unwrap();
+            answer(&mut w);
         });
+        (d, path)
+    }
+
+    #[test]
+    fn wrong_id_is_a_protocol_error() {
+        let (_d, path) = one_connection(|w| w.write_all(b"{\"id\":99,\"ok\":true}\n").unwrap());
         let mut c = GuardianClient::connect(&path, timeouts()).unwrap();
         assert!(matches!(c.hello(), Err(ClientError::Protocol(_))));
     }
@@ -440,18 +449,11 @@ mod tests {
     /// A guardian that answers `hello`, then does what `after` says with
     /// the connection.
     fn hello_then(after: fn(&mut UnixStream)) -> (tempfile::TempDir, GuardianClient) {
-        let d = private_tempdir();
-        let path = d.path().join("g.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        std::thread::spawn(move || {
-            let (conn, _) = listener.accept().unwrap();
-            let mut w = conn.try_clone().unwrap();
-            let mut line = String::new();
-            BufReader::new(conn).read_line(&mut line).unwrap();
+        let (d, path) = one_connection(move |w| {
             let mut reply = hello_reply(&["temporary_release"], "i1");
             reply["id"] = json!(1);
             w.write_all(format!("{reply}\n").as_bytes()).unwrap();
-            after(&mut w);
+            after(w);
             std::thread::sleep(Duration::from_secs(2));
         });
         let (c, _) = GuardianClient::connect_hello(&path, timeouts()).unwrap();
