@@ -18,7 +18,13 @@
 //! connection on a thread of its own for as long as it stays open, with no
 //! bound on their number (`guardian/src/pool.rs`), so a kept connection
 //! holds one of those threads, blocked in a read: at most [`KEPT`] per
-//! frontend.
+//! frontend. While a connection of a frontend is open, the guardian counts
+//! that frontend among the peers whose descriptors never make a target
+//! `in_use` (it said `hello` and runs the guardian's executable:
+//! `guardian/src/sessions.rs`, `in_use_exempt`), as it did for the length
+//! of each call before; a kept connection makes that true between calls
+//! too. A frontend holds a helper open only while a call of its own reads
+//! or pins it; what an execution holds is looked at as before.
 
 use std::sync::Mutex;
 
