@@ -22,6 +22,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use common::no_fork_now;
 use common::ns::{in_mount_namespace, is_root, mount};
 use common::target;
 use winx_release_engine::admission::Admission;
@@ -35,7 +36,10 @@ use winx_release_engine::{PhysicalId, Reason};
 
 /// Runs a command quietly; `Err` names it and why it failed.
 fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
+    let out = {
+        let _forking = no_fork_now();
+        Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?
+    };
     if !out.status.success() {
         return Err(format!("{cmd} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
     }
@@ -89,6 +93,7 @@ impl World {
 
     fn release(&self, targets: &[Target]) -> ReleaseReport {
         let req = ReleaseRequest { layout: &self.layout, thread_id: &self.thread, targets };
+        let _no_fork = no_fork_now();
         release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default())
     }
 }
@@ -102,6 +107,7 @@ fn mapper(path: &Path) -> Option<Child> {
                   os.close(fd)\n\
                   print('mapped',flush=True)\n\
                   sys.stdin.read()\n";
+    let _forking = no_fork_now();
     let mut child = Command::new("python3")
         .args(["-c", script])
         .arg(path)

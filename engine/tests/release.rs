@@ -23,6 +23,7 @@ fn run(fx: &Fixture, targets: &[Target]) -> ReleaseReport {
 
 fn run_with(fx: &Fixture, targets: &[Target], owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
     let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets };
+    let _no_fork = common::no_fork_now();
     release(&req, &Admission::new().enter(), owner, opts)
 }
 
@@ -634,6 +635,7 @@ fn in_flight_holder(path: &Path, secs: f64) -> Option<std::process::Child> {
                    print('ready',flush=True)\n\
                    time.sleep(float(sys.argv[2]))\n\
                    os._exit(0)\n";
+    let _forking = common::no_fork_now();
     let mut child = std::process::Command::new("python3")
         .args(["-c", program])
         .arg(path)
@@ -666,6 +668,7 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
     // The same for a hold a descriptor table shows (a child between its
     // parent's fork and its own exec looks like this).
     let opened = fx.helper("opened.txt", b"opened");
+    let forking = common::no_fork_now();
     let mut holder = std::process::Command::new("python3")
         .args(["-c", "import os,sys,time\nfd=os.open(sys.argv[1],os.O_RDONLY)\nprint('ready',flush=True)\ntime.sleep(0.05)\nos._exit(0)\n"])
         .arg(&opened)
@@ -674,6 +677,7 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
         .unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(&mut io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    drop(forking);
     assert_eq!(line.trim(), "ready");
     let r = run(&fx, &[target(&opened)]);
     holder.wait().unwrap();

@@ -13,6 +13,19 @@ use winx_release_engine::layout::Layout;
 use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::release::Target;
 
+/// Held while a test starts a process, and while a test releases when its
+/// assertions count reclaimed bytes: a child between its `fork` and its
+/// `exec` holds a copy of every descriptor of the test process, a
+/// release's own descriptor of its target included, and the release then
+/// counts no reclaimed bytes for that target (something else held it at
+/// its unlink). The tests of one binary run on threads of one process.
+static FORKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`FORKS`].
+pub fn no_fork_now() -> std::sync::MutexGuard<'static, ()> {
+    FORKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A workspace, data dir and one session.
 pub struct Fixture {
     pub _tmp: tempfile::TempDir,
