@@ -7,8 +7,10 @@
 //! with concurrent releases, `durable::fsync_dir`). Before each unlink a `verified` line is
 //! appended, so that recovery can tell a removal that was verified from one
 //! that never happened; the marks are fdatasynced together when the journal
-//! outlives the release (see [`Journal::mark`]). The journal is retired (unlinked,
-//! directory fsynced) at the end of the release when the quarantine is gone;
+//! outlives the release (see [`Journal::mark`]). The journal is retired
+//! (unlinked; its directory is not fsynced then, see
+//! [`Journal::retire_after_quarantine`]) at the end of the release when the
+//! quarantine is gone;
 //! a guardian instead overwrites what it wrote with zero bytes and writes
 //! its next release's intent over them, in place (`idle.rs`), so a
 //! journal's file is named by the id of the release that created it, not
