@@ -19,6 +19,9 @@
 //!   answer waiting at once ([`snapshot_shared`]);
 //! - `exempt` (private): what the exempt processes hold themselves
 //!   ([`held_by`]);
+//! - `kept` (private): the descriptors of `/proc/<pid>` and its `stat`
+//!   kept from one snapshot to the next, so that a process read before is
+//!   read again with a `statx` and a `pread`;
 //! - `kthreads` (private): the kernel threads earlier sweeps found, each
 //!   held by a pidfd, which [`holders`] passes over.
 //!
@@ -37,6 +40,7 @@
 pub mod environ;
 mod exempt;
 pub mod holders;
+mod kept;
 mod kthreads;
 mod shared;
 mod shared_table;

@@ -22,6 +22,11 @@
 //! small machine they are most of `/proc`: 69 of 76 processes on the
 //! development machine at rest.
 //!
+//! A process an earlier snapshot read is read through the descriptors of
+//! `/proc/<pid>` and its `stat` that snapshot kept (`kept.rs`): a `statx`
+//! and a `pread`, no lookup of its pid; what is read is the process as it
+//! is now, and a reaped one's pid is read by name again.
+//!
 //! # References
 //! - [`proc(5)`](https://man7.org/linux/man-pages/man5/proc.5.html)
 //! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
@@ -31,7 +36,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{AtFlags, StatxFlags};
 
-use super::stat::{read_stat_into, ProcStat};
+use super::stat::ProcStat;
 use super::{is_gone, open_proc, ProcError};
 
 /// One process of a [`ProcTable`].
@@ -133,6 +138,10 @@ pub fn snapshot() -> Result<ProcTable, ProcError> {
     let known = if ours { super::kthreads::alive() } else { HashSet::new() };
     let mut passed = HashSet::new();
     let mut buf = Vec::with_capacity(512);
+    // Processes read through descriptors an earlier snapshot kept
+    // (`kept.rs`); those of processes no listing shows are closed at the end.
+    let dev = super::kept::proc_dev(&proc);
+    let mut listed = HashSet::with_capacity(512);
     let entries = settle(
         || {
             let mut pids = list_pids(&proc)?;
@@ -143,11 +152,11 @@ pub fn snapshot() -> Result<ProcTable, ProcError> {
                 }
                 !known
             });
+            listed.extend(pids.iter().copied());
             Ok(pids)
         },
         |pid| {
-            let Some(uid) = owner_of(&proc, pid)? else { return Ok(None) };
-            let Some(stat) = read_stat_into(&proc, pid, &mut buf)? else { return Ok(None) };
+            let Some((uid, stat)) = super::kept::KEPT.read_entry(&proc, dev, pid, &mut buf)? else { return Ok(None) };
             if ours && stat.is_kernel_thread() {
                 // Remembered for the next snapshots: a pidfd first, then
                 // the `stat` read again (`kthreads::remember_if`).
@@ -158,6 +167,9 @@ pub fn snapshot() -> Result<ProcTable, ProcError> {
             Ok(Some(ProcEntry { stat, uid }))
         },
     )?;
+    if let Some(dev) = dev {
+        super::kept::KEPT.prune(dev, &listed);
+    }
     Ok(ProcTable { proc, entries, kernel_threads_passed: passed.len() })
 }
 
