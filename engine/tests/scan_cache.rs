@@ -526,3 +526,42 @@ fn replaced_within_one_tick_is_a_miss() {
     }
     eprintln!("replaced_within_one_tick_is_a_miss: inode number reused in {reused} of 40 tries");
 }
+
+/// A mount made between two scans, and its unmount, each drop every record
+/// (the mount table kept open reports the change), and each scan equals a
+/// fresh lean scan: the mount's two files are seen instead of the one it
+/// hides, then gone.
+#[test]
+fn a_mount_between_two_scans_drops_every_record() {
+    if !is_root() {
+        eprintln!("skipped: mounting tmpfs needs CAP_SYS_ADMIN (not root)");
+        return;
+    }
+    let w = World::new();
+    let d = w.roots[0].join("d");
+    fs::create_dir_all(d.join("e")).unwrap();
+    fs::write(d.join("e/f"), b"x").unwrap();
+    let cache = DirCache::new();
+    let none = HashSet::new();
+    let lim = ScanLimits::default();
+    let fresh = || normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean));
+    let first = settle(&cache, &w.roots, lim);
+    let before = cache.stats();
+    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(d.join("e")).status();
+    assert!(ok.is_ok_and(|s| s.success()), "mount failed");
+    fs::write(d.join("e/in-mount"), b"m").unwrap();
+    fs::write(d.join("e/in-mount-2"), b"m").unwrap();
+    let mounted = normal(cache.scan_paths(&w.roots, lim, &none));
+    let after = cache.stats();
+    assert!(after.drops > before.drops, "the mount did not drop the records: {after:?}");
+    assert_ne!(mounted, first, "the scan did not see the mount");
+    assert_eq!(mounted, fresh());
+    let before = cache.stats();
+    // Lazily: the cache keeps a descriptor of the mounted directory it read.
+    let ok = Command::new("umount").arg("-l").arg(d.join("e")).status();
+    assert!(ok.is_ok_and(|s| s.success()), "umount failed");
+    let unmounted = normal(cache.scan_paths(&w.roots, lim, &none));
+    assert!(cache.stats().drops > before.drops, "the unmount did not drop the records");
+    assert_eq!(unmounted, fresh());
+    assert_eq!(unmounted, first);
+}

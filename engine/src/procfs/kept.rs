@@ -25,9 +25,9 @@
 //!   procfs instance, one PID namespace); a snapshot of another reads by
 //!   name and keeps nothing.
 //! - Pairs of processes that a snapshot did not list any more are closed
-//!   at its end; at most [`MAX_KEPT`] pairs are kept, and at most an eighth
-//!   of the descriptor limit's worth (two descriptors each, within the
-//!   quarter `sys::cache_share` grants).
+//!   at its end; at most [`MAX_KEPT`] pairs are kept, and no more
+//!   descriptors than an eighth of the soft descriptor limit (two per
+//!   process: 128 at a limit of 1,024).
 //!
 //! # References
 //! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
@@ -67,9 +67,13 @@ pub(crate) struct Kept(Mutex<Option<Pairs>>);
 /// The pairs the snapshots keep.
 pub(crate) static KEPT: Kept = Kept::new();
 
-/// How many pairs may be kept: [`MAX_KEPT`], within the descriptor limit.
+/// How many pairs may be kept: [`MAX_KEPT`], and at most a sixteenth of
+/// the soft descriptor limit (an eighth of the descriptors: the directory
+/// cache, the kernel threads' and the members' pidfds have shares of their
+/// own). Read once: each `getrlimit` was 2 % of a liveness answer.
 fn cap() -> usize {
-    crate::sys::cache_share(2 * MAX_KEPT) / 2
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| crate::sys::cache_share(4 * MAX_KEPT) / 4)
 }
 
 /// The device of the `/proc` behind `proc`, when kept descriptors may serve

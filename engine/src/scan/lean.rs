@@ -114,16 +114,73 @@ impl MountParents {
 ///
 /// Read into a 16 KiB buffer: `std::fs::read` sizes its buffer from the
 /// file's size, which procfs reports as 0, and then reads 32, 32, 64, …
-/// bytes at a time (nine `read`s for this machine's table, once per
-/// release in a guardian's cached scan).
+/// bytes at a time (nine `read`s for this machine's table).
 pub(crate) fn read_mount_table() -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut f = std::fs::File::open("/proc/thread-self/mountinfo")
-        .or_else(|_| std::fs::File::open("/proc/self/mountinfo"))
-        .ok()?;
-    let mut table = Vec::with_capacity(16 * 1024);
-    f.read_to_end(&mut table).ok()?;
-    Some(table)
+    MountWatch::open_read().map(|(_, table)| table)
+}
+
+/// An open mount table: `poll(2)` reports `POLLPRI` on it once the mounts
+/// of its namespace changed after it was opened (a mount, an unmount, a
+/// move or a remount, here or propagated from a peer).
+#[derive(Debug)]
+pub(crate) struct MountWatch {
+    file: std::fs::File,
+    /// The mount namespace it is of (`/proc/thread-self/ns/mnt`'s device
+    /// and inode), when that could be read.
+    ns: Option<(u64, u64)>,
+}
+
+impl MountWatch {
+    /// Opens the calling thread's mount table and reads it through the
+    /// opened file (so a change after the open, even during the read, is
+    /// reported by [`MountWatch::changed`]); `None` when it cannot be read.
+    ///
+    /// # References
+    /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+    pub(crate) fn open_read() -> Option<(MountWatch, Vec<u8>)> {
+        use std::io::Read;
+        let ns = mount_namespace();
+        let mut file = std::fs::File::open("/proc/thread-self/mountinfo")
+            .or_else(|_| std::fs::File::open("/proc/self/mountinfo"))
+            .ok()?;
+        let mut table = Vec::with_capacity(16 * 1024);
+        file.read_to_end(&mut table).ok()?;
+        Some((MountWatch { file, ns }, table))
+    }
+
+    /// Whether the mount table changed since [`MountWatch::open_read`]
+    /// opened it (`POLLPRI` on the open table), or whether that cannot be
+    /// told.
+    ///
+    /// # References
+    /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html) ("poll")
+    pub(crate) fn changed(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.file, PollFlags::PRI)];
+        match poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
+            Ok(_) => fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR),
+            Err(_) => true,
+        }
+    }
+
+    /// Whether the table read through it is, unchanged, the calling
+    /// thread's mount table now: it is of the calling thread's mount
+    /// namespace and reports no change since it was opened. (A thread may
+    /// have a namespace of its own; one that cannot be told is not the
+    /// same.)
+    pub(crate) fn still_current(&self) -> bool {
+        self.ns.is_some() && self.ns == mount_namespace() && !self.changed()
+    }
+}
+
+/// The calling thread's mount namespace: the device and inode of
+/// `/proc/thread-self/ns/mnt`; `None` when it cannot be read.
+///
+/// # References
+/// - [`namespaces(7)`](https://man7.org/linux/man-pages/man7/namespaces.7.html)
+fn mount_namespace() -> Option<(u64, u64)> {
+    let st = rustix::fs::statx(CWD, "/proc/thread-self/ns/mnt", AtFlags::empty(), StatxFlags::INO).ok()?;
+    Some((rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino))
 }
 
 /// The mount table a lean scan relies on: the directories below its roots
@@ -134,9 +191,8 @@ pub(crate) struct MountPlan {
     /// `None`: every entry must be `statx`ed (the table, a root's path or
     /// a mount point's parent could not be read).
     mounts: Option<Arc<MountParents>>,
-    /// The open mount table: `poll(2)` reports `POLLPRI` on it once the
-    /// namespace's mounts changed after it was opened.
-    watch: Option<std::fs::File>,
+    /// The open mount table, to tell whether it changed.
+    watch: Option<MountWatch>,
 }
 
 impl MountPlan {
@@ -155,14 +211,7 @@ impl MountPlan {
     /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
     pub(crate) fn read(roots: &[ScanRoot]) -> MountPlan {
-        use std::io::Read;
-        let opened =
-            std::fs::File::open("/proc/thread-self/mountinfo").or_else(|_| std::fs::File::open("/proc/self/mountinfo"));
-        let Ok(mut watch) = opened else { return MountPlan { mounts: None, watch: None } };
-        let mut table = Vec::with_capacity(16 * 1024);
-        if watch.read_to_end(&mut table).is_err() {
-            return MountPlan { mounts: None, watch: None };
-        }
+        let Some((watch, table)) = MountWatch::open_read() else { return MountPlan { mounts: None, watch: None } };
         let mounts = root_paths(roots).and_then(|prefixes| parents_below(&table, &prefixes)).map(Arc::new);
         AFTER_TABLE_READ.with(|hook| hook.take().map(|f| f()));
         MountPlan { mounts, watch: Some(watch) }
@@ -174,13 +223,7 @@ impl MountPlan {
     /// # References
     /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html) ("poll")
     pub(crate) fn changed(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let Some(watch) = &self.watch else { return true };
-        let mut fds = [PollFd::new(watch, PollFlags::PRI)];
-        match poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
-            Ok(_) => fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR),
-            Err(_) => true,
-        }
+        self.watch.as_ref().is_none_or(MountWatch::changed)
     }
 }
 

@@ -17,9 +17,11 @@
 //! - only directories the lean scan trusts are kept (`lean.rs`: a trusted
 //!   filesystem — ext4, xfs, tmpfs, btrfs —, no mount point in it, and
 //!   searchable); any other directory is read afresh every time;
-//! - the mount table: `/proc/thread-self/mountinfo` is read on every scan
-//!   and any difference from the last one drops every record (a mount
-//!   appearing or vanishing anywhere);
+//! - the mount table: `/proc/thread-self/mountinfo` is kept open after it
+//!   is read, and read again when a `poll(2)` of it reports a change (a
+//!   mount, unmount, move or remount in its namespace) or when the scanning
+//!   thread is in another mount namespace; any difference from the last
+//!   table drops every record (a mount appearing or vanishing anywhere);
 //! - the clock: a scan that starts earlier than the last one (the clock
 //!   stepped back) drops every record;
 //! - a directory replaced by another with the same inode number is a miss:
@@ -54,7 +56,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::lean::{read_mount_table, Lean, MountParents};
+use super::lean::{Lean, MountParents, MountWatch};
 use super::root::scan_opened;
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::identity::PhysicalId;
@@ -113,6 +115,8 @@ pub struct CacheStats {
 struct Inner {
     /// The mount table the records were taken under.
     mountinfo: Option<Vec<u8>>,
+    /// That table, open: while it reports no change, it is not read again.
+    mount_watch: Option<MountWatch>,
     mounts: Option<Arc<MountParents>>,
     roots: HashMap<PathBuf, RootRecords>,
     /// When each root of `roots` was last scanned.
@@ -283,16 +287,28 @@ impl DirCache {
     pub(crate) fn snapshot(&self, roots: &[ScanRoot], limits: ScanLimits) -> Vec<RootSnapshot> {
         let mut g = self.lock();
         let enabled = self.is_enabled();
-        let table = read_mount_table();
+        // The mount table is read again only when the one kept open since
+        // the last read reports a change, or is of another namespace.
+        let kept = g.mountinfo.is_some() && g.mount_watch.as_ref().is_some_and(MountWatch::still_current);
+        let table = if kept {
+            None
+        } else {
+            let (watch, table) = MountWatch::open_read().map_or((None, None), |(w, t)| (Some(w), Some(t)));
+            g.mount_watch = watch;
+            Some(table)
+        };
         let start = record::now();
-        let stale = !enabled || table.is_none() || table != g.mountinfo || start < g.last_start;
+        let moved = table.as_ref().is_some_and(|t| t.is_none() || *t != g.mountinfo);
+        let stale = !enabled || moved || start < g.last_start;
         if stale {
             if !g.roots.is_empty() {
                 g.stats.drops += 1;
             }
             g.roots.clear();
-            g.mounts = table.as_deref().map(MountParents::from_table);
-            g.mountinfo = table;
+            if let Some(table) = table {
+                g.mounts = table.as_deref().map(MountParents::from_table);
+                g.mountinfo = table;
+            }
         }
         g.last_start = start;
         g.stats.scans += 1;
