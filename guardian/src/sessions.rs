@@ -187,6 +187,12 @@ impl Guardian {
     pub fn in_use_exempt(&self) -> Vec<i32> {
         let mut v = Vec::new();
         for p in lock(&self.peers).values() {
+            // A frontend keeps several connections (`hello` each): its
+            // process is looked at once, by the first of them that shows it
+            // alive and running this executable.
+            if v.contains(&p.pid) {
+                continue;
+            }
             let alive = match &p.pidfd {
                 Some(fd) => {
                     let mut polled = [PollFd::new(fd, PollFlags::IN)];
@@ -195,7 +201,7 @@ impl Guardian {
                 }
                 None => p.start.is_some() && Runtime::start_time_of(p.pid) == p.start,
             };
-            if alive && self.exe.is_some() && exe_of(&p.pid.to_string()) == self.exe && !v.contains(&p.pid) {
+            if alive && self.exe.is_some() && exe_of(&p.pid.to_string()) == self.exe {
                 v.push(p.pid);
             }
         }
