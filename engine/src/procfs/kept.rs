@@ -120,7 +120,7 @@ impl Kept {
 
     /// Whether a pair is kept for `pid`.
     #[cfg(test)]
-    fn holds(&self, pid: i32) -> bool {
+    pub(crate) fn holds(&self, pid: i32) -> bool {
         lock(&self.0).as_ref().is_some_and(|k| k.pairs.contains_key(&pid))
     }
 

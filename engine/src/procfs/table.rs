@@ -291,6 +291,28 @@ mod tests {
         child.wait().unwrap();
     }
 
+    /// A snapshot keeps the descriptors of a process it read, and the first
+    /// snapshot after the process is reaped closes them.
+    #[test]
+    fn a_reaped_process_s_kept_pair_is_closed_by_the_next_snapshot() {
+        let kept = &super::super::kept::KEPT;
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Another test's snapshot that listed `/proc` before the child
+        // started may close its pair as it ends: a later one keeps it again.
+        let held = (0..20).any(|_| {
+            let t = snapshot().unwrap();
+            assert!(t.get(pid).is_some());
+            kept.holds(pid)
+        });
+        assert!(held, "no snapshot kept the child's pair");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let t = snapshot().unwrap();
+        assert!(t.get(pid).is_none(), "a reaped process is in the snapshot");
+        assert!(!kept.holds(pid), "the reaped process's pair is still kept");
+    }
+
     /// A kernel thread a snapshot read is passed over by the next one: not
     /// read again, not in it; this process still is.
     #[test]
