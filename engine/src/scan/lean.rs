@@ -81,9 +81,9 @@ pub(crate) fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
 }
 
 /// What a lean scan knows before it starts: the directories that hold a
-/// mount point.
+/// mount point, and whether every mount point's parent was identified.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct MountParents(HashSet<PhysicalId>);
+pub(crate) struct MountParents(HashSet<PhysicalId>, bool);
 
 impl MountParents {
     /// Identifies the parent directory of every mount point of the
@@ -92,16 +92,30 @@ impl MountParents {
     /// like [`MountPlan::read`]'s.
     pub(crate) fn from_table(table: &[u8]) -> Arc<MountParents> {
         let mut set = HashSet::new();
+        let mut complete = true;
         for point in mount_points(table) {
             let Some(parent) = point.parent() else { continue };
             // A parent that cannot be identified is not on a path the scan
-            // can reach either (it would have to open it).
+            // can reach either (it would have to open it), as long as the
+            // paths stay as the table names them.
             let flags = AtFlags::NO_AUTOMOUNT | AtFlags::STATX_DONT_SYNC;
-            if let Ok(st) = rustix::fs::statx(CWD, parent, flags, StatxFlags::INO) {
-                set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
+            match rustix::fs::statx(CWD, parent, flags, StatxFlags::INO) {
+                Ok(st) => {
+                    set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
+                }
+                Err(_) => complete = false,
             }
         }
-        Arc::new(MountParents(set))
+        Arc::new(MountParents(set, complete))
+    }
+
+    /// Whether every mount point's parent was identified. Identities stay
+    /// true when directories are renamed, which no mount-table event
+    /// reports; a parent that could not be identified by its path might be
+    /// reachable after a rename, so a table with one is read again at
+    /// every scan (see `DirCache`).
+    pub(crate) fn complete(&self) -> bool {
+        self.1
     }
 
     fn holds_mount(&self, dir: PhysicalId) -> bool {
@@ -293,7 +307,7 @@ fn parents_below(table: &[u8], prefixes: &[PathBuf]) -> Option<MountParents> {
         let st = rustix::fs::statx(CWD, parent, flags, StatxFlags::INO).ok()?;
         set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
     }
-    Some(MountParents(set))
+    Some(MountParents(set, true))
 }
 
 /// The mount points of `table` strictly below one of `prefixes`: the only
@@ -405,6 +419,25 @@ mod tests {
         assert!(!trusts_d_ino(0x6573_5546)); // FUSE
         assert!(!trusts_d_ino(0x6969)); // NFS
         assert!(!trusts_d_ino(0));
+    }
+
+    /// A table whose every mount point's parent is identified is complete;
+    /// one naming a parent that cannot be `statx`ed is not (the directory
+    /// cache then reads the table at every scan).
+    #[test]
+    fn a_mount_point_under_an_unidentified_parent_makes_the_parents_incomplete() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().join("m");
+        let reachable =
+            format!("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n30 22 0:5 / {} rw - tmpfs t rw\n", here.display());
+        let parents = MountParents::from_table(reachable.as_bytes());
+        assert!(parents.complete());
+        let st = std::fs::metadata(dir.path()).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert!(parents.holds_mount(PhysicalId { dev: st.dev(), ino: st.ino() }));
+        let gone = dir.path().join("no-such-dir/m");
+        let unreachable = format!("{reachable}31 22 0:6 / {} rw - tmpfs t rw\n", gone.display());
+        assert!(!MountParents::from_table(unreachable.as_bytes()).complete());
     }
 
     /// Only mounts strictly below a root are looked at: a hung mount

@@ -20,8 +20,11 @@
 //! - the mount table: `/proc/thread-self/mountinfo` is kept open after it
 //!   is read, and read again when a `poll(2)` of it reports a change (a
 //!   mount, unmount, move or remount in its namespace) or when the scanning
-//!   thread is in another mount namespace; any difference from the last
-//!   table drops every record (a mount appearing or vanishing anywhere);
+//!   thread is in another mount namespace (or the table names a mount
+//!   point whose parent directory could not be identified: a rename, which
+//!   no event reports, could bring it into reach); any difference from the
+//!   last table drops every record (a mount appearing or vanishing
+//!   anywhere);
 //! - the clock: a scan that starts earlier than the last one (the clock
 //!   stepped back) drops every record;
 //! - a directory replaced by another with the same inode number is a miss:
@@ -288,8 +291,12 @@ impl DirCache {
         let mut g = self.lock();
         let enabled = self.is_enabled();
         // The mount table is read again only when the one kept open since
-        // the last read reports a change, or is of another namespace.
-        let kept = g.mountinfo.is_some() && g.mount_watch.as_ref().is_some_and(MountWatch::still_current);
+        // the last read reports a change, or is of another namespace, or
+        // named a mount point whose parent could not be identified (a
+        // rename, which no event reports, could bring it into reach).
+        let kept = g.mountinfo.is_some()
+            && g.mounts.as_ref().is_some_and(|m| m.complete())
+            && g.mount_watch.as_ref().is_some_and(MountWatch::still_current);
         let table = if kept {
             None
         } else {
