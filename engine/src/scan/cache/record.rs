@@ -159,6 +159,11 @@ pub(crate) struct Summary {
     /// The identities of the files and directories, sorted: an alias is
     /// looked up by binary search.
     pub(crate) ids: Box<[PhysicalId]>,
+    /// The least and the greatest of `ids` (`None` when there are none),
+    /// kept beside the counts: an alias outside them is passed over
+    /// without touching `ids` (a warm scan's binary searches were cache
+    /// misses, one per probe: benches/log/2026-12.md, stop 44).
+    pub(crate) span: Option<(PhysicalId, PhysicalId)>,
 }
 
 impl Summary {
@@ -180,6 +185,7 @@ impl Summary {
             }
         }
         ids.sort_unstable();
+        s.span = ids.first().zip(ids.last()).map(|(lo, hi)| (*lo, *hi));
         s.ids = ids.into_boxed_slice();
         s
     }
@@ -187,7 +193,8 @@ impl Summary {
     /// Whether a file or directory among the entries has an identity in
     /// `aliases`.
     pub(crate) fn holds_any(&self, aliases: &[PhysicalId]) -> bool {
-        !self.ids.is_empty() && aliases.iter().any(|a| self.ids.binary_search(a).is_ok())
+        let Some((lo, hi)) = self.span else { return false };
+        aliases.iter().any(|a| lo <= *a && *a <= hi && self.ids.binary_search(a).is_ok())
     }
 }
 
@@ -272,5 +279,31 @@ mod tests {
         assert!(settled((100, 0), (101, 4_000_001), tick));
         // A stamp after the read (a clock stepped back) is never settled.
         assert!(!settled((200, 1), (100, 0), tick));
+    }
+
+    /// Every identity among the entries is found, the least and the
+    /// greatest included, on any device; nothing else is, inside the span
+    /// or outside it; an empty directory holds nothing.
+    #[test]
+    fn an_alias_is_found_wherever_it_lies_in_the_span() {
+        let id = |dev, ino| PhysicalId { dev, ino };
+        let entry = |kind| Entry { name: b"e".to_vec().into_boxed_slice(), kind };
+        let entries = [
+            entry(Kind::File(id(8, 40))),
+            entry(Kind::Dir(id(8, 12))),
+            entry(Kind::File(id(9, 3))),
+            entry(Kind::Fail(Reason::BackingSymlink)),
+            entry(Kind::File(id(8, 25))),
+        ];
+        let s = Summary::of(&entries);
+        assert_eq!(s.span, Some((id(8, 12), id(9, 3))));
+        for held in [id(8, 12), id(8, 25), id(8, 40), id(9, 3)] {
+            assert!(s.holds_any(&[id(1, 1), held]), "{held:?} not found");
+        }
+        for other in [id(8, 11), id(8, 26), id(8, 41), id(9, 2), id(9, 4), id(7, 40), id(10, 0)] {
+            assert!(!s.holds_any(&[other]), "{other:?} found");
+        }
+        assert!(!Summary::of(&[entry(Kind::Fail(Reason::BackingSymlink))]).holds_any(&[id(8, 12)]));
+        assert!(!Summary::of(&[]).holds_any(&[id(0, 0)]));
     }
 }
