@@ -58,6 +58,7 @@ pub(crate) mod cgroup;
 mod end;
 mod execution;
 mod members;
+pub(crate) use members::members_held_at_most;
 pub(crate) mod probe;
 pub(crate) mod record;
 mod runtime;

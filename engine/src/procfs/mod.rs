@@ -44,6 +44,7 @@ mod kept;
 mod kthreads;
 mod shared;
 mod shared_table;
+pub(crate) use kept::cap as kept_pairs_at_most;
 pub(crate) use kthreads::max_remembered as kernel_threads_remembered_at_most;
 pub mod stat;
 pub mod table;

@@ -5,7 +5,8 @@
 //! each growth first waits for an RCU grace period (`expand_fdtable` calls
 //! `synchronize_rcu`), milliseconds each on a virtual machine. A guardian
 //! keeps thousands of descriptors for its life (the scan cache's
-//! directories, the kernel threads' pidfds), and grown a doubling at a time
+//! directories, the kernel threads' and members' pidfds, the snapshots'
+//! kept pairs), and grown a doubling at a time
 //! from its worker threads, the first release after a start took about
 //! 20 ms longer in its scan and 10 ms in its `in_use` check (measured on
 //! the development machine: 49 against 28 ms of check and scan, deep
@@ -25,9 +26,11 @@ const SLACK: usize = 1024;
 
 /// How many descriptors one of the engine's caches may keep open: a
 /// quarter of the soft `RLIMIT_NOFILE`, and never more than `max`. The one
-/// rule for every cache that holds descriptors (the scan cache's
-/// directories, the remembered kernel threads' pidfds), so that together
-/// they leave the process at least half its limit.
+/// rule for every cache that holds descriptors: the scan cache's
+/// directories, the remembered kernel threads' pidfds and the members'
+/// pidfds take a quarter each, the snapshots' kept pairs an eighth (a
+/// sixteenth of the limit in pairs of two), so that together they leave
+/// the process at least an eighth of its limit.
 pub(crate) fn cache_share(max: usize) -> usize {
     share_of(rustix::process::getrlimit(rustix::process::Resource::Nofile).current, max)
 }
