@@ -62,6 +62,31 @@ pub enum ScanMode {
 pub const TRUSTED_FILESYSTEMS: &[(i64, &str)] =
     &[(0xEF53, "ext2/ext3/ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x9123_683E, "btrfs")];
 
+/// Filesystems (`statfs` `f_type`, mountinfo type name) whose lookups may
+/// wait on a server or a user-space daemon, so that a `statx` of a path
+/// through one can hang while it is unreachable (`fuse.<subtype>` is FUSE
+/// too). None is on [`TRUSTED_FILESYSTEMS`]: every entry of their
+/// directories is `statx`ed anyway, so a mount point whose parent
+/// directory lies on one needs no identity and is never looked at
+/// ([`MountParents::from_table`]).
+pub const WAITING_FILESYSTEMS: &[(i64, &str)] = &[
+    (0x6969, "nfs"),
+    (0x6969, "nfs4"),
+    (0xFF53_4D42, "cifs"),
+    (0xFE53_4D42, "smb3"),
+    (0x0102_1997, "9p"),
+    (0x00C3_6400, "ceph"),
+    (0x5346_414F, "afs"),
+    (0x6573_5546, "fuse"),
+    (0x6573_5546, "fuseblk"),
+    (0x0187, "autofs"),
+];
+
+/// Whether a mountinfo type name is one of [`WAITING_FILESYSTEMS`].
+fn waits(fstype: &[u8]) -> bool {
+    fstype.starts_with(b"fuse.") || WAITING_FILESYSTEMS.iter().any(|(_, n)| n.as_bytes() == fstype)
+}
+
 /// Whether `d_ino` can be trusted on a filesystem of type `f_type`.
 // Hidden: public for the engine's scan tests; not a supported API.
 #[doc(hidden)]
@@ -89,11 +114,13 @@ impl MountParents {
     /// Identifies the parent directory of every mount point of the
     /// mountinfo table `table` (for the directory cache, which compares
     /// whole tables), `statx`ed with `AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC`
-    /// like [`MountPlan::read`]'s.
+    /// like [`MountPlan::read`]'s, except those whose parent directory lies
+    /// on one of [`WAITING_FILESYSTEMS`] ([`points_to_identify`]): a hung
+    /// NFS or FUSE mount does not stall the scan through a mount inside it.
     pub(crate) fn from_table(table: &[u8]) -> Arc<MountParents> {
         let mut set = HashSet::new();
         let mut complete = true;
-        for point in mount_points(table) {
+        for point in points_to_identify(table) {
             let Some(parent) = point.parent() else { continue };
             // A parent that cannot be identified is not on a path the scan
             // can reach either (it would have to open it), as long as the
@@ -313,7 +340,53 @@ fn parents_below(table: &[u8], prefixes: &[PathBuf]) -> Option<MountParents> {
 /// The mount points of `table` strictly below one of `prefixes`: the only
 /// ones a scan of those roots can meet.
 pub(crate) fn relevant_points(table: &[u8], prefixes: &[PathBuf]) -> Vec<PathBuf> {
-    mount_points(table).into_iter().filter(|p| prefixes.iter().any(|r| p != r && p.starts_with(r))).collect()
+    points_to_identify(table).into_iter().filter(|p| prefixes.iter().any(|r| p != r && p.starts_with(r))).collect()
+}
+
+/// The mount points of a mountinfo table whose parent directory may lie on
+/// a trusted filesystem: all but those whose parent directory's mount is of
+/// a type in [`WAITING_FILESYSTEMS`]. Such a directory is never trusted by
+/// a scan (its filesystem is not on [`TRUSTED_FILESYSTEMS`], and no rename
+/// moves it to another filesystem), so its mount points need no identity,
+/// and `statx`ing a path through a hung mount could wait for as long as it
+/// is hung. The parent directory's mount is the point's parent mount
+/// (field 2), or that mount's own parent where the point is that mount's
+/// mount point too (mounts stacked on one path); a point whose parent
+/// mount the table does not show is kept.
+///
+/// # References
+/// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+pub(crate) fn points_to_identify(table: &[u8]) -> Vec<PathBuf> {
+    struct Line<'a> {
+        parent: &'a [u8],
+        point: &'a [u8],
+        fstype: Option<&'a [u8]>,
+    }
+    let lines: Vec<(&[u8], Line<'_>)> = table
+        .split(|b| *b == b'\n')
+        .filter_map(|line| {
+            let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+            let point = f.get(4).filter(|p| !p.is_empty())?;
+            let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
+            Some((f[0], Line { parent: f[1], point, fstype }))
+        })
+        .collect();
+    let by_id: std::collections::HashMap<&[u8], &Line<'_>> = lines.iter().map(|(id, l)| (*id, l)).collect();
+    lines
+        .iter()
+        .filter(|(_, line)| {
+            let mut holder = by_id.get(line.parent);
+            // At most one step per line: a table naming a cycle ends the walk.
+            for _ in 0..lines.len() {
+                match holder {
+                    Some(m) if m.point == line.point => holder = by_id.get(m.parent),
+                    _ => break,
+                }
+            }
+            !holder.and_then(|m| m.fstype).is_some_and(waits)
+        })
+        .map(|(_, line)| PathBuf::from(OsStr::from_bytes(&unescape(line.point))))
+        .collect()
 }
 
 /// The mount points in a mountinfo table (field 5, octal escapes undone).
@@ -453,6 +526,44 @@ mod tests {
         let roots = [PathBuf::from("/d/winx/executions"), PathBuf::from("/w/.winx/scratch")];
         assert_eq!(relevant_points(t, &roots), [PathBuf::from("/d/winx/executions/e1/out")]);
         assert!(relevant_points(t, &[]).is_empty());
+    }
+
+    /// A mount point whose parent directory lies on NFS, FUSE or another
+    /// filesystem that may wait is not identified (its directory is never
+    /// trusted): with the parent unreachable the table is still complete.
+    /// Mounts stacked on one path are passed over to the mount that holds
+    /// the path's parent directory.
+    #[test]
+    fn a_mount_inside_a_waiting_filesystem_is_not_looked_at() {
+        let t = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                  30 22 0:5 / /no-such-dir/nfs rw - nfs4 srv:/x rw\n\
+                  31 30 0:6 / /no-such-dir/nfs/sub rw - tmpfs tmpfs rw\n\
+                  40 22 0:7 / /no-such-dir/fuse rw shared:5 - fuse.sshfs h:/ rw\n\
+                  41 40 0:8 / /no-such-dir/fuse/sub rw - tmpfs tmpfs rw\n\
+                  50 22 0:9 / /no-such-dir/stacked rw - nfs4 srv:/y rw\n\
+                  51 50 0:10 / /no-such-dir/stacked rw - tmpfs tmpfs rw\n";
+        let want = ["/", "/no-such-dir/nfs", "/no-such-dir/fuse", "/no-such-dir/stacked", "/no-such-dir/stacked"];
+        assert_eq!(points_to_identify(t), want.map(PathBuf::from));
+        let inside_only = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                            30 22 0:5 / / rw - nfs4 srv:/x rw\n\
+                            31 30 0:6 / /no-such-dir/sub rw - tmpfs tmpfs rw\n";
+        assert!(MountParents::from_table(inside_only).complete(), "a mount inside NFS was looked at");
+        let unknown_parent = b"31 99 0:6 / /no-such-dir/sub rw - tmpfs tmpfs rw\n";
+        assert!(!MountParents::from_table(unknown_parent).complete());
+    }
+
+    /// Every filesystem that may wait is one whose directories a scan never
+    /// trusts: skipping its mount points' parents hides nothing.
+    #[test]
+    fn no_waiting_filesystem_is_trusted() {
+        for (magic, name) in WAITING_FILESYSTEMS {
+            assert!(!trusts_d_ino(*magic), "{name}");
+            assert!(waits(name.as_bytes()));
+        }
+        assert!(waits(b"fuse.sshfs"));
+        for name in ["ext4", "xfs", "tmpfs", "btrfs", "devtmpfs", "overlay"] {
+            assert!(!waits(name.as_bytes()), "{name}");
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use shared::{RootSpec, SharedScanner, SharedStats};
 #[doc(hidden)]
 pub use lean::after_next_mount_table_read;
 pub(crate) use lean::unescape as unescape_mountinfo;
-pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS};
+pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS, WAITING_FILESYSTEMS};
 pub(crate) use root::fail_report;
 pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
 pub use sync::SyncBackend;
