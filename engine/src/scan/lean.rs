@@ -67,8 +67,8 @@ pub const TRUSTED_FILESYSTEMS: &[(i64, &str)] =
 /// through one can hang while it is unreachable (`fuse.<subtype>` is FUSE
 /// too). None is on [`TRUSTED_FILESYSTEMS`]: every entry of their
 /// directories is `statx`ed anyway, so a mount point whose parent
-/// directory lies on one needs no identity and is never looked at
-/// ([`MountParents::from_table`]).
+/// directory lies on one needs no identity and is never looked at (the
+/// directory cache's mount parents, `lean.rs`).
 pub const WAITING_FILESYSTEMS: &[(i64, &str)] = &[
     (0x6969, "nfs"),
     (0x6969, "nfs4"),
@@ -343,16 +343,16 @@ pub(crate) fn relevant_points(table: &[u8], prefixes: &[PathBuf]) -> Vec<PathBuf
     points_to_identify(table).into_iter().filter(|p| prefixes.iter().any(|r| p != r && p.starts_with(r))).collect()
 }
 
-/// The mount points of a mountinfo table whose parent directory may lie on
-/// a trusted filesystem: all but those whose parent directory's mount is of
-/// a type in [`WAITING_FILESYSTEMS`]. Such a directory is never trusted by
-/// a scan (its filesystem is not on [`TRUSTED_FILESYSTEMS`], and no rename
-/// moves it to another filesystem), so its mount points need no identity,
-/// and `statx`ing a path through a hung mount could wait for as long as it
-/// is hung. The parent directory's mount is the point's parent mount
-/// (field 2), or that mount's own parent where the point is that mount's
-/// mount point too (mounts stacked on one path); a point whose parent
-/// mount the table does not show is kept.
+/// The mount points (field 5, octal escapes undone) of a mountinfo table whose
+/// parent directory may lie on a trusted filesystem: all but those whose parent
+/// directory's mount is of a type in [`WAITING_FILESYSTEMS`]. Such a directory
+/// is never trusted by a scan (its filesystem is not on
+/// [`TRUSTED_FILESYSTEMS`], and no rename moves it to another filesystem), so
+/// its mount points need no identity, and `statx`ing a path through a hung
+/// mount could wait for as long as it is hung. The parent directory's mount is
+/// the point's parent mount (field 2), or that mount's own parent where the
+/// point is that mount's mount point too (mounts stacked on one path); a point
+/// whose parent mount the table does not show is kept.
 ///
 /// # References
 /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
@@ -386,16 +386,6 @@ pub(crate) fn points_to_identify(table: &[u8]) -> Vec<PathBuf> {
             !holder.and_then(|m| m.fstype).is_some_and(waits)
         })
         .map(|(_, line)| PathBuf::from(OsStr::from_bytes(&unescape(line.point))))
-        .collect()
-}
-
-/// The mount points in a mountinfo table (field 5, octal escapes undone).
-pub(crate) fn mount_points(table: &[u8]) -> Vec<PathBuf> {
-    table
-        .split(|b| *b == b'\n')
-        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
-        .filter(|p| !p.is_empty())
-        .map(|p| PathBuf::from(OsStr::from_bytes(&unescape(p))))
         .collect()
 }
 
@@ -571,7 +561,7 @@ mod tests {
         let t = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
                   30 22 0:5 / /mnt/with\\040space rw - tmpfs tmpfs rw\n\
                   31 22 0:6 /f /srv/a\\134b rw - ext4 /dev/sdb rw\n";
-        let got = mount_points(t);
+        let got = points_to_identify(t);
         assert_eq!(got, [PathBuf::from("/"), PathBuf::from("/mnt/with space"), PathBuf::from("/srv/a\\b")]);
     }
 
