@@ -122,3 +122,60 @@ fn a_reused_journal_shows_none_of_the_earlier_releases_marks() {
     assert!(verified.is_empty(), "a mark of the earlier release was read as this one's: {verified:?}");
     assert_eq!(drop_idle_journals(), 1);
 }
+
+/// A process holding `path` open (fd 3 of a `sleep`), once it holds it.
+fn holder(path: &std::path::Path) -> std::process::Child {
+    use std::io::BufRead;
+    let _forking = common::no_fork_now();
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "exec 3<\"$0\"; echo ready; exec sleep 60"])
+        .arg(path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+/// The quarantine and the intent are made while `in_use` runs (the start
+/// of step `capture` beside it): a release refused as `in_use` undoes both,
+/// so the workspace and `D/journal` are as they were, the kept journal it
+/// wrote its intent into zeroed and kept again.
+#[test]
+fn an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    keep_idle_journals(4);
+    let fx = Fixture::new();
+    release_one(&fx, "a.py");
+    let p = fx.helper("held.py", b"held");
+    let before_ws = common::snapshot(fx.ws());
+    let before_data = common::snapshot(fx.layout.data_dir());
+    let mut held = holder(&p);
+    let began = Mutex::new(Vec::new());
+    let hook = |f: &FaultPoint<'_>| {
+        if let FaultPoint::AfterJournal { quarantine } = f {
+            let now = journals(&fx);
+            let written = now.iter().any(|(p, _)| !all_zero(p));
+            began.lock().unwrap().push((quarantine.to_path_buf(), quarantine.is_dir(), now, written));
+        }
+        Ok(())
+    };
+    let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
+    let targets = [target(&p)];
+    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
+    let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
+    held.kill().unwrap();
+    held.wait().unwrap();
+    assert_eq!(r.error_code, Some(winx_release_engine::Reason::InUse), "{r}");
+    assert!(!r.touched);
+    let began = began.into_inner().unwrap();
+    assert_eq!(began.len(), 1, "the intent was not written beside the check");
+    let (quarantine, existed, during, written) = &began[0];
+    assert!(*existed && !quarantine.exists(), "the quarantine was not removed: {quarantine:?}");
+    assert!(during.len() == 1 && *written, "the intent was not in the kept file: {during:?}");
+    assert_eq!(common::snapshot(fx.ws()), before_ws, "workspace changed by a denial");
+    assert_eq!(common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
+    assert_eq!(drop_idle_journals(), 1);
+}

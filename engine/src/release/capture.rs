@@ -27,6 +27,19 @@ pub(super) struct Run {
     pub(super) journal: Journal,
 }
 
+impl Run {
+    /// Undoes a [`begin`] whose release goes no further (nothing moved):
+    /// removes the empty quarantine (its removal made durable), then
+    /// retires the journal. Where the quarantine cannot be removed the
+    /// journal stays too, for recovery: a journal is retired only once its
+    /// quarantine is gone.
+    pub(super) fn abandon(self, session: std::os::fd::BorrowedFd<'_>) {
+        if self.q.remove_if_empty(session) {
+            let _ = self.journal.retire_after_quarantine();
+        }
+    }
+}
+
 /// Creates the quarantine (proving `RENAME_NOREPLACE` works) and durably
 /// writes the journal's intent. On failure nothing was touched.
 pub(super) fn begin(

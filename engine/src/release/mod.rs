@@ -340,6 +340,7 @@ pub fn release(
         return ReleaseReport::denied(&paths, Reason::UnsupportedPlatform, &[], "release is supported on Linux only");
     }
     let mut steps = StepTimes::start();
+    let in_flight = InFlight::enter();
     // Steps `owner` and `check` (identities), then `check` (bytes) and
     // `scan`, side by side unless the batch is small.
     let mut opened = match check::open_targets(req, owner, &paths) {
@@ -392,27 +393,83 @@ pub fn release(
         .iter()
         .map(|c| in_use::Held { path: &paths[c.index], id: c.pin.physical(), file: c.file.as_fd() })
         .collect();
-    let in_use = in_use::in_use(&held, &owner.in_use_exempt());
-    steps.mark("in_use");
+    // When this is the only release of the process in flight, the
+    // quarantine and the journal's intent (the start of step `capture`)
+    // are made on a second thread while `in_use` runs: neither moves a
+    // byte, the first rename waits for both, and a denial undoes them. On
+    // one release at rest the two take about the same time (0.5 and 0.6
+    // ms), so the release waits for the longer, not the sum. With others
+    // in flight the cores are busy with them, and a thread per release
+    // only costs its start (benches/log/2026-12.md, stop 45).
+    let exempt = owner.in_use_exempt();
+    let (in_use, begun) = if opts.dry_run {
+        (in_use::in_use(&held, &exempt), None)
+    } else if in_flight.others() > 0 {
+        let in_use = in_use::in_use(&held, &exempt);
+        let begun = if in_use.is_none() { Some(Ok(capture::begin(req, opts, &opened))) } else { None };
+        (in_use, begun)
+    } else {
+        std::thread::scope(|s| {
+            let begin = s.spawn(|| capture::begin(req, opts, &opened));
+            let in_use = in_use::in_use(&held, &exempt);
+            (in_use, Some(begin.join()))
+        })
+    };
+    steps.mark("in_use+journal");
+    drop(held);
     if let Some(detail) = in_use {
+        if let Some(Ok(Ok(run))) = begun {
+            run.abandon(opened.session.as_fd());
+        }
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
-    drop(held);
-    if opts.dry_run {
-        return dry_run_report(&paths);
-    }
     // Steps `capture`, then `finish`.
-    let mut run = match capture::begin(req, opts, &opened) {
-        Ok(run) => run,
-        Err(report) => return report,
+    let mut run = match begun {
+        None => return dry_run_report(&paths),
+        Some(Ok(Ok(run))) => run,
+        Some(Ok(Err(report))) => return report,
+        Some(Err(_)) => {
+            return failed_untouched(
+                &paths,
+                TargetReason::IoError,
+                "the quarantine and journal step panicked".to_owned(),
+            )
+        }
     };
-    steps.mark("journal");
     let (files, touched) = capture::capture_all(&mut run, opts, &opened.targets);
     steps.mark("capture");
     let report = finish::finish(run, &opened.session, files, touched);
     steps.mark("finish");
     steps.log(req.targets.len());
     report
+}
+
+/// Releases of this process between their start and their end.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+static IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One release counted in [`IN_FLIGHT`] while it lives.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+struct InFlight;
+
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+impl InFlight {
+    fn enter() -> InFlight {
+        IN_FLIGHT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight
+    }
+
+    /// How many other releases of this process are in flight now.
+    fn others(&self) -> usize {
+        IN_FLIGHT.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(1)
+    }
+}
+
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The report of a dry run that passed every check: nothing touched, each
