@@ -376,7 +376,7 @@ pub(crate) fn points_to_identify(table: &[u8]) -> Vec<PathBuf> {
         .iter()
         .filter(|(_, line)| {
             let mut holder = by_id.get(line.parent);
-            // At most one step per line: a table naming a cycle ends the walk.
+            // At most as many steps as lines: a table naming a cycle ends the walk.
             for _ in 0..lines.len() {
                 match holder {
                     Some(m) if m.point == line.point => holder = by_id.get(m.parent),
