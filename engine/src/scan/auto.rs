@@ -67,18 +67,53 @@ fn threads() -> &'static ThreadsBackend {
 /// cores, and the slower one when every core is already busy.
 pub(crate) const URING_MIN_IDLE_CORES: f64 = 1.5;
 
-/// Idle cores now: the available parallelism less the one-minute load
-/// average (`/proc/loadavg`); `None` when the load is unknown.
+/// Idle cores now: the available parallelism less the smaller of the
+/// one-minute load average and the tasks other than the caller runnable
+/// at this instant (`/proc/loadavg`: its first field, and its fourth,
+/// `runnable/total`, which counts the reading thread itself); `None` when
+/// that cannot be read.
+///
+/// The load average alone lags by a minute: a scan that follows other work
+/// of its own caller (a benchmark's earlier rounds, a build that has just
+/// ended) found the cores busy while nothing else ran (`sync` at load 1.5
+/// on two idle cores took 1.17 times the threaded walk's time:
+/// benches/log/2026-12.md, stop 45). The instant's count alone sees a
+/// sibling that is only starting (the next command of a pipeline) as
+/// load, so where that leaves a core free it looks again (below). A
+/// machine busy for the last minute and now is busy by both.
+///
+/// # References
+/// - [`proc_loadavg(5)`](https://man7.org/linux/man-pages/man5/proc_loadavg.5.html)
 pub(crate) fn idle_cores() -> Option<f64> {
     let cores = crate::sys::cores() as f64;
-    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
-    idle_cores_from(cores, &loadavg)
+    let look = || idle_cores_from(cores, &std::fs::read_to_string("/proc/loadavg").ok()?);
+    let mut idle = look()?;
+    // The instant's count catches tasks that run for a moment only (the
+    // shell that started this process, on its way to wait for it; a kernel
+    // worker). Where a core is free even so, sleeping is cheap: look again
+    // up to three times, 100 µs apart, and keep the most idle look. Where
+    // every core is busy, a sleep may cost a whole time slice: no more
+    // looks.
+    for _ in 1..IDLE_LOOKS {
+        if parallel_scan_pays(Some(idle)) || idle < 1.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+        idle = idle.max(look()?);
+    }
+    Some(idle)
 }
+
+/// How many times [`idle_cores`] looks at most.
+const IDLE_LOOKS: usize = 4;
 
 /// [`idle_cores`] from a core count and the text of `/proc/loadavg`.
 pub(crate) fn idle_cores_from(cores: f64, loadavg: &str) -> Option<f64> {
-    let load: f64 = loadavg.split_whitespace().next()?.parse().ok()?;
-    Some(cores - load)
+    let mut fields = loadavg.split_whitespace();
+    let load: f64 = fields.next()?.parse().ok()?;
+    let (runnable, _) = fields.nth(2)?.split_once('/')?;
+    let others = f64::from(runnable.parse::<u32>().ok()?.saturating_sub(1));
+    Some(cores - load.min(others))
 }
 
 /// Whether `idle` cores are enough for `auto` to pick a parallel backend
@@ -131,8 +166,16 @@ fn sizes_backend() -> &'static dyn ScanBackend {
 ///   synchronous backend (1.5 idle cores, `URING_MIN_IDLE_CORES`).
 pub fn auto_pick(mode: ScanMode) -> &'static dyn ScanBackend {
     match mode {
-        ScanMode::Lean if parallel_scan_pays(idle_cores()) => threads(),
-        ScanMode::Lean => &SYNC,
+        ScanMode::Lean => {
+            let idle = idle_cores();
+            let parallel = parallel_scan_pays(idle);
+            tracing::debug!(?idle, parallel, "auto: lean scan backend");
+            if parallel {
+                threads()
+            } else {
+                &SYNC
+            }
+        }
         ScanMode::Sizes => sizes_backend(),
     }
 }
@@ -195,11 +238,20 @@ mod tests {
 
     #[test]
     fn auto_rule() {
-        assert_eq!(idle_cores_from(2.0, "0.25 0.40 0.50 1/120 999\n"), Some(1.75));
-        assert!(parallel_scan_pays(idle_cores_from(2.0, "0.25 0.40 0.50 1/120 999\n")));
-        assert!(!parallel_scan_pays(idle_cores_from(2.0, "0.90 0.40 0.50 1/120 999\n")));
+        // Only the reader runnable: every core idle, whatever the average
+        // of the last minute says.
+        assert_eq!(idle_cores_from(2.0, "1.50 0.40 0.50 1/120 999\n"), Some(2.0));
+        assert!(parallel_scan_pays(idle_cores_from(2.0, "1.50 0.40 0.50 1/120 999\n")));
+        // A sibling starting now on a machine idle for the last minute.
+        assert_eq!(idle_cores_from(2.0, "0.25 0.40 0.50 2/120 999\n"), Some(1.75));
+        assert!(parallel_scan_pays(idle_cores_from(2.0, "0.25 0.40 0.50 2/120 999\n")));
+        // Busy for the last minute and now.
+        assert_eq!(idle_cores_from(2.0, "1.50 0.40 0.50 3/120 999\n"), Some(0.5));
+        assert!(!parallel_scan_pays(idle_cores_from(2.0, "0.90 0.40 0.50 2/120 999\n")));
         assert!(!parallel_scan_pays(idle_cores_from(1.0, "0.00 0.00 0.00 1/120 999\n")));
-        assert!(parallel_scan_pays(idle_cores_from(8.0, "5.00 5.00 5.00 1/120 999\n")));
+        assert!(parallel_scan_pays(idle_cores_from(8.0, "5.00 5.00 5.00 6/120 999\n")));
+        assert!(!parallel_scan_pays(idle_cores_from(8.0, "7.00 5.00 5.00 9/120 999\n")));
+        assert_eq!(idle_cores_from(2.0, "0.25 0.40 0.50"), None);
         assert!(!parallel_scan_pays(None));
         assert_eq!(idle_cores_from(2.0, "garbage"), None);
         let k = auto_backend().kind();
