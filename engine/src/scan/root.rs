@@ -187,7 +187,9 @@ pub fn scan_paths_with(
     aliases: &HashSet<PhysicalId>,
     mode: ScanMode,
 ) -> ScanReport {
-    scan_opened(roots, backend.kind(), mode, |roots| backend.scan(&ScanRequest { roots, limits, aliases, mode }))
+    // `kind` only names the backend of a report that failed before the
+    // scan: `auto`'s answer reads the load, so it is asked only then.
+    scan_opened(roots, || backend.kind(), mode, |roots| backend.scan(&ScanRequest { roots, limits, aliases, mode }))
 }
 
 /// Opens every root with [`open_root`] and hands them to `scan`; a root
@@ -197,7 +199,7 @@ pub fn scan_paths_with(
 /// roots.
 pub(crate) fn scan_opened(
     roots: &[PathBuf],
-    kind: BackendKind,
+    kind: impl FnOnce() -> BackendKind,
     mode: ScanMode,
     scan: impl FnOnce(&[ScanRoot]) -> ScanReport,
 ) -> ScanReport {
@@ -207,7 +209,7 @@ pub(crate) fn scan_opened(
     for root in roots {
         match open_root(root) {
             Ok(r) => opened.push(r),
-            Err(f) => return fail_report(kind, mode, f.reason, f.path, elapsed()),
+            Err(f) => return fail_report(kind(), mode, f.reason, f.path, elapsed()),
         }
     }
     let mut report = scan(&opened);

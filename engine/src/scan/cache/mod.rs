@@ -282,7 +282,7 @@ impl DirCache {
     // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
     #[doc(hidden)]
     pub fn scan_paths(&self, roots: &[PathBuf], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
-        scan_opened(roots, BackendKind::Sync, ScanMode::Lean, |opened| self.scan(opened, limits, aliases))
+        scan_opened(roots, || BackendKind::Sync, ScanMode::Lean, |opened| self.scan(opened, limits, aliases))
     }
 
     /// The walks of `roots` (alias-free), from the records where they hold,
