@@ -86,19 +86,28 @@ pub(crate) const URING_MIN_IDLE_CORES: f64 = 1.5;
 /// - [`proc_loadavg(5)`](https://man7.org/linux/man-pages/man5/proc_loadavg.5.html)
 pub(crate) fn idle_cores() -> Option<f64> {
     let cores = crate::sys::cores() as f64;
-    let look = || idle_cores_from(cores, &std::fs::read_to_string("/proc/loadavg").ok()?);
+    most_idle(
+        || idle_cores_from(cores, &std::fs::read_to_string("/proc/loadavg").ok()?),
+        || std::thread::sleep(std::time::Duration::from_micros(100)),
+    )
+}
+
+/// The most idle of up to [`IDLE_LOOKS`] calls of `look`, with `pause`
+/// between them; `None` when a look fails.
+///
+/// The instant's count catches tasks that run for a moment only (the shell
+/// that started this process, on its way to wait for it; a kernel worker).
+/// Where a core is free even so, pausing is cheap: it looks again while no
+/// look has found enough idle cores for a parallel scan. Where every core
+/// is busy (less than one idle), a pause may cost a whole time slice: no
+/// more looks.
+fn most_idle(mut look: impl FnMut() -> Option<f64>, mut pause: impl FnMut()) -> Option<f64> {
     let mut idle = look()?;
-    // The instant's count catches tasks that run for a moment only (the
-    // shell that started this process, on its way to wait for it; a kernel
-    // worker). Where a core is free even so, sleeping is cheap: look again
-    // up to three times, 100 µs apart, and keep the most idle look. Where
-    // every core is busy, a sleep may cost a whole time slice: no more
-    // looks.
     for _ in 1..IDLE_LOOKS {
         if parallel_scan_pays(Some(idle)) || idle < 1.0 {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_micros(100));
+        pause();
         idle = idle.max(look()?);
     }
     Some(idle)
@@ -258,6 +267,31 @@ mod tests {
         assert!(k == BackendKind::Sync || probe().is_ok());
         let lean = auto_pick(ScanMode::Lean).kind();
         assert!(lean == BackendKind::Sync || lean == BackendKind::Threads, "{lean:?}");
+    }
+
+    /// Looks again only while a core is free but not enough for a
+    /// parallel scan, and never pauses when every core is busy.
+    #[test]
+    fn looks_again_only_where_a_core_is_free() {
+        let run = |seq: &[f64]| {
+            let (mut i, mut pauses) = (0, 0);
+            let got = most_idle(
+                || {
+                    i += 1;
+                    seq.get(i - 1).copied()
+                },
+                || pauses += 1,
+            );
+            (got, i, pauses)
+        };
+        // A moment's task, gone at the second look.
+        assert_eq!(run(&[1.0, 2.0, 1.0]), (Some(2.0), 2, 1));
+        // Idle at once, or every core busy: one look, no pause.
+        assert_eq!(run(&[2.0, 0.0]), (Some(2.0), 1, 0));
+        assert_eq!(run(&[0.5, 2.0]), (Some(0.5), 1, 0));
+        // One core busy throughout: four looks, three pauses.
+        assert_eq!(run(&[1.0, 1.0, 1.0, 1.0, 2.0]), (Some(1.0), 4, 3));
+        assert_eq!(run(&[]), (None, 1, 0));
     }
 
     #[test]
