@@ -406,7 +406,7 @@ pub fn release(
         (in_use::in_use(&held, &exempt), None)
     } else if in_flight.others() > 0 {
         let in_use = in_use::in_use(&held, &exempt);
-        let begun = if in_use.is_none() { Some(Ok(capture::begin(req, opts, &opened))) } else { None };
+        let begun = in_use.is_none().then(|| Ok(capture::begin(req, opts, &opened)));
         (in_use, begun)
     } else {
         std::thread::scope(|s| {
