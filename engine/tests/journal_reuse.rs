@@ -179,3 +179,66 @@ fn an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check() {
     assert_eq!(common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
     assert_eq!(drop_idle_journals(), 1);
 }
+
+/// With another release of the process in flight, the quarantine and the
+/// intent are not made beside `in_use` (the cores are busy with the other
+/// release): `in_use` runs first, and a release it refuses makes neither.
+/// The test above pins the other path (a lone release makes both beside
+/// the check, and undoes them).
+#[test]
+fn with_another_release_in_flight_an_in_use_denial_makes_no_quarantine_or_intent() {
+    use std::sync::Barrier;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    keep_idle_journals(4);
+    let fx = Fixture::new();
+    release_one(&fx, "a.py");
+    let other = Fixture::new();
+    let other_helper = other.helper("other.py", b"other");
+    let p = fx.helper("held.py", b"held");
+    let before_ws = common::snapshot(fx.ws());
+    let before_data = common::snapshot(fx.layout.data_dir());
+    let mut held = holder(&p);
+    // The other release stops before its scan (it is in flight) until this
+    // one has its answer.
+    let (paused, go) = (Barrier::new(2), Barrier::new(2));
+    let pause = |f: &FaultPoint<'_>| {
+        if let FaultPoint::BeforeScan = f {
+            paused.wait();
+            go.wait();
+        }
+        Ok(())
+    };
+    let began = Mutex::new(0);
+    let hook = |f: &FaultPoint<'_>| {
+        if let FaultPoint::AfterJournal { .. } = f {
+            *began.lock().unwrap() += 1;
+        }
+        Ok(())
+    };
+    let (r, r_other) = std::thread::scope(|s| {
+        let other_run = s.spawn(|| {
+            let opts = ReleaseOptions { faults: Some(&pause), ..ReleaseOptions::default() };
+            let targets = [target(&other_helper)];
+            let req = ReleaseRequest { layout: &other.layout, thread_id: &other.thread, targets: &targets };
+            release(&req, &Admission::new().enter(), &IdleOwner, &opts)
+        });
+        paused.wait();
+        let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
+        let targets = [target(&p)];
+        let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
+        let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
+        go.wait();
+        (r, other_run.join().unwrap())
+    });
+    held.kill().unwrap();
+    held.wait().unwrap();
+    assert_eq!(r.error_code, Some(winx_release_engine::Reason::InUse), "{r}");
+    assert!(!r.touched);
+    assert_eq!(*began.lock().unwrap(), 0, "a quarantine and an intent were made beside the check");
+    assert_eq!(common::snapshot(fx.ws()), before_ws, "workspace changed by a denial");
+    assert_eq!(common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
+    assert!(r_other.to_string().starts_with("release completed"), "{r_other}");
+    assert!(!other_helper.exists());
+    // One kept journal in each workspace's data directory.
+    assert_eq!(drop_idle_journals(), 2);
+}
