@@ -10,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::layout::{self, RESERVED_PREFIX};
+use crate::layout;
 use crate::quota;
 
 /// The contract's `deletion_deferred` value.
@@ -63,6 +63,19 @@ pub struct AuditReport {
     pub deleted_bytes: u64,
 }
 
+/// One helper file of a session directory, as [`helpers_of`] lists it.
+// Hidden: with `helpers_of`; not a supported API.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its last modification, where the filesystem reports it.
+    pub modified: Option<SystemTime>,
+}
+
 #[derive(Default)]
 struct Walk {
     files: u64,
@@ -70,6 +83,8 @@ struct Walk {
     oldest: Option<SystemTime>,
     quarantined: u64,
     other: u64,
+    /// Every helper file met, when asked for ([`helpers_of`]).
+    list: Option<Vec<HelperFile>>,
 }
 
 /// Whether an error means the entry went away while it was being looked at
@@ -98,7 +113,7 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
                 Err(e) => return Err(e),
             };
             let name = entry.file_name();
-            let reserved = in_reserved || name.to_string_lossy().starts_with(RESERVED_PREFIX);
+            let reserved = in_reserved || layout::is_reserved_name(&name);
             // `statx` relative to the directory being read (a link is not
             // followed), not by the whole path from `/` again.
             let meta = match entry.metadata() {
@@ -112,8 +127,12 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
             } else if ft.is_file() {
                 acc.files += 1;
                 acc.bytes += meta.len();
-                if let Ok(m) = meta.modified() {
+                let modified = meta.modified().ok();
+                if let Some(m) = modified {
                     acc.oldest = Some(acc.oldest.map_or(m, |o| o.min(m)));
+                }
+                if let Some(list) = &mut acc.list {
+                    list.push(HelperFile { path: entry.path(), size: meta.len(), modified });
                 }
             } else if !ft.is_dir() {
                 acc.other += 1;
@@ -124,6 +143,21 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The helper files of the session directory `session_dir`, sorted by
+/// path: the regular files below it at any depth, outside the reserved
+/// namespace, links never followed (what the audit counts as its
+/// `files`). A directory that does not exist has none. Entries that vanish
+/// while the walk runs are passed over; any other error is returned.
+// Hidden: public for the operator's `audit` and `release --all`; not a supported API.
+#[doc(hidden)]
+pub fn helpers_of(session_dir: &Path) -> io::Result<Vec<HelperFile>> {
+    let mut acc = Walk { list: Some(Vec::new()), ..Walk::default() };
+    walk(session_dir, &mut acc)?;
+    let mut list = acc.list.unwrap_or_default();
+    list.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(list)
 }
 
 /// Audits the sessions of `workspace`; deletes nothing.
@@ -211,5 +245,9 @@ mod tests {
         assert_eq!((u.other_entries, u.quarantined_entries), (1, 1), "{u:?}");
         assert_eq!((r.total_files, r.total_bytes), (2, 120));
         assert_eq!((r.deleted_files, r.deleted_bytes), (0, 0));
+        // The same walk lists the helpers: no link, nothing reserved.
+        let listed: Vec<_> = helpers_of(&s).unwrap().into_iter().map(|h| (h.path, h.size)).collect();
+        assert_eq!(listed, [(s.join("a.py"), 100), (s.join("deep/er/b.sh"), 20)]);
+        assert_eq!(helpers_of(&s.join("gone")).unwrap(), []);
     }
 }

@@ -23,6 +23,14 @@ pub const SESSION_PREFIX: &str = "session-";
 /// Prefix of the reserved quarantine namespace.
 pub const RESERVED_PREFIX: &str = ".winx-release-";
 
+/// Whether a directory entry's name lies in the reserved namespace
+/// ([`RESERVED_PREFIX`], the quarantines'): the one test of such a name,
+/// for the release's path rules and for every walk that passes over the
+/// namespace or looks for it (recovery, the audit, the operator's tools).
+pub fn is_reserved_name(name: impl AsRef<std::ffi::OsStr>) -> bool {
+    name.as_ref().as_encoded_bytes().starts_with(RESERVED_PREFIX.as_bytes())
+}
+
 /// The session directory name of a thread:
 /// `session-<first 8 bytes of sha256(thread_id), 16 lowercase hex>`.
 // Hidden: public for the frontend adapter's tests and the engine's tests; not a supported API.

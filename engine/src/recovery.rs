@@ -37,7 +37,7 @@ use rustix::fs::{AtFlags, FileType};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::identity::Identity;
 use crate::journal::{read_journal, JournalLock, ReadJournal};
-use crate::layout::{self, RESERVED_PREFIX};
+use crate::layout;
 use crate::quarantine::rename_noreplace;
 use crate::resolve::{open_dir_abs, open_dir_beneath, WalkError};
 
@@ -224,7 +224,7 @@ fn recover_one(
         }
     };
     let qname = intent.quarantine_dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-    if !qname.starts_with(RESERVED_PREFIX) || intent.quarantine_dir.parent() != Some(intent.session_dir.as_path()) {
+    if !layout::is_reserved_name(&qname) || intent.quarantine_dir.parent() != Some(intent.session_dir.as_path()) {
         return Err(format!("quarantine {} is not a reserved name in the session", intent.quarantine_dir.display()));
     }
     let opened =
@@ -401,7 +401,7 @@ fn sweep_orphans(ws: &Path, known: &HashSet<PathBuf>, report: &mut RecoveryRepor
         }
         let Ok(sfd) = open_dir_beneath(tmp.as_fd(), &[&session]) else { continue };
         for name in list_dir(&sfd) {
-            if !name.starts_with(RESERVED_PREFIX) {
+            if !layout::is_reserved_name(&name) {
                 continue;
             }
             let qpath = parent.join(&session).join(&name);

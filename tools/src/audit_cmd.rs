@@ -70,7 +70,7 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
         for s in list.iter_mut() {
             let path = s["path"].as_str().unwrap_or_default().to_owned();
             s["thread_id"] = serde_json::json!(threads.get(&path));
-            s["helpers"] = serde_json::json!(helpers(std::path::Path::new(&path), now));
+            s["helpers"] = serde_json::json!(helpers(std::path::Path::new(&path), now)?);
         }
     }
     v["empty_sessions"] = serde_json::json!(empty);
@@ -86,29 +86,17 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// The helpers of one session directory: path, size and age (seconds since
-/// the last modification), without following links, reserved namespace
-/// left out.
-fn helpers(dir: &std::path::Path, now: std::time::SystemTime) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(winx_release_engine::layout::RESERVED_PREFIX) {
-                continue;
-            }
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
-                stack.push(e.path());
-            } else if m.is_file() {
-                let age = m.modified().ok().and_then(|t| now.duration_since(t).ok()).map(|d| d.as_secs());
-                out.push(serde_json::json!({"path": e.path(), "size": m.len(), "age_seconds": age}));
-            }
-        }
-    }
-    out.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
-    out
+/// The helpers of one session directory (`audit::helpers_of`): path, size
+/// and age (seconds since the last modification).
+fn helpers(dir: &std::path::Path, now: std::time::SystemTime) -> anyhow::Result<Vec<serde_json::Value>> {
+    let listed = winx_release_engine::audit::helpers_of(dir).with_context(|| format!("listing {}", dir.display()))?;
+    Ok(listed
+        .into_iter()
+        .map(|h| {
+            let age = h.modified.and_then(|t| now.duration_since(t).ok()).map(|d| d.as_secs());
+            serde_json::json!({"path": h.path, "size": h.size, "age_seconds": age})
+        })
+        .collect())
 }
 
 /// A duration for a person: `42s`, `17m`, `5h`, `3d`.

@@ -83,8 +83,11 @@ fn release(args: &ReleaseArgs, socket: &Path, ws: &str) -> anyhow::Result<Value>
     let data_dir = winx_release_engine::layout::default_data_dir();
     let layout = winx_release_engine::Layout::new(ws, &data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
     let dir = layout.session_dir(&args.thread);
-    let named: Vec<String> =
-        if args.all { helpers_of(&dir) } else { args.paths.iter().map(|p| p.to_string_lossy().into_owned()).collect() };
+    let named: Vec<String> = if args.all {
+        helpers_of(&dir)?
+    } else {
+        args.paths.iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    };
     // The owner: a guardian that answers, and has this thread registered.
     let (mut client, _hello) = match GuardianClient::connect_hello(socket, crate::status_cmd::quick()) {
         Ok(c) => c,
@@ -232,26 +235,10 @@ fn release_batch(frontend: &Frontend, ws: &str, thread: &str, batch: &[String]) 
     (out, status, receipt)
 }
 
-/// The helpers of the session directory `dir`: regular files below it,
-/// outside the reserved namespace, without following links, sorted.
-fn helpers_of(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(winx_release_engine::layout::RESERVED_PREFIX) {
-                continue;
-            }
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => out.push(e.path().to_string_lossy().into_owned()),
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    out
+/// The helpers of the session directory `dir` (`audit::helpers_of`), sorted.
+fn helpers_of(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let listed = winx_release_engine::audit::helpers_of(dir).with_context(|| format!("listing {}", dir.display()))?;
+    Ok(listed.into_iter().map(|h| h.path.to_string_lossy().into_owned()).collect())
 }
 
 fn print_table(v: &Value) {

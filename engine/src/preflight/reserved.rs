@@ -17,7 +17,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::rules::in_reserved_namespace;
-use crate::layout::{RESERVED_PREFIX, TMP_DIR, WINX_DIR};
+use crate::layout::{is_reserved_name, TMP_DIR, WINX_DIR};
 
 /// Whether a mutation of `requested` reaches the reserved namespace.
 /// `resolved` is where the write lands: the existing file `requested` names,
@@ -61,7 +61,7 @@ fn quarantines_hold(sessions: &Path, id: (u64, u64)) -> io::Result<bool> {
         }
         for q in std::fs::read_dir(session.path())? {
             let q = q?;
-            if !q.file_name().as_encoded_bytes().starts_with(RESERVED_PREFIX.as_bytes()) || !q.file_type()?.is_dir() {
+            if !is_reserved_name(q.file_name()) || !q.file_type()?.is_dir() {
                 continue;
             }
             for entry in std::fs::read_dir(q.path())? {

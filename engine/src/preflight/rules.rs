@@ -47,7 +47,7 @@ pub(super) fn shape_reasons<P: AsRef<OsStr>>(paths: &[P]) -> Result<(), (Reason,
 /// namespace.
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) fn in_reserved_namespace(path: impl AsRef<OsStr>) -> bool {
-    path.as_ref().as_encoded_bytes().split(|&b| b == b'/').any(|c| c.starts_with(layout::RESERVED_PREFIX.as_bytes()))
+    path.as_ref().as_encoded_bytes().split(|&b| b == b'/').any(|c| layout::is_reserved_name(OsStr::from_bytes(c)))
 }
 
 /// A path accepted as a candidate helper of one session.
