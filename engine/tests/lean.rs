@@ -17,6 +17,9 @@ use winx_release_engine::scan::{
 };
 use winx_release_engine::{PhysicalId, Reason};
 
+mod common;
+use common::ns::{in_mount_namespace, mount};
+
 fn id_of(p: &Path) -> PhysicalId {
     let m = fs::metadata(p).unwrap();
     PhysicalId { dev: m.dev(), ino: m.ino() }
@@ -34,48 +37,6 @@ fn assert_everywhere(root: &Path, aliases: &HashSet<PhysicalId>, want: Option<(R
             let got = r.reason.map(|reason| (reason, r.path.clone().unwrap()));
             assert_eq!(got, want, "{name} {mode:?}: {r:?}");
         }
-    }
-}
-
-/// Runs `f` on a thread with a private mount namespace; `None` when one
-/// cannot be made here.
-fn in_mount_namespace<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    std::thread::spawn(move || {
-        // SAFETY: unshare(2) with CLONE_NEWNS affects only this thread (and
-        // the threads it starts); no memory is involved.
-        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-            return None;
-        }
-        mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).ok()?;
-        Some(f())
-    })
-    .join()
-    .unwrap()
-}
-
-/// mount(2) with optional source, type and data.
-fn mount(
-    source: Option<&Path>,
-    target: &Path,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-) -> std::io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let c = |b: &[u8]| CString::new(b).unwrap();
-    let source = source.map(|p| c(p.as_os_str().as_bytes()));
-    let target = c(target.as_os_str().as_bytes());
-    let fstype = fstype.map(|t| c(t.as_bytes()));
-    let data = data.map(|d| c(d.as_bytes()));
-    let ptr = |o: &Option<CString>| o.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
-    // SAFETY: every pointer is a NUL-terminated string that outlives the
-    // call, or null where mount(2) allows it.
-    let r = unsafe { libc::mount(ptr(&source), target.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }
 
