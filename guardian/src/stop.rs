@@ -9,10 +9,11 @@ use crate::sessions::Guardian;
 use crate::sync::lock;
 
 /// What would block a stop: every execution of this guardian that is
-/// queued, running, or unresolved (its leader exited while something it
-/// started may still run), adopted ones included; a thread's or a
-/// background shell counts while it is busy (an idle shell does not). The
-/// one rule `stop` and `guardian_status` use.
+/// running or lingering (its leader exited while something it started may
+/// still run), adopted ones included; a thread's or a background shell
+/// counts while it is busy (an idle shell does not). A queued command is
+/// not listed: it waits behind one that is. The one rule `stop` and
+/// `guardian_status` use.
 pub fn stop_blockers(g: &Guardian) -> Vec<RunningExecution> {
     let mut v: Vec<RunningExecution> = g
         .runtime

@@ -11,7 +11,8 @@
 //! caller looks again later). Processes that merely start meanwhile (the
 //! churn of a busy machine) do not keep a snapshot from settling. A chain
 //! of processes that keeps forking and exiting never lets it settle, and
-//! the snapshot fails ("cannot tell") after [`SETTLE_ROUNDS`] listings.
+//! the snapshot fails ("cannot tell") after [`SETTLE_ROUNDS`] such listings
+//! in a row and a next one that still shows new processes.
 //!
 //! Kernel threads that an earlier snapshot or holder sweep found, and that
 //! are still alive, are passed over unread (`kthreads.rs`: each is held by
@@ -210,7 +211,7 @@ fn settle(
         }
     }
     Err(ProcError::Unavailable(std::io::Error::other(format!(
-        "processes kept ending before they were read over {SETTLE_ROUNDS} listings of /proc (a process forking successors?)"
+        "processes kept ending before they were read in {SETTLE_ROUNDS} listings of /proc in a row, and the next one still showed new ones (a process forking successors?)"
     ))))
 }
 

@@ -21,8 +21,8 @@ mod fd_table;
 // in that one file, as `generation.rs`'s ioctl is.
 #[allow(unsafe_code)]
 mod lease;
-// `getsockopt(SO_PEERPIDFD)`, which neither rustix nor libc names yet.
 mod lock;
+// `getsockopt(SO_PEERPIDFD)`, which neither rustix nor libc names yet.
 #[allow(unsafe_code)]
 mod peer;
 mod pidfds;
