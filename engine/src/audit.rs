@@ -126,7 +126,8 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
                 acc.quarantined += 1;
             } else if ft.is_file() {
                 acc.files += 1;
-                acc.bytes += meta.len();
+                // Saturating: a sparse file's size is the agent's to choose.
+                acc.bytes = acc.bytes.saturating_add(meta.len());
                 let modified = meta.modified().ok();
                 if let Some(m) = modified {
                     acc.oldest = Some(acc.oldest.map_or(m, |o| o.min(m)));
@@ -202,7 +203,7 @@ pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
     }
     sessions.sort_by(|a, b| a.session.cmp(&b.session));
     let total_files = sessions.iter().map(|s| s.files).sum();
-    let total_bytes: u64 = sessions.iter().map(|s| s.bytes).sum();
+    let total_bytes = sessions.iter().fold(0u64, |t, s| t.saturating_add(s.bytes));
     Ok(AuditReport {
         workspace: workspace.to_path_buf(),
         sessions,
@@ -249,5 +250,24 @@ mod tests {
         let listed: Vec<_> = helpers_of(&s).unwrap().into_iter().map(|h| (h.path, h.size)).collect();
         assert_eq!(listed, [(s.join("a.py"), 100), (s.join("deep/er/b.sh"), 20)]);
         assert_eq!(helpers_of(&s.join("gone")).unwrap(), []);
+    }
+
+    /// Sparse files whose sizes sum past `u64::MAX` (possible on tmpfs,
+    /// xfs, btrfs) make a session over quota, never a wrapped, small total.
+    #[test]
+    fn sizes_summing_past_u64_saturate_and_are_over_quota() {
+        let Ok(ws) = tempfile::tempdir_in("/dev/shm") else {
+            eprintln!("skipped: no tmpfs at /dev/shm for sparse files of 2^63 - 1 bytes");
+            return;
+        };
+        let s = ws.path().join(".winx/tmp/session-0123456789abcdef");
+        fs::create_dir_all(&s).unwrap();
+        for name in ["a", "b", "c"] {
+            fs::File::create(s.join(name)).unwrap().set_len(i64::MAX as u64).unwrap();
+        }
+        let r = audit(ws.path()).unwrap();
+        let u = &r.sessions[0];
+        assert_eq!((u.files, u.bytes, u.over_quota), (3, u64::MAX, true), "{u:?}");
+        assert!(r.total_bytes == u64::MAX && r.workspace_over_quota, "{r:?}");
     }
 }

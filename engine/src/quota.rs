@@ -47,9 +47,11 @@ pub struct Usage {
 #[doc(hidden)]
 pub fn write_allowed(usage: Usage, old_size: Option<u64>, new_size: u64) -> bool {
     let old = old_size.unwrap_or(0);
-    let files = usage.session_files + u64::from(old_size.is_none());
-    let session = usage.session_bytes.saturating_sub(old) + new_size;
-    let workspace = usage.workspace_bytes.saturating_sub(old) + new_size;
+    // Saturating: sizes on disk are the agent's to choose (a sparse file
+    // of 2^63 - 1 bytes), and a sum that wrapped would let a write through.
+    let files = usage.session_files.saturating_add(u64::from(old_size.is_none()));
+    let session = usage.session_bytes.saturating_sub(old).saturating_add(new_size);
+    let workspace = usage.workspace_bytes.saturating_sub(old).saturating_add(new_size);
     new_size <= MAX_FILE_BYTES
         && files <= MAX_SESSION_FILES
         && session <= MAX_SESSION_BYTES
@@ -137,5 +139,18 @@ mod tests {
         assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5), "{waited:?}");
         drop(other);
         QuotaLock::workspace_within(d.path(), Duration::from_millis(200)).unwrap();
+    }
+
+    /// Usage summed from sizes the agent chose (sparse files of 2^63 - 1
+    /// bytes) is over every quota, and a sum near the top of `u64` neither
+    /// panics nor wraps into a small number that lets a write through.
+    #[test]
+    fn a_sum_near_the_top_of_u64_is_over_quota_not_wrapped() {
+        let huge = Usage { session_files: 2, session_bytes: u64::MAX - 1, workspace_bytes: u64::MAX - 1 };
+        assert!(!write_allowed(huge, None, 2));
+        assert!(!write_allowed(huge, Some(0), MAX_FILE_BYTES));
+        let files = Usage { session_files: u64::MAX, ..Usage::default() };
+        assert!(!write_allowed(files, None, 1));
+        assert!(write_allowed(Usage::default(), None, MAX_FILE_BYTES));
     }
 }

@@ -205,7 +205,7 @@ pub fn hash_fds_each(jobs: &[HashJob<'_>], opts: &RehashOptions, done: &(dyn Fn(
                 .unwrap_or_else(|| rustix::fs::fstat(j.fd).map(|s| u64::try_from(s.st_size).unwrap_or(0)).unwrap_or(0))
         })
         .collect();
-    let total: u64 = sizes.iter().sum();
+    let total = sizes.iter().fold(0u64, |t, s| t.saturating_add(*s));
     let plan = plan(jobs.len(), total, opts);
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]));

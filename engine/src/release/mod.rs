@@ -358,7 +358,7 @@ pub fn release(
     };
     // A small batch is re-hashed in less time than starting a thread
     // takes: then the two run one after the other on this thread.
-    let bytes: u64 = opened.targets.iter().map(|c| c.pin.size).sum();
+    let bytes = opened.targets.iter().fold(0u64, |t, c| t.saturating_add(c.pin.size));
     let (own, scan) = if bytes < crate::rehash::SMALL_BATCH_BYTES {
         let own = check::rehash_targets(&mut opened);
         (own, Ok(run_scan()))

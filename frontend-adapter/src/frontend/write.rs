@@ -203,9 +203,9 @@ impl QuotaBook {
             return Err(Code::QuotaExceeded);
         }
         let old_bytes = old.unwrap_or(0);
-        *files += u64::from(old.is_none());
-        *bytes = bytes.saturating_sub(old_bytes) + new;
-        *total = total.saturating_sub(old_bytes) + new;
+        *files = files.saturating_add(u64::from(old.is_none()));
+        *bytes = bytes.saturating_sub(old_bytes).saturating_add(new);
+        *total = total.saturating_sub(old_bytes).saturating_add(new);
         Ok(())
     }
 }
