@@ -235,3 +235,29 @@ fn completions_and_man_page_are_printed() {
     // No pointer to per-subcommand pages that are not installed.
     assert!(!page.contains("winx\\-release\\-scan(1)") && !page.contains("(1)\n"), "{page}");
 }
+
+/// A reader of standard output that goes away (`winx-release status |
+/// head -0`) ends the command quietly with status 0: no panic, no error
+/// line. Both ways of printing: the human lines (`status` without a
+/// guardian) and a JSON report (`audit`).
+#[test]
+fn a_reader_that_went_away_ends_the_command_quietly() {
+    let t = tempfile::tempdir().unwrap();
+    let sock = t.path().join("none.sock");
+    let ws = t.path().join("ws");
+    fs::create_dir(&ws).unwrap();
+    let cases: [&[&str]; 2] = [
+        &["status", "--socket", sock.to_str().unwrap()],
+        &["audit", "--workspace", ws.to_str().unwrap(), "--socket", sock.to_str().unwrap()],
+    ];
+    for args in cases {
+        // A pipe whose reading end is closed before the command writes.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = bin().args(args).stdout(writer).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+}

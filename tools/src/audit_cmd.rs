@@ -81,7 +81,7 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<u8> {
     if args.json || !std::io::stdout().is_terminal() {
         print_json(&v)?;
     } else {
-        print_table(&v);
+        print_table(&v)?;
     }
     Ok(EXIT_OK)
 }
@@ -110,17 +110,17 @@ fn age(secs: Option<u64>) -> String {
     }
 }
 
-fn print_table(v: &serde_json::Value) {
+fn print_table(v: &serde_json::Value) -> std::io::Result<()> {
     use winx_release_engine::quota;
-    println!(
+    outln!(
         "workspace {} (liveness {})",
         v["workspace"].as_str().unwrap_or("?"),
         v["liveness"].as_str().unwrap_or("no guardian")
-    );
+    )?;
     let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
     for s in &sessions {
-        println!();
-        println!(
+        outln!()?;
+        outln!(
             "{}  thread {}  {}/{} files  {}/{} bytes{}{}",
             s["session"].as_str().unwrap_or("?"),
             s["thread_id"].as_str().unwrap_or("(not registered with a guardian)"),
@@ -130,18 +130,18 @@ fn print_table(v: &serde_json::Value) {
             quota::MAX_SESSION_BYTES,
             if s["over_quota"] == true { "  OVER QUOTA" } else { "" },
             if s["past_ttl"] == true { "  past the 24 h TTL" } else { "" },
-        );
+        )?;
         for h in s["helpers"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "  {:>10}  {:>5}  {}",
                 h["size"],
                 age(h["age_seconds"].as_u64()),
                 h["path"].as_str().unwrap_or("?")
-            );
+            )?;
         }
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "{} session(s) listed, {} empty not listed; {}/{} helper bytes in the workspace{}; backing entries {}/50000",
         sessions.len(),
         v["empty_sessions"],
@@ -149,8 +149,7 @@ fn print_table(v: &serde_json::Value) {
         quota::MAX_WORKSPACE_BYTES,
         if v["workspace_over_quota"] == true { " (OVER QUOTA)" } else { "" },
         v["backing_entries"],
-    );
-    println!(
-        "nothing was deleted (deletion_deferred: runtime_protection_unknown); release with `winx-release release`"
-    );
+    )?;
+    outln!("nothing was deleted (deletion_deferred: runtime_protection_unknown); release with `winx-release release`")?;
+    Ok(())
 }

@@ -90,7 +90,7 @@ fn stop(socket: &std::path::Path, force: bool) -> anyhow::Result<u8> {
             } else {
                 format!("; {} execution(s) it ran keep running", reply.running.len())
             };
-            println!("the guardian (pid {pid}) at {} stopped{left}", socket.display());
+            outln!("the guardian (pid {pid}) at {} stopped{left}", socket.display())?;
             Ok(EXIT_OK)
         }
         Err(ClientError::Remote { code, message }) => {

@@ -7,6 +7,26 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+/// `println!` to standard output that returns the write's error instead of
+/// panicking: a reader that went away (`winx-release status | head -1`)
+/// ends the command through `main`, which exits quietly on a broken pipe.
+macro_rules! outln {
+    () => {
+        $crate::write_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_line(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to standard output (see `outln!`).
+pub(crate) fn write_line(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args)?;
+    out.write_all(b"\n")
+}
+
 mod audit_cmd;
 mod guardian_cmd;
 mod mcp;
@@ -75,6 +95,15 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // The reader of standard output went away (`| head`): nothing
+        // more to say, and nothing failed that the user asked for.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::from(EXIT_OK)
+        }
         Err(e) => {
             eprintln!("winx-release: {e:#}");
             ExitCode::from(EXIT_FAILURE)

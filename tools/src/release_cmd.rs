@@ -64,7 +64,7 @@ pub fn run(args: &ReleaseArgs) -> anyhow::Result<u8> {
     if args.json {
         print_json(&result)?;
     } else {
-        print_table(&result);
+        print_table(&result)?;
     }
     Ok(if result["status"] == "completed" { EXIT_OK } else { EXIT_FAILURE })
 }
@@ -241,35 +241,36 @@ fn helpers_of(dir: &Path) -> anyhow::Result<Vec<String>> {
     Ok(listed.into_iter().map(|h| h.path.to_string_lossy().into_owned()).collect())
 }
 
-fn print_table(v: &Value) {
+fn print_table(v: &Value) -> std::io::Result<()> {
     let dry = v["dry_run"] == json!(true);
     let files = v["files"].as_array().cloned().unwrap_or_default();
     let width = files.iter().filter_map(|f| f["file_path"].as_str()).map(str::len).max().unwrap_or(4).max(4);
-    println!("{:<width$}  {:<14}  {:<24}  {:>10}", "PATH", "OUTCOME", "REASON", "BYTES");
+    outln!("{:<width$}  {:<14}  {:<24}  {:>10}", "PATH", "OUTCOME", "REASON", "BYTES")?;
     for f in &files {
         let mut outcome = f["outcome"].as_str().unwrap_or("?").to_owned();
         if dry && outcome == "not_attempted" && f["reason"].is_null() {
             outcome = "would_release".into();
         }
-        println!(
+        outln!(
             "{:<width$}  {:<14}  {:<24}  {:>10}",
             f["file_path"].as_str().unwrap_or("?"),
             outcome,
             f["reason"].as_str().unwrap_or("-"),
             f["bytes_reclaimed"].as_u64().unwrap_or(0)
-        );
+        )?;
     }
     let receipts: Vec<&str> =
         v["batches"].as_array().into_iter().flatten().filter_map(|b| b["receipt_id"].as_str()).collect();
-    println!(
+    outln!(
         "{}: {} helper(s), {} bytes reclaimed{}{}",
         v["status"].as_str().unwrap_or("?"),
         files.len(),
         v["bytes_reclaimed"],
         if receipts.is_empty() { String::new() } else { format!("; receipts {}", receipts.join(", ")) },
         if dry { " (dry run: nothing was captured)" } else { "" }
-    );
+    )?;
     if let Some(m) = v["message"].as_str() {
-        println!("{m}");
+        outln!("{m}")?;
     }
+    Ok(())
 }

@@ -38,10 +38,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             if args.json {
                 print_json(&v)?;
             } else {
-                println!("no guardian answers at {}: {e}", socket.display());
-                println!(
+                outln!("no guardian answers at {}: {e}", socket.display())?;
+                outln!(
                     "a frontend (`winx-release mcp`) starts one at Initialize; or run `winx-release guardian` yourself"
-                );
+                )?;
             }
             return Ok(EXIT_FAILURE);
         }
@@ -49,7 +49,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     if args.json {
         print_json(&v)?;
     } else {
-        print_human(&v);
+        print_human(&v)?;
     }
     Ok(EXIT_OK)
 }
@@ -72,34 +72,35 @@ fn status_of(socket: &std::path::Path) -> Result<Value, ClientError> {
     Ok(v)
 }
 
-fn print_human(v: &Value) {
+fn print_human(v: &Value) -> std::io::Result<()> {
     let s = |k: &str| v[k].as_str().unwrap_or("?").to_owned();
-    println!("guardian {} answers at {}", s("guardian"), s("socket"));
-    println!("  pid {}, liveness {}, data directory {}", v["pid"], s("liveness"), s("data_dir"));
+    outln!("guardian {} answers at {}", s("guardian"), s("socket"))?;
+    outln!("  pid {}, liveness {}, data directory {}", v["pid"], s("liveness"), s("data_dir"))?;
     let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
-    println!("  sessions: {}", sessions.len());
+    outln!("  sessions: {}", sessions.len())?;
     for x in &sessions {
-        println!(
+        outln!(
             "    thread {} in {} (mode {}), {} running",
             x["thread_id"].as_str().unwrap_or("?"),
             x["workspace"].as_str().unwrap_or("?"),
             x["mode_name"].as_str().unwrap_or("not recorded"),
             x["running"]
-        );
+        )?;
     }
     let running = v["running_executions"].as_array().cloned().unwrap_or_default();
-    println!("  running executions: {}", running.len());
+    outln!("  running executions: {}", running.len())?;
     for e in &running {
-        println!(
+        outln!(
             "    {} (thread {}, {}{})",
             e["command_id"].as_str().unwrap_or("?"),
             e["thread_id"].as_str().unwrap_or("?"),
             e["state"].as_str().unwrap_or("?"),
             if e["background"] == json!(true) { ", background" } else { "" }
-        );
+        )?;
     }
     if let Some(n) = v["note"].as_str() {
-        println!("  {n}");
+        outln!("  {n}")?;
     }
-    println!("  stop it with `winx-release guardian --stop` (refused while an execution runs, unless --force)");
+    outln!("  stop it with `winx-release guardian --stop` (refused while an execution runs, unless --force)")?;
+    Ok(())
 }
