@@ -308,7 +308,7 @@ fn connection(shared: Arc<Shared>, stream: UnixStream, mut peer: Peer) {
         // the stopping guardian sees this request in flight and waits for
         // it, reply included, or this thread sees the shutdown and runs
         // nothing. A request never runs while the guardian exits.
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let counted = Counted::raise(&shared.in_flight);
         if shared.shutdown.load(Ordering::SeqCst) {
             let id = match parse_request(&line) {
                 Ok(r) => r.id,
@@ -316,15 +316,49 @@ fn connection(shared: Arc<Shared>, stream: UnixStream, mut peer: Peer) {
             };
             let msg = "the guardian is stopping; nothing was run";
             let _ = write_line(&mut writer, &error_line(id, ErrorCode::Reason(Reason::OwnerUnavailable), msg));
-            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let (reply, close) = handle_line(&shared.guardian, &line, &mut peer);
+        let Some((reply, close)) = caught(|| handle_line(&shared.guardian, &line, &mut peer)) else { return };
         line.clear();
         let written = write_line(&mut writer, &reply);
-        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        drop(counted);
         if written.is_err() || close {
             return;
+        }
+    }
+}
+
+/// One request counted in flight from [`Counted::raise`] until it is
+/// dropped, however the request ends (a panic included): a stopping
+/// guardian waits for it, and never for one that is gone.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn raise(in_flight: &'a AtomicUsize) -> Counted<'a> {
+        in_flight.fetch_add(1, Ordering::SeqCst);
+        Counted(in_flight)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs one request's `handle`, and turns a panic (a bug) into `None`: the
+/// connection is then closed without a reply, which a client reads as a
+/// lost reply (the outcome unknown: a release's journal is recovered at the
+/// next start), while the guardian and its other connections go on. The
+/// session's admission barrier and every lock the request held are
+/// released on the way out (they are guards; locks are taken past a
+/// poisoning).
+fn caught<T>(handle: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(handle)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            tracing::error!("a request panicked (a bug); its connection is closed without a reply");
+            None
         }
     }
 }
@@ -549,4 +583,29 @@ fn release_op(
     tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");
     tracing::debug!(total_us = t0.elapsed().as_micros(), liveness_us, "release op (us)");
     Ok(ok_line(id, &ReleaseReply { report }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request that panics gets no reply and is no longer in flight: a
+    /// stop does not wait for it for ever, and the thread serving it lives.
+    #[test]
+    fn a_request_that_panics_is_no_longer_in_flight_and_gets_no_reply() {
+        let in_flight = AtomicUsize::new(0);
+        let answered = {
+            let _counted = Counted::raise(&in_flight);
+            assert_eq!(in_flight.load(Ordering::SeqCst), 1);
+            caught(|| -> (Vec<u8>, bool) { panic!("a bug in a request's handling") })
+        };
+        assert!(answered.is_none());
+        assert_eq!(in_flight.load(Ordering::SeqCst), 0);
+        let fine = {
+            let _counted = Counted::raise(&in_flight);
+            caught(|| (b"{}\n".to_vec(), false))
+        };
+        assert_eq!(fine, Some((b"{}\n".to_vec(), false)));
+        assert_eq!(in_flight.load(Ordering::SeqCst), 0);
+    }
 }
