@@ -304,12 +304,25 @@ impl Runtime {
         e: &Arc<Execution>,
         spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Child>,
     ) -> io::Result<()> {
-        match spawn(e) {
+        // The thread that will wait for the leader is made first: where no
+        // thread can be had (the user's task limit reached), nothing is
+        // started, rather than a leader that no thread would ever see end.
+        let (hand, leader) = std::sync::mpsc::channel::<Child>();
+        let (rt, watched) = (self.clone(), e.clone());
+        let watcher = std::thread::Builder::new().spawn(move || {
+            if let Ok(child) = leader.recv() {
+                rt.monitor(watched, child);
+            }
+        });
+        let started = match watcher {
+            Ok(_) => spawn(e),
+            Err(err) => Err(io::Error::new(err.kind(), format!("no thread to watch the command: {err}"))),
+        };
+        match started {
             Ok(child) => {
                 e.set(ExecState::Running);
-                let rt = self.clone();
-                let e = e.clone();
-                std::thread::spawn(move || rt.monitor(e, child));
+                // The watcher holds the receiving end until it has the leader.
+                let _ = hand.send(child);
                 Ok(())
             }
             Err(err) => {
