@@ -216,20 +216,25 @@ pub(crate) fn sweep_with(
     let stop = AtomicBool::new(false);
     let look = Look { targets, uid, maps, threads, stop: &stop, remember: ours, hit };
     let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
+        // A part no thread can be had for (the user's task limit reached)
+        // is looked through on this thread, after the first.
         let handles: Vec<_> = pids
             .chunks(chunk)
             .skip(1)
             .map(|part| {
                 let (proc, look) = (&proc, &look);
-                s.spawn(move || scan_part(proc, part, look))
+                std::thread::Builder::new().spawn_scoped(s, move || scan_part(proc, part, look)).map_err(|_| part)
             })
             .collect();
         let first = pids.chunks(chunk).next().unwrap_or(&[]);
         let mut results = vec![scan_part(&proc, first, &look)];
         for h in handles {
-            results.push(h.join().unwrap_or_else(|_| {
-                Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
-            }));
+            results.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
+                }),
+                Err(part) => scan_part(&proc, part, &look),
+            });
         }
         results
     });

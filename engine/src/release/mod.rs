@@ -363,10 +363,13 @@ pub fn release(
         let own = check::rehash_targets(&mut opened);
         (own, Ok(run_scan()))
     } else {
-        std::thread::scope(|s| {
-            let scan = s.spawn(run_scan);
-            let own = check::rehash_targets(&mut opened);
-            (own, scan.join())
+        std::thread::scope(|s| match std::thread::Builder::new().spawn_scoped(s, run_scan) {
+            Ok(scan) => {
+                let own = check::rehash_targets(&mut opened);
+                (own, scan.join())
+            }
+            // No thread to be had: one after the other.
+            Err(_) => (check::rehash_targets(&mut opened), Ok(run_scan())),
         })
     };
     steps.mark("check+scan");
@@ -402,17 +405,25 @@ pub fn release(
     // in flight the cores are busy with them, and a thread per release
     // only costs its start (benches/log/2026-12.md, stop 45).
     let exempt = owner.in_use_exempt();
-    let (in_use, begun) = if opts.dry_run {
-        (in_use::in_use(&held, &exempt), None)
-    } else if in_flight.others() > 0 {
+    let one_after_the_other = || {
         let in_use = in_use::in_use(&held, &exempt);
         let begun = in_use.is_none().then(|| Ok(capture::begin(req, opts, &opened)));
         (in_use, begun)
+    };
+    let (in_use, begun) = if opts.dry_run {
+        (in_use::in_use(&held, &exempt), None)
+    } else if in_flight.others() > 0 {
+        one_after_the_other()
     } else {
         std::thread::scope(|s| {
-            let begin = s.spawn(|| capture::begin(req, opts, &opened));
-            let in_use = in_use::in_use(&held, &exempt);
-            (in_use, Some(begin.join()))
+            match std::thread::Builder::new().spawn_scoped(s, || capture::begin(req, opts, &opened)) {
+                Ok(begin) => {
+                    let in_use = in_use::in_use(&held, &exempt);
+                    (in_use, Some(begin.join()))
+                }
+                // No thread to be had: as with others in flight.
+                Err(_) => one_after_the_other(),
+            }
         })
     };
     steps.mark("in_use+journal");
