@@ -258,3 +258,26 @@ fn a_release_waits_for_a_recovery_at_most_the_bound() {
     drop(held);
     JournalLock::shared_within(&jdir, Duration::from_millis(200)).unwrap();
 }
+
+/// A fifo where a journal should be (the agent's commands can write `D`)
+/// is kept and reported, not opened: before, its `open` waited for a
+/// writer for ever, and with it the guardian's start.
+#[test]
+fn a_fifo_in_the_journal_directory_is_kept_and_never_waited_on() {
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"journaled");
+    let (jpath, _) = crashed_after_rename(&fx, &h);
+    let fifo = jpath.with_file_name("0-fifo.jsonl");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let data = fx.layout.data_dir().to_path_buf();
+    std::thread::spawn(move || tx.send(recover(&data, &[])).unwrap());
+    let r = rx.recv_timeout(Duration::from_secs(20)).expect("recovery waited on the fifo").unwrap();
+    assert_eq!(r.kept_journals.len(), 1, "{r:?}");
+    assert_eq!(r.kept_journals[0].journal, fifo, "{r:?}");
+    assert!(r.kept_journals[0].error.contains("not a regular file"), "{r:?}");
+    // The real journal beside it was recovered: the helper is back.
+    assert!(!jpath.exists() && h.exists(), "{r:?}");
+    fs::remove_file(&fifo).unwrap();
+}

@@ -192,9 +192,8 @@ impl ReceiptStore {
 /// The on-disk part (Linux).
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod durable {
-    use std::fs::{File, OpenOptions};
+    use std::fs::File;
     use std::io::{self, Read};
-    use std::os::unix::fs::OpenOptionsExt;
     use std::path::Path;
     use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -206,9 +205,8 @@ mod durable {
 
     pub(super) fn lookup(store: &ReceiptStore, req: &ReleaseArgs) -> io::Result<Option<Value>> {
         let fp = Fingerprint::of(req);
-        // No-follow: a receipt is never read through a link.
-        let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32;
-        let open = |path: &Path| match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+        // A regular file only, never through a link, never a wait (a fifo).
+        let open = |path: &Path| match winx_release_engine::sys::open_regular(path) {
             Ok(f) => Ok(Some(f)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io::Error::new(e.kind(), format!("receipt {}: {e}", path.display()))),

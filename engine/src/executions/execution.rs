@@ -1,6 +1,5 @@
 //! One execution: its identity, its state, and what it printed.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
@@ -249,7 +248,7 @@ impl Execution {
 /// The last `limit` bytes of the file at `path` (lossy UTF-8), and whether
 /// earlier bytes were cut.
 pub fn read_tail(path: &Path, limit: u64) -> (String, bool) {
-    let Ok(mut f) = File::open(path) else { return (String::new(), false) };
+    let Ok(mut f) = crate::sys::open_regular(path) else { return (String::new(), false) };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(limit);
     if f.seek(SeekFrom::Start(start)).is_err() {

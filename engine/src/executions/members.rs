@@ -199,7 +199,7 @@ impl Members {
     /// file that cannot be read or parsed is doubt (`Err`); a missing one
     /// is no member.
     pub(crate) fn load(dir: &Path) -> Result<Members, String> {
-        let text = match std::fs::read_to_string(dir.join(MEMBERS_FILE)) {
+        let text = match crate::sys::open_regular(&dir.join(MEMBERS_FILE)).and_then(io::read_to_string) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Members::default()),
             Err(e) => return Err(format!("{}: {e}", dir.join(MEMBERS_FILE).display())),

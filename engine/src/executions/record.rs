@@ -150,7 +150,7 @@ pub enum ReadRecord {
 /// Records of earlier versions (flat `leader_pid`, the command inline) are
 /// read too.
 pub fn read_record(dir: &Path) -> ReadRecord {
-    let f = match std::fs::File::open(dir.join(RECORD_FILE)) {
+    let f = match crate::sys::open_regular(&dir.join(RECORD_FILE)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadRecord::Missing,
         Err(e) => return ReadRecord::Unreadable(format!("{}: {e}", dir.join(RECORD_FILE).display())),

@@ -460,7 +460,7 @@ impl Runtime {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(scratch.as_fd(), name.as_str(), flags, FileMode::from_raw_mode(0o600))?;
         let mut dst = fs::File::from(fd);
-        let mut src = fs::File::open(dir.join(OUTPUT_FILE))?;
+        let mut src = crate::sys::open_regular(&dir.join(OUTPUT_FILE))?;
         io::copy(&mut src, &mut dst)?;
         dst.sync_all()?;
         Ok(workspace.join(".winx").join("scratch").join(name))

@@ -31,7 +31,7 @@
 //! - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -366,7 +366,9 @@ pub enum ReadJournal {
 /// Reads a journal file; a torn trailing mark is ignored (see
 /// [`parse_journal`]).
 pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
-    Ok(parse_journal(&std::fs::read(path)?))
+    let mut bytes = Vec::new();
+    crate::sys::open_regular(path)?.read_to_end(&mut bytes)?;
+    Ok(parse_journal(&bytes))
 }
 
 /// Parses a journal's bytes up to the first zero byte (module docs): the

@@ -27,6 +27,7 @@ mod lock;
 mod peer;
 mod pidfds;
 mod random;
+mod regular;
 
 pub(crate) use cores::cores;
 pub use durable::{create_private_dir_all, fsync_dir, write_durable};
@@ -37,3 +38,4 @@ pub use peer::peer_pidfd;
 pub use pidfds::pidfd_of;
 pub(crate) use pidfds::Remembered;
 pub use random::random_hex;
+pub use regular::open_regular;
