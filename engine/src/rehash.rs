@@ -239,7 +239,10 @@ pub fn hash_fds_each(jobs: &[HashJob<'_>], opts: &RehashOptions, done: &(dyn Fn(
     };
     std::thread::scope(|s| {
         for _ in 1..plan.threads {
-            s.spawn(|| work(plan.uring));
+            // The workers take files from one queue: a worker no thread
+            // can be had for (the user's task limit) leaves its share to
+            // the others, this thread among them.
+            let _ = std::thread::Builder::new().spawn_scoped(s, || work(plan.uring));
         }
         work(plan.uring);
     });

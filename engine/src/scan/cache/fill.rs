@@ -58,6 +58,9 @@ struct Queue {
     stack: Vec<Pending>,
     /// Workers with nothing of their own to look at.
     idle: usize,
+    /// The number of workers (fewer than asked for when a thread could
+    /// not be had).
+    threads: usize,
 }
 
 /// The state the workers share.
@@ -67,8 +70,6 @@ struct Shared {
     /// Workers waiting for directories: one that has more than one of its
     /// own then shares half of them.
     waiting: AtomicUsize,
-    /// The number of workers.
-    threads: usize,
     /// Entries of the directories looked at so far.
     entries: AtomicU64,
     /// Set once the walk must stop before the end, or every directory was
@@ -94,7 +95,7 @@ impl Shared {
             if let Some(p) = q.stack.pop() {
                 break Some(p);
             }
-            if q.idle == self.threads {
+            if q.idle == q.threads {
                 break None;
             }
             self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -131,16 +132,26 @@ impl Fill<'_> {
     pub(crate) fn run(&self, root: BorrowedFd<'_>, threads: usize, start: Vec<Pending>) -> Fetched {
         let threads = threads.max(1);
         let shared = Shared {
-            queue: Mutex::new(Queue { stack: start, idle: 0 }),
+            queue: Mutex::new(Queue { stack: start, idle: 0, threads }),
             more: Condvar::new(),
             waiting: AtomicUsize::new(0),
-            threads,
             entries: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         };
         let mut fetched = HashMap::new();
         std::thread::scope(|s| {
-            let workers: Vec<_> = (1..threads).map(|_| s.spawn(|| self.work(root, &shared))).collect();
+            // A worker no thread can be had for (the user's task limit) is
+            // not counted: the others would wait for it to go idle.
+            let workers: Vec<_> = (1..threads)
+                .filter_map(|_| match std::thread::Builder::new().spawn_scoped(s, || self.work(root, &shared)) {
+                    Ok(w) => Some(w),
+                    Err(_) => {
+                        shared.lock().threads -= 1;
+                        shared.more.notify_all();
+                        None
+                    }
+                })
+                .collect();
             fetched = self.work(root, &shared);
             for w in workers {
                 // A worker that panicked read nothing the walk needs: the

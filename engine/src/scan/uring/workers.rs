@@ -27,7 +27,10 @@ pub(super) fn run_phase1(sh: &ScanShared<'_>, walker: &mut Walker) {
                 if let Some(rest) = helpers.take() {
                     for (k, w) in rest.enumerate() {
                         let stealers = &stealers;
-                        s.spawn(move || {
+                        // A helper no thread can be had for (the user's task
+                        // limit) takes nothing: its deque stays empty, and
+                        // the others steal nothing from it.
+                        let _ = std::thread::Builder::new().spawn_scoped(s, move || {
                             let mut walker = Walker::new(sh, sh.pipes.clone());
                             work_loop(sh, &w, k + 1, stealers, &mut walker, &mut |_| {});
                         });
