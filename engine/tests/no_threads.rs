@@ -3,7 +3,8 @@
 //! do their work on the calling thread: a threaded scan, a parallel fill of
 //! the directory cache, a re-hash on two workers, and a whole release
 //! (its scan beside the re-hash, its quarantine and intent beside
-//! `in_use`, the holder sweep's parts). Before, each `spawn` panicked.
+//! `in_use`, the holder sweep's parts). Before, each `spawn` panicked. A
+//! command is not started when no thread could wait for its leader.
 //!
 //! Its own test binary without the test harness: the child process is put
 //! into a pids cgroup whose limit is the one task it has, before it starts
@@ -22,6 +23,7 @@ use std::process::{Command, Stdio};
 
 use common::{target, Fixture};
 use winx_release_engine::admission::Admission;
+use winx_release_engine::executions::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::rehash::{hash_fds, HashJob, RehashOptions};
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
@@ -42,9 +44,17 @@ fn main() {
         println!("no_threads: skipped: no pids cgroup controller can be used here");
         return;
     };
-    let mut child =
-        Command::new(std::env::current_exe().unwrap()).env(CHILD, "1").stdin(Stdio::piped()).spawn().unwrap();
-    // Into the group, limited to the one task it has, before it goes on.
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env(CHILD, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it has made what it needs threads for, into the group, whose
+    // limit of one task forbids any new one, before it goes on.
+    let mut ready = [0u8; 5];
+    child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
+    assert_eq!(&ready, b"ready");
     fs::write(group.join("pids.max"), "1").unwrap();
     fs::write(group.join("cgroup.procs"), child.id().to_string()).unwrap();
     child.stdin.take().unwrap().write_all(b"go").unwrap();
@@ -74,12 +84,35 @@ fn pids_cgroup() -> Option<PathBuf> {
 }
 
 fn child() {
+    // An execution runtime, whose own threads start with it.
+    let fx = Fixture::new();
+    let rt = Runtime::start(
+        &fx.layout.data_dir().join("rt"),
+        &RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: false, ..Default::default() },
+    );
+    let mut out = std::io::stdout();
+    out.write_all(b"ready").unwrap();
+    out.flush().unwrap();
     let mut go = [0u8; 2];
     std::io::stdin().read_exact(&mut go).unwrap();
     if std::thread::Builder::new().spawn(|| {}).is_ok() {
         panic!("a thread could be started: the pids limit did not take");
     }
-    let fx = Fixture::new();
+    // A command whose leader no thread could wait for is not started.
+    let e = rt
+        .submit(Spawn {
+            thread: "t".into(),
+            workspace: fx.ws().into(),
+            cwd: None,
+            session: SessionKey::of_path(fx.ws()).unwrap(),
+            command: "true".into(),
+            background: false,
+            env: vec![],
+        })
+        .unwrap();
+    let err = rt.run(&e).unwrap_err();
+    assert!(err.to_string().contains("no thread to watch the command"), "{err}");
+    assert_eq!(e.state(), ExecState::FailedToStart);
     // A tree of a few directories for the threaded scan and the fill.
     let root = fx.layout.data_dir().join("tree");
     for d in 0..8 {

@@ -304,25 +304,16 @@ impl Runtime {
         e: &Arc<Execution>,
         spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Child>,
     ) -> io::Result<()> {
-        // The thread that will wait for the leader is made first: where no
-        // thread can be had (the user's task limit reached), nothing is
-        // started, rather than a leader that no thread would ever see end.
-        let (hand, leader) = std::sync::mpsc::channel::<Child>();
-        let (rt, watched) = (self.clone(), e.clone());
-        let watcher = std::thread::Builder::new().spawn(move || {
-            if let Ok(child) = leader.recv() {
-                rt.monitor(watched, child);
-            }
-        });
-        let started = match watcher {
-            Ok(_) => spawn(e),
-            Err(err) => Err(io::Error::new(err.kind(), format!("no thread to watch the command: {err}"))),
-        };
-        match started {
-            Ok(child) => {
+        // The thread that will wait for the leader is had first: where none
+        // can be had (the user's task limit reached), nothing is started,
+        // rather than a leader that no thread would ever see end.
+        let watcher = crate::sys::Reserved::thread()
+            .map_err(|err| io::Error::new(err.kind(), format!("no thread to watch the command: {err}")));
+        match watcher.and_then(|w| spawn(e).map(|child| (w, child))) {
+            Ok((watcher, child)) => {
                 e.set(ExecState::Running);
-                // The watcher holds the receiving end until it has the leader.
-                let _ = hand.send(child);
+                let (rt, e) = (self.clone(), e.clone());
+                watcher.run(move || rt.monitor(e, child));
                 Ok(())
             }
             Err(err) => {

@@ -28,6 +28,7 @@ mod peer;
 mod pidfds;
 mod random;
 mod regular;
+mod reserved;
 
 pub(crate) use cores::cores;
 pub use durable::{create_private_dir_all, fsync_dir, write_durable};
@@ -39,3 +40,4 @@ pub use pidfds::pidfd_of;
 pub(crate) use pidfds::Remembered;
 pub use random::random_hex;
 pub use regular::open_regular;
+pub(crate) use reserved::Reserved;

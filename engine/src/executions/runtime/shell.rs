@@ -55,8 +55,19 @@ impl Runtime {
         let (ours, theirs) = UnixStream::pair()?;
         let made = fs::write(&hook, crate::executions::shell::hook_script());
         let env_remove = self.env_remove.clone();
+        let mut readers = None;
         self.run_with(&e, |e| {
             made?;
+            // The threads that read the shell's reports and its terminal
+            // are had before it starts: a shell nobody reads would never be
+            // seen idle, and its terminal would fill.
+            let no_thread = |err: io::Error| io::Error::new(err.kind(), format!("no thread to read the shell: {err}"));
+            let reports = crate::sys::Reserved::thread().map_err(no_thread)?;
+            let output = match (&controller, &sink) {
+                (Some(_), Some(_)) => Some(crate::sys::Reserved::thread().map_err(no_thread)?),
+                _ => None,
+            };
+            readers = Some((reports, output));
             let spec = ShellSpec {
                 id: &e.id,
                 hook: &hook,
@@ -79,14 +90,17 @@ impl Runtime {
             shells.retain(|_, core| core.strong_count() > 0);
             shells.insert(e.id.clone(), Arc::downgrade(&core));
         }
+        let Some((reports, output)) = readers else {
+            return Err(io::Error::other("the shell started without its readers"));
+        };
         {
             let core = core.clone();
-            std::thread::spawn(move || crate::executions::shell::read_reports(core, ours));
+            reports.run(move || crate::executions::shell::read_reports(core, ours));
         }
-        if let (Some(c), Some(sink)) = (&core.controller, sink) {
+        if let (Some(c), Some(sink), Some(output)) = (&core.controller, sink, output) {
             let reader = c.as_fd().try_clone_to_owned()?;
             let core = core.clone();
-            std::thread::spawn(move || read_output(&core.execution, reader, sink));
+            output.run(move || read_output(&core.execution, reader, sink));
         }
         Ok(Shell { core })
     }
