@@ -1,5 +1,5 @@
 //! Fuzzes the release journal's parser (what recovery reads after a crash):
-//! any bytes give `Valid`, `Torn` or `Corrupt`, never a panic; a valid
+//! any bytes give `Valid`, `Torn`, `Idle` or `Corrupt`, never a panic; a valid
 //! journal written back (intent line, then its marks) parses to the same.
 #![no_main]
 
