@@ -11,6 +11,7 @@
 mod activation;
 mod error;
 mod exec;
+mod in_flight;
 mod kick;
 mod pool;
 mod prewarm;
