@@ -90,6 +90,11 @@ fn child() {
         &fx.layout.data_dir().join("rt"),
         &RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: false, ..Default::default() },
     );
+    // Enough processes of the user that the holder sweep splits its list
+    // across threads (64 or more), started while forks still work.
+    let mut sleepers: Vec<_> = (0..72)
+        .map(|_| Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+        .collect();
     let mut out = std::io::stdout();
     out.write_all(b"ready").unwrap();
     out.flush().unwrap();
@@ -147,4 +152,8 @@ fn child() {
     let r = release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
     assert!(r.to_string().starts_with("release completed"), "{r}");
     assert!((0..4).all(|i| !fx.session.join(format!("big{i}")).exists()));
+    for c in &mut sleepers {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }
