@@ -48,7 +48,7 @@
 
 use std::collections::HashSet;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rustix::fs::{AtFlags, StatxFlags};
 
@@ -212,29 +212,25 @@ pub(crate) fn sweep_with(
     // machine's cores can make them side by side; a short list is not worth
     // starting a thread for.
     let workers = if pids.len() < SPLIT_FROM { 1 } else { crate::sys::cores().clamp(1, 4) };
-    let chunk = pids.len().div_ceil(workers).max(1);
-    let stop = AtomicBool::new(false);
-    let look = Look { targets, uid, maps, threads, stop: &stop, remember: ours, hit };
+    let (stop, next) = (AtomicBool::new(false), AtomicUsize::new(0));
+    let look = Look { targets, uid, maps, threads, stop: &stop, remember: ours, hit, pids: &pids, next: &next };
     let results: Vec<Result<HolderScan, ProcError>> = std::thread::scope(|s| {
-        // A part no thread can be had for (the user's task limit reached)
-        // is looked through on this thread, after the first.
-        let handles: Vec<_> = pids
-            .chunks(chunk)
-            .skip(1)
-            .map(|part| {
+        // The workers take the processes a few at a time from one list, so
+        // none idles while another still has many (the first pids are the
+        // system's daemons, with the most descriptors); a worker no thread
+        // can be had for (the user's task limit) leaves its share to the
+        // others, this thread among them.
+        let handles: Vec<_> = (1..workers)
+            .filter_map(|_| {
                 let (proc, look) = (&proc, &look);
-                std::thread::Builder::new().spawn_scoped(s, move || scan_part(proc, part, look)).map_err(|_| part)
+                std::thread::Builder::new().spawn_scoped(s, move || scan_part(proc, look)).ok()
             })
             .collect();
-        let first = pids.chunks(chunk).next().unwrap_or(&[]);
-        let mut results = vec![scan_part(&proc, first, &look)];
+        let mut results = vec![scan_part(&proc, &look)];
         for h in handles {
-            results.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
-                }),
-                Err(part) => scan_part(&proc, part, &look),
-            });
+            results.push(h.join().unwrap_or_else(|_| {
+                Err(ProcError::Unavailable(std::io::Error::other("a /proc scan worker panicked")))
+            }));
         }
         results
     });
@@ -262,11 +258,18 @@ struct Look<'a> {
     remember: bool,
     /// Told of each holder.
     hit: &'a Hit<'a>,
+    /// The processes to look at, and the index of the next one to take.
+    pids: &'a [i32],
+    next: &'a AtomicUsize,
 }
 
-/// Looks through the processes `pids` until `look.hit` says to stop or
-/// `stop` is set by another worker.
-fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan, ProcError> {
+/// Processes a worker takes from the shared list at a time.
+const TAKE: usize = 8;
+
+/// Looks through the processes of `look.pids` it takes, a few at a time,
+/// until none is left, `look.hit` says to stop or `stop` is set by another
+/// worker.
+fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
     let Look { targets, uid, stop, .. } = *look;
     let wanted = Wanted::new(targets);
     let mut scan = HolderScan::default();
@@ -278,7 +281,11 @@ fn scan_part(proc: &OwnedFd, pids: &[i32], look: &Look<'_>) -> Result<HolderScan
         }
         done
     };
-    for &pid in pids {
+    let taken = std::iter::from_fn(|| {
+        let start = look.next.fetch_add(TAKE, Ordering::Relaxed);
+        look.pids.get(start..(start + TAKE).min(look.pids.len()))
+    });
+    for pid in taken.flatten().copied() {
         if stop.load(Ordering::Relaxed) {
             break;
         }
