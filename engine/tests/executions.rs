@@ -148,3 +148,30 @@ fn a_record_written_after_its_directory_was_seen_is_adopted() {
     std::fs::write(second.join("status.json"), b"{not json").unwrap();
     assert_eq!(rt.liveness(&key).running, 2);
 }
+
+/// `D/executions` that cannot be listed is doubt: an execution an earlier
+/// guardian recorded there could still run, so every session's answer
+/// counts it until it can be read again. Where there is none yet, nothing
+/// runs.
+#[test]
+fn executions_that_cannot_be_listed_count_as_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let rt = runtime(&data, LivenessChoice::Proc);
+    let key = SessionKey { dev: 1, ino: 1 };
+    assert!(!data.join("executions").exists());
+    assert_eq!(rt.liveness(&key).running, 0);
+    // Something that is not a directory in its place: it cannot be listed.
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("executions"), b"").unwrap();
+    let live = rt.liveness(&key);
+    assert_eq!(live.running, 1, "{live:?}");
+    assert!(live.detail.as_deref().is_some_and(|d| d.contains("cannot list")), "{live:?}");
+    // A second runtime started on it says the same.
+    let rt2 = runtime(&data, LivenessChoice::Proc);
+    assert_eq!(rt2.liveness(&SessionKey { dev: 2, ino: 2 }).running, 1);
+    // Readable again: nothing runs.
+    std::fs::remove_file(data.join("executions")).unwrap();
+    std::fs::create_dir(data.join("executions")).unwrap();
+    assert_eq!(rt.liveness(&key).running, 0);
+}

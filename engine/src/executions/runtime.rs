@@ -191,9 +191,10 @@ impl Runtime {
             shells: Mutex::new(HashMap::new()),
         });
         tracing::info!(liveness = rt.liveness_mode().as_str(), reason = %rt.reason, "execution liveness");
-        let adopted = rt.adopt();
-        if adopted > 0 {
-            tracing::info!(adopted, "found unresolved executions of an earlier runtime");
+        match rt.adopt() {
+            Ok(0) => {}
+            Ok(adopted) => tracing::info!(adopted, "found unresolved executions of an earlier runtime"),
+            Err(why) => tracing::warn!(%why, "the executions an earlier runtime left cannot be read: releases wait"),
         }
         let watcher = Arc::downgrade(&rt);
         std::thread::spawn(move || loop {

@@ -18,7 +18,10 @@ use crate::sys::lock;
 impl Runtime {
     /// Adopts every execution of `D/executions` that this runtime does not
     /// know and whose record is not resolved (a record that cannot be read
-    /// or parsed included: it counts for every session). Returns how many.
+    /// or parsed included: it counts for every session). Returns how many,
+    /// or why `D/executions` could not be read whole (a directory that does
+    /// not exist has nothing to adopt): an execution an earlier runtime left
+    /// may then be missed, which a liveness answer counts as running.
     ///
     /// Every liveness answer asks, so that a record another runtime of the
     /// data directory wrote counts at once. `D/executions` is read again only
@@ -28,23 +31,36 @@ impl Runtime {
     /// found no execution directory still without its record (its record
     /// lands inside it, which does not change `D/executions`). Any entry
     /// made, removed or renamed there since changes its change time.
-    pub(crate) fn adopt(&self) -> usize {
+    pub(crate) fn adopt(&self) -> Result<usize, String> {
         if !self.adopt {
-            return 0;
+            return Ok(0);
         }
         let root = self.data_dir.join("executions");
+        let cannot = |e: &dyn std::fmt::Display| format!("cannot list {}: {e}", root.display());
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let Ok(fd) = rustix::fs::openat(CWD, &root, flags, Mode::empty()) else { return 0 };
+        let fd = match rustix::fs::openat(CWD, &root, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(0),
+            Err(e) => return Err(cannot(&e)),
+        };
         let look = DirLook::take(fd.as_fd());
         if let (Some(now), Some(last)) = (&look, *lock(&self.adopt_look)) {
             if last.unchanged_at(now) {
-                return 0;
+                return Ok(0);
             }
         }
-        let Ok(dir) = fs::read_dir(&root) else { return 0 };
+        let dir = fs::read_dir(&root).map_err(|e| cannot(&e))?;
         let mut adopted = Vec::new();
         let mut unsettled = false;
-        for entry in dir.flatten() {
+        let mut trouble = None;
+        for entry in dir {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    trouble = Some(cannot(&e));
+                    break;
+                }
+            };
             let name = entry.file_name();
             let Some(id) = name.to_str().filter(|s| is_command_id(s)) else { continue };
             if lock(&self.table).contains_key(id) || lock(&self.resolved).contains(id) {
@@ -87,7 +103,7 @@ impl Runtime {
             adopted.push(e);
         }
         let trusted = on_trusted_filesystem(fd.as_fd());
-        *lock(&self.adopt_look) = look.filter(|_| trusted && !unsettled);
+        *lock(&self.adopt_look) = look.filter(|_| trusted && !unsettled && trouble.is_none());
         for e in &adopted {
             if self.nothing_left(e) {
                 if let ExecState::Lingering(code) = e.state() {
@@ -95,7 +111,7 @@ impl Runtime {
                 }
             }
         }
-        adopted.len()
+        trouble.map_or(Ok(adopted.len()), Err)
     }
 
     /// The execution `id`: known to this runtime, adopted now from
@@ -109,7 +125,8 @@ impl Runtime {
         if !is_command_id(id) {
             return None;
         }
-        self.adopt();
+        // What cannot be listed is not found: the caller's "unknown id".
+        let _ = self.adopt();
         if let Some(e) = lock(&self.table).get(id).cloned() {
             return Some(e);
         }

@@ -25,11 +25,15 @@ impl Runtime {
     /// `executions/` itself and every populated cgroup below `executions/`
     /// that no execution accounts for; when this process is a subreaper,
     /// every process reparented to it that no execution accounts for. Any
-    /// doubt is counted. Every member seen is recorded durably before this
-    /// returns.
+    /// doubt is counted, `D/executions` that cannot be listed among it.
+    /// Every member seen is recorded durably before this returns.
     pub fn liveness(&self, key: &SessionKey) -> Liveness {
-        self.adopt();
         let mut found = Vec::new();
+        // An execution an earlier runtime left could be among what cannot
+        // be read: doubt, counted for every session.
+        if let Err(why) = self.adopt() {
+            found.push(format!("{why}: an execution an earlier guardian started could still run"));
+        }
         let mut candidates: Vec<Arc<Execution>> = Vec::new();
         // Shells at their prompt, with their own process (never counted).
         let mut shells: Vec<(Arc<Execution>, i32)> = Vec::new();
