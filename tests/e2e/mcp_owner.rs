@@ -1,5 +1,6 @@
 //! End to end: who owns the session. A killed, older, embedded or foreign
-//! guardian, running and queued commands, and a guardian the frontend
+//! guardian, running and queued commands (a busy shell refuses one; the
+//! guardian's one-shot `exec` queues it), and a guardian the frontend
 //! launches itself.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -10,7 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{assert_completed, helper, p, refused, release_req, world, Env};
+use crate::support::{assert_completed, helper, p, refused, release_req, snapshot, without_members, world, Env};
 use serde_json::{json, Value};
 use winx_release_protocol::client::fake::{FakeGuardian, Handler};
 
@@ -244,4 +245,55 @@ except OSError as e:
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line).unwrap();
     assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["ok"], true, "{line}");
+}
+
+/// A foreground command sent through the guardian's one-shot `exec` while
+/// another runs is queued (a pending action): a release of the session is
+/// `pending_actions` before anything is opened, and once the queue has run
+/// the same request is judged on its target.
+#[test]
+fn a_queued_exec_makes_a_release_pending_actions() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let s = UnixStream::connect(&env.sock).unwrap();
+    let mut lines = BufReader::new(s.try_clone().unwrap());
+    let mut w = s;
+    let mut ask = |v: Value| -> Value {
+        w.write_all(format!("{v}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        lines.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    assert_eq!(ask(json!({"id": 1, "op": "hello", "protocol": 1, "client": "test"}))["ok"], true);
+    let ws = p(&env.ws);
+    let open = ask(json!({"id": 2, "op": "session_open", "workspace": ws, "thread_id": "tq"}));
+    let dir = open["session_dir"].as_str().unwrap_or_else(|| panic!("{open}")).to_owned();
+    let fg = |id: u64, command: &str| {
+        json!({"id": id, "op": "exec", "workspace": ws, "thread_id": "tq", "command": command,
+               "wait_for_seconds": 0, "is_background": false})
+    };
+    let first = ask(fg(3, "sleep 5"));
+    assert_eq!(first["status"], "running", "{first}");
+    let queued = ask(fg(4, "true"));
+    assert_eq!(queued["status"], "queued", "{queued}");
+    let pin = json!({"dev": 1, "ino": 1, "size": 0, "ctime_sec": 0, "ctime_nsec": 0,
+                     "sha256": "0".repeat(64), "btime": null, "generation": null});
+    let release = json!({"id": 5, "op": "release", "workspace": ws, "thread_id": "tq",
+                         "targets": [{"path": format!("{dir}/h.py"), "pin": pin}]});
+    let before = without_members(snapshot(&[&env.ws, &env.data]));
+    let r = ask(release.clone());
+    assert_eq!(before, without_members(snapshot(&[&env.ws, &env.data])), "a refusal changed the filesystem");
+    assert_eq!(
+        (&r["report"]["status"], &r["report"]["errorCode"]),
+        (&json!("denied"), &json!("pending_actions")),
+        "{r}"
+    );
+    // The queued command ran once the first ended: nothing is pending, and
+    // the target (never written) is what the release is judged on.
+    let done = ask(json!({"id": 6, "op": "exec_status", "thread_id": "tq", "command_id": queued["command_id"],
+                          "wait_for_seconds": 20}));
+    assert_eq!(done["status"], "completed", "{done}");
+    let again = ask(release);
+    assert_ne!(again["report"]["errorCode"], "pending_actions", "{again}");
+    assert_ne!(again["report"]["errorCode"], "execution_active", "{again}");
 }
