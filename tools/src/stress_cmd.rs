@@ -28,7 +28,9 @@ pub fn run(args: &Config) -> anyhow::Result<u8> {
     if cfg.json {
         print_json(&json)?;
     } else {
-        print!("{table}");
+        // Not `print!`: a reader that went away is an error to report
+        // (main ends quietly on a broken pipe), never a panic.
+        std::io::Write::write_all(&mut std::io::stdout().lock(), table.as_bytes())?;
     }
     Ok(if passed { EXIT_OK } else { EXIT_FAILURE })
 }
