@@ -116,7 +116,8 @@
 //! elsewhere it is its types, the [`Admission`] barrier and the path rules,
 //! [`release()`] answers every target `unsupported_platform` and
 //! [`read::read_pinned`] refuses with [`Reason::UnsupportedPlatform`]; the
-//! Linux-only dependencies (`rustix`, `io-uring`, `libc`) are not pulled in.
+//! Linux-only dependencies (`rustix`, `io-uring`, `libc`, `crossbeam-deque`)
+//! are not pulled in.
 //! On Linux, `--cfg winx_foreign` builds that other path (CI checks it).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

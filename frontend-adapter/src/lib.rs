@@ -18,7 +18,9 @@
 //! [`Frontend::call`], and answer with the returned object as
 //! `structuredContent` and, serialised as JSON, as its text block (or
 //! [`summary`], one line, for hosts that read `structuredContent`), and
-//! [`is_error`] as `isError`.
+//! [`is_error`] as `isError`. (`winx-release mcp` puts a rendering for a
+//! language model in the text block by default, `tools/src/mcp/render.rs`;
+//! `--text-result json` or `summary` give the two above.)
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 

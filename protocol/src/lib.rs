@@ -10,7 +10,9 @@
 //!   user's own, mode `0700`, not a link; the peer runs as the user).
 //!
 //! The protocol sits between the frontend and the guardian; the engine
-//! below it knows no sockets. `docs/PROTOCOL.md` shows each op on the wire.
+//! below it neither listens nor connects (it only holds the default socket
+//! path's rule, `layout::default_socket_path`, which [`socket_path`] calls).
+//! `docs/PROTOCOL.md` shows each op on the wire.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
