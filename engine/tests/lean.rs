@@ -1,6 +1,7 @@
 //! The lean scan (`ScanMode::Lean`) where getdents64 alone would be wrong:
 //! a bind-mounted file inside a backing root, an overlayfs root, and a
-//! directory the scan may read but not search.
+//! directory the scan may read but not search; and a mount no scan enters
+//! (FUSE below a backing root), in both modes.
 //!
 //! The mount tests run on a thread that has its own mount namespace
 //! (`unshare(CLONE_NEWNS)`, mounts made private), so nothing leaks; they
@@ -179,4 +180,70 @@ fn a_readable_unsearchable_directory_is_inaccessible_in_both_modes() {
     let want = if privileged { None } else { Some((Reason::BackingInaccessible, root.join("d/f"))) };
     assert_everywhere(&root, &HashSet::new(), want);
     fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A FUSE mount whose daemon never answers, below a backing root: every
+/// backend in both modes, the directory cache and the shared scanner refuse
+/// it (`backing_inaccessible`, the mount point named) without entering it.
+/// Entering it would wait for as long as the daemon does not answer: the
+/// scans run on a thread of their own, and after 30 s the test ends the
+/// FUSE connection (closing `/dev/fuse`) and fails.
+#[test]
+fn a_fuse_mount_below_a_backing_root_is_refused_not_entered() {
+    use std::os::fd::AsRawFd;
+    use winx_release_engine::scan::{DirCache, RootSpec, SharedScanner};
+    if !common::ns::is_root() || !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: needs root and /dev/fuse");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let t = fs::canonicalize(t.path()).unwrap();
+    let root = t.join("backing");
+    let remote = root.join("sub/remote");
+    fs::create_dir_all(&remote).unwrap();
+    fs::write(root.join("sub/a"), b"a").unwrap();
+    let done = in_mount_namespace(move || {
+        let Ok(fuse) = fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") else { return None };
+        let data = format!("fd={},rootmode=40000,user_id=0,group_id=0", fuse.as_raw_fd());
+        if mount(Some(Path::new("winx-test")), &remote, Some("fuse"), 0, Some(&data)).is_err() {
+            return None;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (r, want) = (root.clone(), remote.clone());
+        // Started from this thread: it shares the private mount namespace.
+        let worker = std::thread::spawn(move || {
+            let threads = ThreadsBackend::new(2);
+            let uring = UringBackend::default();
+            let backends: [(&str, &dyn ScanBackend); 3] =
+                [("sync", &SyncBackend), ("uring", &uring), ("threads", &threads)];
+            let none = HashSet::new();
+            let mut got = Vec::new();
+            for (name, backend) in backends {
+                for mode in [ScanMode::Lean, ScanMode::Sizes] {
+                    let s = scan_paths_with(backend, std::slice::from_ref(&r), ScanLimits::default(), &none, mode);
+                    got.push((format!("{name} {mode:?}"), s.reason, s.path));
+                }
+            }
+            let cache = DirCache::new();
+            let s = cache.scan_paths(std::slice::from_ref(&r), ScanLimits::default(), &none);
+            got.push(("cache".into(), s.reason, s.path));
+            let shared = SharedScanner::new();
+            let s = shared.scan(&[RootSpec::Path(r.clone())], ScanLimits::default(), &none, std::time::Instant::now());
+            got.push(("shared".into(), s.reason, s.path));
+            tx.send(got).unwrap();
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+        // Ends the connection: anything still waiting on it fails now.
+        drop(fuse);
+        let _ = worker.join();
+        assert!(detach(&remote), "unmount");
+        let got = got.expect("a scan entered the FUSE mount and waited on its daemon");
+        for (name, reason, path) in got {
+            assert_eq!((reason, path), (Some(Reason::BackingInaccessible), Some(want.clone())), "{name}");
+        }
+        Some(())
+    });
+    if done.flatten().is_none() {
+        eprintln!("skipped: cannot make a private mount namespace with a FUSE mount here");
+    }
 }

@@ -31,7 +31,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,7 +39,8 @@ use std::sync::Arc;
 use rustix::fs::{Access, AtFlags, FileType, StatxFlags, CWD};
 
 use super::tally::{physical, Class};
-use super::{ScanReport, ScanRoot};
+use super::waiting::{refuse_waiting, waiting_points};
+use super::{BackendKind, ScanReport, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
 
@@ -83,7 +84,7 @@ pub const WAITING_FILESYSTEMS: &[(i64, &str)] = &[
 ];
 
 /// Whether a mountinfo type name is one of [`WAITING_FILESYSTEMS`].
-fn waits(fstype: &[u8]) -> bool {
+pub(crate) fn waits(fstype: &[u8]) -> bool {
     fstype.starts_with(b"fuse.") || WAITING_FILESYSTEMS.iter().any(|(_, n)| n.as_bytes() == fstype)
 }
 
@@ -106,9 +107,15 @@ pub(crate) fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
 }
 
 /// What a lean scan knows before it starts: the directories that hold a
-/// mount point, and whether every mount point's parent was identified.
+/// mount point, whether every mount point's parent was identified, and the
+/// mount points a scan does not enter
+/// ([`waiting_points`](super::waiting::waiting_points)).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct MountParents(HashSet<PhysicalId>, bool);
+pub(crate) struct MountParents {
+    parents: HashSet<PhysicalId>,
+    complete: bool,
+    waiting: Vec<PathBuf>,
+}
 
 impl MountParents {
     /// Identifies the parent directory of every mount point of the
@@ -133,7 +140,7 @@ impl MountParents {
                 Err(_) => complete = false,
             }
         }
-        Arc::new(MountParents(set, complete))
+        Arc::new(MountParents { parents: set, complete, waiting: waiting_points(table) })
     }
 
     /// Whether every mount point's parent was identified. Identities stay
@@ -142,11 +149,17 @@ impl MountParents {
     /// reachable after a rename, so a table with one is read again at
     /// every scan (see `DirCache`).
     pub(crate) fn complete(&self) -> bool {
-        self.1
+        self.complete
+    }
+
+    /// The table's mount points of a filesystem whose lookups may wait
+    /// ([`waiting_points`]).
+    pub(crate) fn waiting(&self) -> &[PathBuf] {
+        &self.waiting
     }
 
     fn holds_mount(&self, dir: PhysicalId) -> bool {
-        self.0.contains(&dir)
+        self.parents.contains(&dir)
     }
 }
 
@@ -234,6 +247,8 @@ pub(crate) struct MountPlan {
     mounts: Option<Arc<MountParents>>,
     /// The open mount table, to tell whether it changed.
     watch: Option<MountWatch>,
+    /// The table's mount points a scan does not enter ([`waiting_points`]).
+    waiting: Vec<PathBuf>,
 }
 
 impl MountPlan {
@@ -252,10 +267,13 @@ impl MountPlan {
     /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
     pub(crate) fn read(roots: &[ScanRoot]) -> MountPlan {
-        let Some((watch, table)) = MountWatch::open_read() else { return MountPlan { mounts: None, watch: None } };
+        let Some((watch, table)) = MountWatch::open_read() else {
+            return MountPlan { mounts: None, watch: None, waiting: Vec::new() };
+        };
+        let waiting = waiting_points(&table);
         let mounts = root_paths(roots).and_then(|prefixes| parents_below(&table, &prefixes)).map(Arc::new);
         AFTER_TABLE_READ.with(|hook| hook.take().map(|f| f()));
-        MountPlan { mounts, watch: Some(watch) }
+        MountPlan { mounts, watch: Some(watch), waiting }
     }
 
     /// Whether the mount table changed since [`MountPlan::read`] opened it
@@ -285,17 +303,28 @@ pub fn after_next_mount_table_read(f: impl FnOnce() + 'static) {
 /// appeared mid-scan, which the plan cannot know of), again with every
 /// entry `statx`ed, from the roots' start. `walk` gets `None` where the
 /// plan knows no mount parents (it then `statx`es everything at once).
+/// A mount below a root that no scan enters
+/// ([`refused_mount`](super::waiting::refused_mount)) fails the
+/// scan before `walk` runs, with `kind` as its backend.
 pub(crate) fn lean_scan(
     roots: &[ScanRoot],
+    kind: BackendKind,
     mut walk: impl FnMut(Option<Arc<MountParents>>) -> ScanReport,
 ) -> ScanReport {
     let plan = MountPlan::read(roots);
+    if let Some(refused) = refuse_waiting(&plan.waiting, roots, kind, ScanMode::Lean) {
+        return refused;
+    }
     let Some(mounts) = plan.mounts.clone() else { return walk(None) };
     let report = walk(Some(mounts));
     if !plan.changed() {
         return report;
     }
     tracing::debug!("the mount table changed during a lean scan; scanning again, every entry statx'ed");
+    let now = read_mount_table().map(|t| waiting_points(&t)).unwrap_or_default();
+    if let Some(refused) = refuse_waiting(&now, roots, kind, ScanMode::Lean) {
+        return refused;
+    }
     for root in roots {
         let Some(dir) = &root.dir else { continue };
         if rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0)).is_err() {
@@ -310,17 +339,20 @@ pub(crate) fn lean_scan(
 /// (`/proc/self/fd/N`); `None` when one cannot be told (unreachable from
 /// this root, deleted).
 fn root_paths(roots: &[ScanRoot]) -> Option<Vec<PathBuf>> {
+    roots.iter().filter_map(|r| r.dir.as_ref()).map(|dir| path_of_dir(dir.as_fd())).collect()
+}
+
+/// The path of the opened directory `dir`, as the kernel names it
+/// (`/proc/self/fd/N`); `None` when it cannot be told (unreachable from
+/// this process's root, deleted).
+pub(crate) fn path_of_dir(dir: BorrowedFd<'_>) -> Option<PathBuf> {
     use std::os::fd::AsRawFd;
-    let mut out = Vec::with_capacity(roots.len());
-    for dir in roots.iter().filter_map(|r| r.dir.as_ref()) {
-        let link = rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()).ok()?;
-        let bytes = link.as_bytes();
-        if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
-            return None;
-        }
-        out.push(PathBuf::from(OsStr::from_bytes(bytes)));
+    let link = rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()).ok()?;
+    let bytes = link.as_bytes();
+    if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
+        return None;
     }
-    Some(out)
+    Some(PathBuf::from(OsStr::from_bytes(bytes)))
 }
 
 /// The identities of the parent directories of every mount point in
@@ -334,7 +366,7 @@ fn parents_below(table: &[u8], prefixes: &[PathBuf]) -> Option<MountParents> {
         let st = rustix::fs::statx(CWD, parent, flags, StatxFlags::INO).ok()?;
         set.insert(physical(st.stx_dev_major, st.stx_dev_minor, st.stx_ino));
     }
-    Some(MountParents(set, true))
+    Some(MountParents { parents: set, complete: true, waiting: Vec::new() })
 }
 
 /// The mount points of `table` strictly below one of `prefixes`: the only
@@ -357,21 +389,8 @@ pub(crate) fn relevant_points(table: &[u8], prefixes: &[PathBuf]) -> Vec<PathBuf
 /// # References
 /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
 pub(crate) fn points_to_identify(table: &[u8]) -> Vec<PathBuf> {
-    struct Line<'a> {
-        parent: &'a [u8],
-        point: &'a [u8],
-        fstype: Option<&'a [u8]>,
-    }
-    let lines: Vec<(&[u8], Line<'_>)> = table
-        .split(|b| *b == b'\n')
-        .filter_map(|line| {
-            let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            let point = f.get(4).filter(|p| !p.is_empty())?;
-            let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
-            Some((f[0], Line { parent: f[1], point, fstype }))
-        })
-        .collect();
-    let by_id: std::collections::HashMap<&[u8], &Line<'_>> = lines.iter().map(|(id, l)| (*id, l)).collect();
+    let lines: Vec<(&[u8], MountLine<'_>)> = mount_lines(table).map(|l| (l.id, l)).collect();
+    let by_id: std::collections::HashMap<&[u8], &MountLine<'_>> = lines.iter().map(|(id, l)| (*id, l)).collect();
     lines
         .iter()
         .filter(|(_, line)| {
@@ -387,6 +406,32 @@ pub(crate) fn points_to_identify(table: &[u8]) -> Vec<PathBuf> {
         })
         .map(|(_, line)| PathBuf::from(OsStr::from_bytes(&unescape(line.point))))
         .collect()
+}
+
+/// One line of a mountinfo table: the fields the scans read.
+pub(crate) struct MountLine<'a> {
+    /// The mount's id (field 1).
+    pub(crate) id: &'a [u8],
+    /// Its parent mount's id (field 2).
+    pub(crate) parent: &'a [u8],
+    /// Its mount point (field 5), escaped.
+    pub(crate) point: &'a [u8],
+    /// Its filesystem type (the field after the `-` separator).
+    pub(crate) fstype: Option<&'a [u8]>,
+}
+
+/// The lines of a mountinfo table (a line without a mount point is passed
+/// over).
+///
+/// # References
+/// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+pub(crate) fn mount_lines(table: &[u8]) -> impl Iterator<Item = MountLine<'_>> {
+    table.split(|b| *b == b'\n').filter_map(|line| {
+        let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+        let point = f.get(4).filter(|p| !p.is_empty())?;
+        let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
+        Some(MountLine { id: f[0], parent: f[1], point, fstype })
+    })
 }
 
 /// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).

@@ -38,6 +38,7 @@ mod sync;
 mod tally;
 mod threads;
 pub(crate) mod uring;
+mod waiting;
 
 pub use auto::{auto_backend, backend_for, AutoBackend, BackendChoice};
 pub use cache::{CacheStats, DirCache};

@@ -64,6 +64,7 @@ use rustix::io::Errno;
 use super::lean::{dir_identity, from_dirent, lean_scan, Lean, MountParents};
 use super::root::DIR_FLAGS;
 use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
+use super::waiting::full_scan;
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
@@ -95,8 +96,8 @@ impl ScanBackend for SyncBackend {
             super::report(BackendKind::Sync, &scan.tally, failure, start)
         };
         match req.mode {
-            ScanMode::Lean => lean_scan(req.roots, walk),
-            ScanMode::Sizes => walk(None),
+            ScanMode::Lean => lean_scan(req.roots, BackendKind::Sync, walk),
+            ScanMode::Sizes => full_scan(req.roots, BackendKind::Sync, walk),
         }
     }
 }

@@ -61,7 +61,9 @@ use std::time::{Duration, Instant};
 
 use super::lean::{Lean, MountParents, MountWatch};
 use super::root::scan_opened;
+use super::waiting::refused_mount;
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
+use crate::error::Reason;
 use crate::identity::PhysicalId;
 use notify::Notify;
 
@@ -333,6 +335,13 @@ impl DirCache {
                 snaps.push(RootSnapshot { path: root.path.clone(), steps: Vec::new() });
                 continue;
             };
+            // A mount below the root that no scan enters (a FUSE or NFS
+            // mount, which could hang the walk): refused, nothing read.
+            if let Some(rel) = mounts.as_ref().and_then(|m| refused_mount(m.waiting(), root)) {
+                let steps = vec![Step::Fail { rel, reason: Reason::BackingInaccessible }];
+                snaps.push(RootSnapshot { path: root.path.clone(), steps });
+                continue;
+            }
             let records = g.roots.remove(&root.path).unwrap_or_default();
             let (valid, quiet) = if enabled {
                 validate(dir.as_fd(), &records, self.tick_ns, notify, &mut new_watches)

@@ -61,6 +61,7 @@ use crossbeam_deque::Injector;
 
 use super::lean::{dir_identity, lean_scan, MountParents};
 use super::tally::Class;
+use super::waiting::full_scan;
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, SyncBackend};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
@@ -154,9 +155,10 @@ impl ScanBackend for UringBackend {
 pub(super) fn run(config: &UringConfig, syscalls: bool, req: &ScanRequest<'_>) -> ScanReport {
     let start = Instant::now();
     let walk = |mounts| walk(config, syscalls, req, mounts, start);
+    let kind = if syscalls { BackendKind::Threads } else { BackendKind::Uring };
     match req.mode {
-        ScanMode::Lean => lean_scan(req.roots, walk),
-        ScanMode::Sizes => walk(None),
+        ScanMode::Lean => lean_scan(req.roots, kind, walk),
+        ScanMode::Sizes => full_scan(req.roots, kind, walk),
     }
 }
 
