@@ -39,7 +39,8 @@ use std::sync::Arc;
 use rustix::fs::{Access, AtFlags, FileType, StatxFlags, CWD};
 
 use super::tally::{physical, Class};
-use super::waiting::{refuse_waiting, waiting_points};
+pub use super::waiting::WAITING_FILESYSTEMS;
+use super::waiting::{mount_lines, path_of_dir, refused_mount, unescape, waiting_points, waits, MountLine};
 use super::{BackendKind, ScanReport, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
@@ -62,31 +63,6 @@ pub enum ScanMode {
 /// `statx`ed).
 pub const TRUSTED_FILESYSTEMS: &[(i64, &str)] =
     &[(0xEF53, "ext2/ext3/ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x9123_683E, "btrfs")];
-
-/// Filesystems (`statfs` `f_type`, mountinfo type name) whose lookups may
-/// wait on a server or a user-space daemon, so that a `statx` of a path
-/// through one can hang while it is unreachable (`fuse.<subtype>` is FUSE
-/// too). None is on [`TRUSTED_FILESYSTEMS`]: every entry of their
-/// directories is `statx`ed anyway, so a mount point whose parent
-/// directory lies on one needs no identity and is never looked at (the
-/// directory cache's mount parents, `lean.rs`).
-pub const WAITING_FILESYSTEMS: &[(i64, &str)] = &[
-    (0x6969, "nfs"),
-    (0x6969, "nfs4"),
-    (0xFF53_4D42, "cifs"),
-    (0xFE53_4D42, "smb3"),
-    (0x0102_1997, "9p"),
-    (0x00C3_6400, "ceph"),
-    (0x5346_414F, "afs"),
-    (0x6573_5546, "fuse"),
-    (0x6573_5546, "fuseblk"),
-    (0x0187, "autofs"),
-];
-
-/// Whether a mountinfo type name is one of [`WAITING_FILESYSTEMS`].
-pub(crate) fn waits(fstype: &[u8]) -> bool {
-    fstype.starts_with(b"fuse.") || WAITING_FILESYSTEMS.iter().any(|(_, n)| n.as_bytes() == fstype)
-}
 
 /// Whether `d_ino` can be trusted on a filesystem of type `f_type`.
 // Hidden: public for the engine's scan tests; not a supported API.
@@ -304,7 +280,7 @@ pub fn after_next_mount_table_read(f: impl FnOnce() + 'static) {
 /// entry `statx`ed, from the roots' start. `walk` gets `None` where the
 /// plan knows no mount parents (it then `statx`es everything at once).
 /// A mount below a root that no scan enters
-/// ([`refused_mount`](super::waiting::refused_mount)) fails the
+/// ([`refused_mount`]) fails the
 /// scan before `walk` runs, with `kind` as its backend.
 pub(crate) fn lean_scan(
     roots: &[ScanRoot],
@@ -335,24 +311,39 @@ pub(crate) fn lean_scan(
     walk(None)
 }
 
+/// Runs a full scan ([`ScanMode::Sizes`]): `walk`, unless a mount below a
+/// root is one no scan enters ([`refused_mount`]; the mount table is read
+/// once, before the walk).
+pub(crate) fn full_scan(
+    roots: &[ScanRoot],
+    kind: BackendKind,
+    walk: impl FnOnce(Option<Arc<MountParents>>) -> ScanReport,
+) -> ScanReport {
+    let waiting = read_mount_table().map(|t| waiting_points(&t)).unwrap_or_default();
+    refuse_waiting(&waiting, roots, kind, ScanMode::Sizes).unwrap_or_else(|| walk(None))
+}
+
+/// The report of a scan refused because a mount of `waiting` lies below
+/// one of `roots` ([`refused_mount`]), the first root's first such mount;
+/// `None` when none does.
+pub(crate) fn refuse_waiting(
+    waiting: &[PathBuf],
+    roots: &[ScanRoot],
+    kind: BackendKind,
+    mode: ScanMode,
+) -> Option<ScanReport> {
+    roots.iter().find_map(|root| {
+        let rel = refused_mount(waiting, root)?;
+        let path = root.path.join(OsStr::from_bytes(&rel));
+        Some(super::fail_report(kind, mode, Reason::BackingInaccessible, path, 0))
+    })
+}
+
 /// The path of every root's opened directory, as the kernel names it
 /// (`/proc/self/fd/N`); `None` when one cannot be told (unreachable from
 /// this root, deleted).
 fn root_paths(roots: &[ScanRoot]) -> Option<Vec<PathBuf>> {
     roots.iter().filter_map(|r| r.dir.as_ref()).map(|dir| path_of_dir(dir.as_fd())).collect()
-}
-
-/// The path of the opened directory `dir`, as the kernel names it
-/// (`/proc/self/fd/N`); `None` when it cannot be told (unreachable from
-/// this process's root, deleted).
-pub(crate) fn path_of_dir(dir: BorrowedFd<'_>) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    let link = rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()).ok()?;
-    let bytes = link.as_bytes();
-    if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
-        return None;
-    }
-    Some(PathBuf::from(OsStr::from_bytes(bytes)))
 }
 
 /// The identities of the parent directories of every mount point in
@@ -406,53 +397,6 @@ pub(crate) fn points_to_identify(table: &[u8]) -> Vec<PathBuf> {
         })
         .map(|(_, line)| PathBuf::from(OsStr::from_bytes(&unescape(line.point))))
         .collect()
-}
-
-/// One line of a mountinfo table: the fields the scans read.
-pub(crate) struct MountLine<'a> {
-    /// The mount's id (field 1).
-    pub(crate) id: &'a [u8],
-    /// Its parent mount's id (field 2).
-    pub(crate) parent: &'a [u8],
-    /// Its mount point (field 5), escaped.
-    pub(crate) point: &'a [u8],
-    /// Its filesystem type (the field after the `-` separator).
-    pub(crate) fstype: Option<&'a [u8]>,
-}
-
-/// The lines of a mountinfo table (a line without a mount point is passed
-/// over).
-///
-/// # References
-/// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
-pub(crate) fn mount_lines(table: &[u8]) -> impl Iterator<Item = MountLine<'_>> {
-    table.split(|b| *b == b'\n').filter_map(|line| {
-        let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-        let point = f.get(4).filter(|p| !p.is_empty())?;
-        let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
-        Some(MountLine { id: f[0], parent: f[1], point, fstype })
-    })
-}
-
-/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
-pub(crate) fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal =
-            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 /// One scanner's view of which directories may be read leanly: the mount

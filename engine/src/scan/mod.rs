@@ -46,13 +46,13 @@ pub use shared::{RootSpec, SharedScanner, SharedStats};
 
 #[doc(hidden)]
 pub use lean::after_next_mount_table_read;
-pub(crate) use lean::unescape as unescape_mountinfo;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS, WAITING_FILESYSTEMS};
 pub(crate) use root::fail_report;
 pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFailure};
 pub use sync::SyncBackend;
 pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};
+pub(crate) use waiting::unescape as unescape_mountinfo;
 
 /// The contract's bound on entries across all roots of one scan.
 pub const MAX_ENTRIES: u64 = 50_000;

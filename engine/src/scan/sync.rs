@@ -61,10 +61,10 @@ use std::time::Instant;
 use rustix::fs::{AtFlags, FileType, Mode, RawDir, Statx, StatxFlags};
 use rustix::io::Errno;
 
+use super::lean::full_scan;
 use super::lean::{dir_identity, from_dirent, lean_scan, Lean, MountParents};
 use super::root::DIR_FLAGS;
 use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
-use super::waiting::full_scan;
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot};
 use crate::error::Reason;
 use crate::identity::PhysicalId;

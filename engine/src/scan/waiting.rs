@@ -1,5 +1,6 @@
-//! Mounts a scan does not enter: a mount of a filesystem whose lookups may
-//! wait ([`WAITING_FILESYSTEMS`](super::WAITING_FILESYSTEMS): NFS, CIFS/SMB, 9p, Ceph, AFS, FUSE,
+//! The mount table's lines as the scans read them, the filesystems whose
+//! lookups may wait, and the mounts a scan does not enter: a mount of a filesystem whose lookups may
+//! wait ([`WAITING_FILESYSTEMS`]: NFS, CIFS/SMB, 9p, Ceph, AFS, FUSE,
 //! autofs) strictly below a backing root fails the scan closed with
 //! `backing_inaccessible`, before anything is walked.
 //!
@@ -18,17 +19,14 @@
 //! - [`fuse(4)`](https://man7.org/linux/man-pages/man4/fuse.4.html)
 
 use std::ffi::OsStr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use super::lean::{mount_lines, path_of_dir, read_mount_table, unescape, waits, MountParents};
-use super::{BackendKind, ScanMode, ScanReport, ScanRoot};
-use crate::error::Reason;
+use super::ScanRoot;
 
 /// The mount points (field 5, escapes undone) of `table` whose own
-/// filesystem is one of [`WAITING_FILESYSTEMS`](super::WAITING_FILESYSTEMS): a scan never enters one
+/// filesystem is one of [`WAITING_FILESYSTEMS`]: a scan never enters one
 /// below a backing root ([`refused_mount`]).
 pub(crate) fn waiting_points(table: &[u8]) -> Vec<PathBuf> {
     mount_lines(table)
@@ -46,7 +44,7 @@ pub(crate) fn waiting_points(table: &[u8]) -> Vec<PathBuf> {
 /// cannot be told (the walk then goes where the root leads, as before).
 ///
 /// This is the one place the rule lives: the one-shot scans of every
-/// backend ([`lean_scan`](super::lean::lean_scan), [`full_scan`]) and the guardian's directory
+/// backend ([`lean_scan`](super::lean::lean_scan), [`full_scan`](super::lean::full_scan)) and the guardian's directory
 /// cache ask it before they walk.
 pub(crate) fn refused_mount(waiting: &[PathBuf], root: &ScanRoot) -> Option<Vec<u8>> {
     if waiting.is_empty() {
@@ -57,32 +55,89 @@ pub(crate) fn refused_mount(waiting: &[PathBuf], root: &ScanRoot) -> Option<Vec<
     Some(below.as_os_str().as_bytes().to_vec())
 }
 
-/// Runs a full scan ([`ScanMode::Sizes`]): `walk`, unless a mount below a
-/// root is one no scan enters ([`refused_mount`]; the mount table is read
-/// once, before the walk).
-pub(crate) fn full_scan(
-    roots: &[ScanRoot],
-    kind: BackendKind,
-    walk: impl FnOnce(Option<Arc<MountParents>>) -> ScanReport,
-) -> ScanReport {
-    let waiting = read_mount_table().map(|t| waiting_points(&t)).unwrap_or_default();
-    refuse_waiting(&waiting, roots, kind, ScanMode::Sizes).unwrap_or_else(|| walk(None))
+/// Filesystems (`statfs` `f_type`, mountinfo type name) whose lookups may
+/// wait on a server or a user-space daemon, so that a `statx` of a path
+/// through one can hang while it is unreachable (`fuse.<subtype>` is FUSE
+/// too). None is on [`TRUSTED_FILESYSTEMS`](super::TRUSTED_FILESYSTEMS): every entry of their
+/// directories is `statx`ed anyway, so a mount point whose parent
+/// directory lies on one needs no identity and is never looked at (the
+/// directory cache's mount parents, `lean.rs`).
+pub const WAITING_FILESYSTEMS: &[(i64, &str)] = &[
+    (0x6969, "nfs"),
+    (0x6969, "nfs4"),
+    (0xFF53_4D42, "cifs"),
+    (0xFE53_4D42, "smb3"),
+    (0x0102_1997, "9p"),
+    (0x00C3_6400, "ceph"),
+    (0x5346_414F, "afs"),
+    (0x6573_5546, "fuse"),
+    (0x6573_5546, "fuseblk"),
+    (0x0187, "autofs"),
+];
+
+/// Whether a mountinfo type name is one of [`WAITING_FILESYSTEMS`].
+pub(crate) fn waits(fstype: &[u8]) -> bool {
+    fstype.starts_with(b"fuse.") || WAITING_FILESYSTEMS.iter().any(|(_, n)| n.as_bytes() == fstype)
 }
 
-/// The report of a scan refused because a mount of `waiting` lies below
-/// one of `roots` ([`refused_mount`]), the first root's first such mount;
-/// `None` when none does.
-pub(crate) fn refuse_waiting(
-    waiting: &[PathBuf],
-    roots: &[ScanRoot],
-    kind: BackendKind,
-    mode: ScanMode,
-) -> Option<ScanReport> {
-    roots.iter().find_map(|root| {
-        let rel = refused_mount(waiting, root)?;
-        let path = root.path.join(OsStr::from_bytes(&rel));
-        Some(super::fail_report(kind, mode, Reason::BackingInaccessible, path, 0))
+/// One line of a mountinfo table: the fields the scans read.
+pub(crate) struct MountLine<'a> {
+    /// The mount's id (field 1).
+    pub(crate) id: &'a [u8],
+    /// Its parent mount's id (field 2).
+    pub(crate) parent: &'a [u8],
+    /// Its mount point (field 5), escaped.
+    pub(crate) point: &'a [u8],
+    /// Its filesystem type (the field after the `-` separator).
+    pub(crate) fstype: Option<&'a [u8]>,
+}
+
+/// The lines of a mountinfo table (a line without a mount point is passed
+/// over).
+///
+/// # References
+/// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+pub(crate) fn mount_lines(table: &[u8]) -> impl Iterator<Item = MountLine<'_>> {
+    table.split(|b| *b == b'\n').filter_map(|line| {
+        let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+        let point = f.get(4).filter(|p| !p.is_empty())?;
+        let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
+        Some(MountLine { id: f[0], parent: f[1], point, fstype })
     })
+}
+
+/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
+pub(crate) fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The path of the opened directory `dir`, as the kernel names it
+/// (`/proc/self/fd/N`); `None` when it cannot be told (unreachable from
+/// this process's root, deleted).
+pub(crate) fn path_of_dir(dir: BorrowedFd<'_>) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let link = rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()).ok()?;
+    let bytes = link.as_bytes();
+    if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
+        return None;
+    }
+    Some(PathBuf::from(OsStr::from_bytes(bytes)))
 }
 
 #[cfg(test)]

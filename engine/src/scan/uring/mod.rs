@@ -59,9 +59,9 @@ use std::time::Instant;
 
 use crossbeam_deque::Injector;
 
+use super::lean::full_scan;
 use super::lean::{dir_identity, lean_scan, MountParents};
 use super::tally::Class;
-use super::waiting::full_scan;
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, SyncBackend};
 use crate::error::Reason;
 use crate::identity::PhysicalId;
