@@ -175,3 +175,47 @@ fn executions_that_cannot_be_listed_count_as_running() {
     std::fs::create_dir(data.join("executions")).unwrap();
     assert_eq!(rt.liveness(&key).running, 0);
 }
+
+/// A leader whose start time could not be read at its spawn is recorded
+/// with [`Leader::UNKNOWN_START`]: the process at its pid, and its group,
+/// still count as the execution's (a restarted guardian adopting the record
+/// must not take the unknown start time for a reused pid and let a release
+/// through while the command runs). Once the process is gone, it resolves.
+#[test]
+fn a_leader_recorded_without_its_start_time_still_counts() {
+    use std::os::unix::process::CommandExt;
+    use winx_release_engine::executions::{Leader, Record, RecordState};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let key = SessionKey { dev: 7, ino: 7 };
+    // The "leader": its own group, no marker in its environment.
+    let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+    let pid = child.id() as i32;
+    let id = "00000000000000b1";
+    let record = Record {
+        command_id: id.into(),
+        thread_id: "t1".into(),
+        workspace: tmp.path().into(),
+        session: Some(key),
+        background: true,
+        started_unix: 1,
+        state: RecordState::Running,
+        leader: Some(Leader { pid, start_time: Leader::UNKNOWN_START, own_group: true, own_session: false }),
+        cgroup: None,
+        leader_exited_unix: None,
+        exit_code: None,
+        failed_to_start: false,
+        ended_unix: None,
+        shell: None,
+    };
+    let dir = data.join("executions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("status.json"), serde_json::to_vec(&record).unwrap()).unwrap();
+    let rt = runtime(&data, LivenessChoice::Proc);
+    let live = rt.liveness(&key);
+    assert_eq!(live.running, 1, "{live:?}");
+    assert!(live.detail.as_deref().is_some_and(|d| d.contains(&pid.to_string())), "{live:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(until(Duration::from_secs(5), || rt.liveness(&key).running == 0), "{:?}", rt.liveness(&key));
+}

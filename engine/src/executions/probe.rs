@@ -2,7 +2,9 @@
 //!
 //! An execution is alive while any of these holds, and every doubt counts
 //! as alive:
-//! - its leader runs (pid and start time, so a reused pid is not it), also
+//! - its leader runs (pid and start time, so a reused pid is not it; a
+//!   start time that could not be read at the spawn keeps whatever runs at
+//!   the pid counted, [`Leader::may_be`]), also
 //!   as a zombie whose other threads still run (`Threads:` above 1 in
 //!   `/proc/<pid>/status`: the main thread called `pthread_exit`);
 //! - a process is in its process group or its session (the leader is made
@@ -219,7 +221,7 @@ impl Probe {
         let mut pids: HashSet<i32> = HashSet::new();
         let mut doubtful: HashSet<i32> = HashSet::new();
         if let Some(l) = leader {
-            let reused = self.table.get(l.pid).is_some_and(|e| e.stat.start_time != l.start_time);
+            let reused = self.table.get(l.pid).is_some_and(|e| !l.may_be(e.stat.start_time));
             if !reused {
                 let candidates: Vec<i32> = self
                     .table

@@ -49,12 +49,36 @@ pub enum RecordState {
 pub struct Leader {
     /// Its pid.
     pub pid: i32,
-    /// Its start time (clock ticks after boot, `/proc/<pid>/stat` field 22).
+    /// Its start time (clock ticks after boot, `/proc/<pid>/stat` field 22);
+    /// [`Leader::UNKNOWN_START`] when it could not be read at the spawn.
     pub start_time: u64,
     /// Whether it leads its own process group (pgid = pid).
     pub own_group: bool,
     /// Whether it leads its own session (sid = pid).
     pub own_session: bool,
+}
+
+impl Leader {
+    /// The start time recorded when the leader's could not be read at the
+    /// spawn (no process spawned after boot has it).
+    pub const UNKNOWN_START: u64 = 0;
+
+    /// The leader spawned as `pid` (a child of this process, not reaped
+    /// yet, so the pid names it), with its start time read now.
+    pub(crate) fn spawned(pid: i32, own_group: bool, own_session: bool) -> Leader {
+        let start_time = super::probe::start_time_of(pid).unwrap_or(Leader::UNKNOWN_START);
+        Leader { pid, start_time, own_group, own_session }
+    }
+
+    /// Whether a process at the leader's pid that started at `start_time`
+    /// may be the leader: it has the recorded start time, or none could be
+    /// recorded. A pid is believed reused only on a start time that was
+    /// read and differs: an unknown one keeps whatever runs at the pid (and
+    /// its group and session) counted until it exits, a doubt counted as
+    /// running.
+    pub fn may_be(&self, start_time: u64) -> bool {
+        self.start_time == Leader::UNKNOWN_START || self.start_time == start_time
+    }
 }
 
 /// One execution's durable record.

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::record::{Leader, OUTPUT_FILE};
-use super::{probe, MARKER};
+use super::MARKER;
 
 /// The exit status of a cgroup-mode leader that could not join its cgroup.
 pub const CGROUP_JOIN_FAILED: i32 = 125;
@@ -110,6 +110,5 @@ pub fn spawn_leader(
     }
     let child = spawn(&mut cmd)?;
     let pid = child.id() as i32;
-    let start_time = probe::start_time_of(pid).unwrap_or(0);
-    Ok((child, Leader { pid, start_time, own_group: true, own_session: setsid.is_some() }))
+    Ok((child, Leader::spawned(pid, true, setsid.is_some())))
 }

@@ -21,7 +21,6 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::executions::probe as procfs;
 use crate::executions::record::Leader;
 use crate::executions::spawn::{not_found, on_path, CGROUP_JOIN_FAILED};
 use crate::executions::MARKER;
@@ -87,6 +86,5 @@ pub(crate) fn spawn_shell(
     cmd.env(MARKER, spec.id);
     let child = spawn(&mut cmd)?;
     let pid = child.id() as i32;
-    let start_time = procfs::start_time_of(pid).unwrap_or(0);
-    Ok((child, Leader { pid, start_time, own_group: true, own_session: true }))
+    Ok((child, Leader::spawned(pid, true, true)))
 }
