@@ -349,7 +349,9 @@ impl Probe {
     /// Reads `pid`'s `stat` again into the table: `false` when it is gone,
     /// a zombie, or another process than the one seen (its start time
     /// changed). A child seen between `fork` and `execve(2)` had neither its
-    /// session nor its marker yet; read again, it has both, or is gone.
+    /// session nor its marker yet; read again, it has both, or is gone. A
+    /// `stat` that cannot be read now is no sign of an end: the process is
+    /// kept as it was seen (`true`), a doubt counted as running.
     pub fn refresh(&mut self, pid: i32) -> bool {
         let Some(seen) = self.table.entries.get(&pid).copied() else { return false };
         match proc::read_stat(&self.table.proc, pid) {
@@ -357,7 +359,8 @@ impl Probe {
                 self.table.entries.insert(pid, proc::ProcEntry { stat: now, uid: seen.uid });
                 true
             }
-            _ => false,
+            Ok(_) => false,
+            Err(_) => true,
         }
     }
 
@@ -365,5 +368,45 @@ impl Probe {
     /// marker (or a marker that cannot be read), its group or its session.
     pub fn belongs(&mut self, pid: i32, id: &str, leader: Option<Leader>) -> Result<bool, ProcError> {
         Ok(self.members(id, leader)?.contains(&pid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::{ProcEntry, ProcStat};
+    use rustix::fs::{Mode, OFlags};
+
+    /// A probe over a `/proc` stand-in at `dir` that saw one process, 4242.
+    fn probe_of(dir: &std::path::Path) -> Probe {
+        let proc = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let stat = ProcStat { pid: 4242, state: b'S', ppid: 1, pgid: 4242, sid: 4242, flags: 0, start_time: 5 };
+        let entries = [(4242, ProcEntry { stat, uid: 0 })].into();
+        let table = ProcTable { proc, entries, kernel_threads_passed: 0 };
+        Probe { table, own: 1, uid: 0, markers: None, live_zombies: HashSet::new() }
+    }
+
+    /// An orphan whose `stat` cannot be read again is kept (it could still
+    /// run, and the answer counts it); only one that is gone, a zombie, or
+    /// another process at the same pid is dropped.
+    #[test]
+    fn a_process_whose_stat_cannot_be_read_again_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("4242");
+        std::fs::create_dir(&dir).unwrap();
+        let line = |state: char, start: u64| {
+            format!("4242 (x) {state} 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1000 10 0\n")
+        };
+        let mut probe = probe_of(tmp.path());
+        std::fs::write(dir.join("stat"), b"not a stat line").unwrap();
+        assert!(probe.refresh(4242), "an unreadable stat is a doubt, kept");
+        std::fs::write(dir.join("stat"), line('S', 5)).unwrap();
+        assert!(probe.refresh(4242));
+        std::fs::write(dir.join("stat"), line('Z', 5)).unwrap();
+        assert!(!probe.refresh(4242), "a zombie has ended");
+        std::fs::write(dir.join("stat"), line('S', 6)).unwrap();
+        assert!(!probe.refresh(4242), "another process at the pid");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!probe.refresh(4242), "gone");
     }
 }
