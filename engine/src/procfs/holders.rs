@@ -22,8 +22,10 @@
 //! A zombie leader (its main thread called `pthread_exit`) has no
 //! descriptor table or memory map of its own any more: its live threads'
 //! views (`/proc/<pid>/task/<tid>/fd`, `.../maps`) are read instead. A
-//! process of the user whose views cannot be read counts as holding a
-//! target ([`HowHeld::Uninspectable`]): doubt is "in use". A process that
+//! process of the user whose views cannot be read, a process whose owner
+//! cannot be read, and a descriptor whose open file cannot be identified
+//! count as holding a target ([`HowHeld::Uninspectable`]): doubt is "in
+//! use". A process that
 //! holds a capability the caller lacks (the sandbox's init) is a more
 //! privileged principal, judged like another user's process.
 //!
@@ -297,7 +299,15 @@ fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
             Ok(Some(0)) if uid != 0 && super::real_uid(proc, pid) == Some(uid) => {}
             // Another user's process, or gone.
             Ok(_) => continue,
-            Err(_) => continue,
+            // Whose it is cannot be read: it could be the user's and hold
+            // a target (doubt is "in use").
+            Err(_) => {
+                scan.uninspectable += 1;
+                if hit(Holder { pid, how: HowHeld::Uninspectable, target: any_of(targets) }) {
+                    return Ok(scan);
+                }
+                continue;
+            }
         }
         scan.inspected += 1;
         // The process's own view, then, for a zombie leader (its main
@@ -348,8 +358,7 @@ fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
                         // Not the user's to judge: like another user's.
                         break;
                     }
-                    let target = targets.iter().next().copied().unwrap_or(PhysicalId { dev: 0, ino: 0 });
-                    if hit(Holder { pid, how: HowHeld::Uninspectable, target }) {
+                    if hit(Holder { pid, how: HowHeld::Uninspectable, target: any_of(targets) }) {
                         return Ok(scan);
                     }
                     break;
@@ -359,6 +368,11 @@ fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
         }
     }
     Ok(scan)
+}
+
+/// One of `targets`, for a holder that could hold any of them.
+fn any_of(targets: &HashSet<PhysicalId>) -> PhysicalId {
+    targets.iter().next().copied().unwrap_or(PhysicalId { dev: 0, ino: 0 })
 }
 
 /// Whether `pid` is a child of an exempt process that has not called
@@ -518,5 +532,37 @@ mod tests {
         assert_eq!((h.pid, h.how), (child.id() as i32, HowHeld::Mapped));
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// A process whose owner cannot be read (here every read of a `/proc`
+    /// stand-in that is not a directory fails, `ENOTDIR`) could be the
+    /// user's and hold a target: the sweep counts it as an uninspectable
+    /// holder, not as another user's process.
+    #[test]
+    fn a_process_whose_owner_cannot_be_read_could_hold_a_target() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let proc: OwnedFd = tmp.reopen().unwrap().into();
+        let targets: HashSet<_> = [PhysicalId { dev: 1, ino: 2 }].into();
+        let found = std::sync::Mutex::new(Vec::new());
+        let hit = |_: &OwnedFd, h: Holder| {
+            found.lock().unwrap().push(h);
+            true
+        };
+        let (stop, next) = (AtomicBool::new(false), AtomicUsize::new(0));
+        let look = Look {
+            targets: &targets,
+            uid: rustix::process::geteuid().as_raw(),
+            maps: true,
+            threads: false,
+            stop: &stop,
+            remember: false,
+            hit: &hit,
+            pids: &[42],
+            next: &next,
+        };
+        let scan = scan_part(&proc, &look).unwrap();
+        assert_eq!(scan.uninspectable, 1, "{scan:?}");
+        let found = found.into_inner().unwrap();
+        assert_eq!(found, [Holder { pid: 42, how: HowHeld::Uninspectable, target: PhysicalId { dev: 1, ino: 2 } }]);
     }
 }

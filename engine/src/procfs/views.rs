@@ -108,6 +108,9 @@ pub(super) fn threads_of(proc: &OwnedFd, pid: i32) -> Vec<i32> {
 /// Looks through `/proc/<view>/fd`, not counting the descriptors `skip`
 /// names, calling `hit` with each descriptor of a target until it returns
 /// `true`. Returns whether `hit` did, and how many descriptors were seen.
+/// A descriptor whose open file cannot be identified is passed to `hit` as
+/// [`HowHeld::Uninspectable`] (naming one of the targets): it could hold
+/// any of them.
 pub(super) fn fds_of(
     proc: impl AsFd,
     pid: i32,
@@ -138,10 +141,19 @@ pub(super) fn fds_of(
         // blocking the check.
         let st = match rustix::fs::statx(dir.fd()?, entry.file_name(), AtFlags::STATX_DONT_SYNC, StatxFlags::INO) {
             Ok(st) => st,
-            // Closed meanwhile, or an object that cannot be stat'ed.
+            // Closed meanwhile.
             Err(e) if is_gone(e) => continue,
             Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => return Err(rustix::io::Errno::ACCESS),
-            Err(_) => continue,
+            // An open file that cannot be identified (a stale network
+            // handle, a broken FUSE inode): it could be a target, so the
+            // process could hold one.
+            Err(_) => {
+                let Some(&target) = targets.iter().next() else { continue };
+                if hit(Holder { pid, how: HowHeld::Uninspectable, target }) {
+                    return Ok((true, seen));
+                }
+                continue;
+            }
         };
         let id = PhysicalId { dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), ino: st.stx_ino };
         if targets.contains(&id) && hit(Holder { pid, how: HowHeld::Fd(n), target: id }) {
@@ -198,5 +210,38 @@ mod tests {
             b"55d0-55d1 r--p 00000000 fd:01 99 /usr/bin/x\n7f00-7f01 r--s 00000000 fd:01 1234    /tmp/h (deleted)\n";
         assert_eq!(mapped(maps, &devs, &targets).next(), Some(target));
         assert_eq!(mapped(b"7f00-7f01 rw-p 00000000 00:00 0 \n", &devs, &targets).next(), None);
+    }
+
+    /// A descriptor whose open file cannot be identified (here a link that
+    /// loops, `ELOOP`, in a `/proc` stand-in) could be a target: it is a
+    /// hit, as an uninspectable holder, not passed over; a closed one
+    /// (`ENOENT`) is passed over.
+    #[test]
+    fn a_descriptor_that_cannot_be_identified_could_hold_a_target() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fd_dir = tmp.path().join("42/fd");
+        std::fs::create_dir_all(&fd_dir).unwrap();
+        std::os::unix::fs::symlink("3", fd_dir.join("3")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/winx", fd_dir.join("4")).unwrap();
+        let proc =
+            rustix::fs::open(tmp.path(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let target = PhysicalId { dev: 1, ino: 2 };
+        let targets: HashSet<_> = [target].into();
+        let mut hits = Vec::new();
+        let (done, seen) = fds_of(&proc, 42, "42", &targets, &[], &mut |h| {
+            hits.push(h);
+            false
+        })
+        .unwrap();
+        assert_eq!((done, seen), (false, 2));
+        assert_eq!(hits, [Holder { pid: 42, how: HowHeld::Uninspectable, target }]);
+        // Skipped by number, it is not looked at.
+        hits.clear();
+        fds_of(&proc, 42, "42", &targets, &[3], &mut |h| {
+            hits.push(h);
+            false
+        })
+        .unwrap();
+        assert!(hits.is_empty(), "{hits:?}");
     }
 }
