@@ -235,43 +235,44 @@ fn subtree_name(data_dir: &Path) -> String {
     format!("winx-{}", hex::encode(&digest[..8]))
 }
 
-/// This process's cgroup v2 directory: the cgroup2 mount point joined with
-/// the `0::` path of `/proc/self/cgroup`, relative to the mount's root.
+/// This process's cgroup v2 directory (see [`dir_from`]).
 fn own_cgroup_dir() -> io::Result<PathBuf> {
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup")?;
+    dir_from(&std::fs::read_to_string("/proc/self/cgroup")?, &std::fs::read("/proc/self/mountinfo")?)
+}
+
+/// The cgroup v2 directory of process `pid` (see [`dir_from`]); `None`
+/// when it cannot be read (gone, or no cgroup2 mount here).
+pub fn dir_of(pid: i32) -> Option<PathBuf> {
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    dir_from(&cgroup, &std::fs::read("/proc/self/mountinfo").ok()?).ok()
+}
+
+/// The cgroup v2 directory named by the `0::` line of a process's
+/// `/proc/<pid>/cgroup` text `cgroup`: the mount point of the cgroup2 mount
+/// of the mount table `mountinfo` whose root holds that path, joined with
+/// the path below the mount's root (the root cgroup, `0::/`, is the mount
+/// point itself).
+///
+/// # References
+/// - [`cgroups(7)`](https://man7.org/linux/man-pages/man7/cgroups.7.html) ("/proc/pid/cgroup")
+/// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
+fn dir_from(cgroup: &str, mountinfo: &[u8]) -> io::Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     let path = cgroup
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
-        .ok_or_else(|| io::Error::new(ErrorKind::NotFound, "no cgroup v2 line in /proc/self/cgroup"))?;
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        if right.split(' ').next() != Some("cgroup2") {
+        .ok_or_else(|| io::Error::new(ErrorKind::NotFound, "no cgroup v2 line in /proc/<pid>/cgroup"))?;
+    for m in crate::scan::mount_lines(mountinfo).filter(|m| m.fstype == Some(b"cgroup2".as_slice())) {
+        let root = crate::scan::unescape_mountinfo(m.root);
+        let root = std::str::from_utf8(&root).map_err(|_| io::Error::from(ErrorKind::InvalidData))?;
+        let Some(rel) = path.strip_prefix(root.trim_end_matches('/')) else { continue };
+        if !(rel.is_empty() || rel.starts_with('/')) {
             continue;
         }
-        let fields: Vec<&str> = left.split(' ').collect();
-        let (Some(root), Some(point)) = (fields.get(3), fields.get(4)) else { continue };
-        let Some(rel) = path.strip_prefix(root.trim_end_matches('/')) else { continue };
-        return Ok(Path::new(&unescape(point)).join(rel.trim_start_matches('/')));
+        let point = crate::scan::unescape_mountinfo(m.point);
+        return Ok(Path::new(std::ffi::OsStr::from_bytes(&point)).join(rel.trim_start_matches('/')));
     }
     Err(io::Error::new(ErrorKind::NotFound, "no cgroup2 mount in /proc/self/mountinfo"))
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -301,7 +302,35 @@ mod tests {
     fn subtree_names_follow_the_data_directory() {
         assert_eq!(subtree_name(Path::new("/nonexistent/a")), subtree_name(Path::new("/nonexistent/a")));
         assert_ne!(subtree_name(Path::new("/nonexistent/a")), subtree_name(Path::new("/nonexistent/b")));
-        assert_eq!(unescape(r"/a\040b"), "/a b");
+    }
+
+    /// A process's cgroup directory, as an orphan's owner is told by it: in
+    /// the root cgroup (`0::/`) it is in no execution's cgroup (the earlier
+    /// test, the execution's path *ending with* the process's relative
+    /// path, took the empty path for every execution's, so an orphan that
+    /// no execution accounts for was given to another session's execution
+    /// and did not count for this one); below an execution's cgroup it is
+    /// in it; a sibling whose name only starts alike is not.
+    #[test]
+    fn a_process_in_the_root_cgroup_is_in_no_executions_cgroup() {
+        let mountinfo = b"22 1 0:21 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n\
+            30 22 0:33 /win\\040x /mnt/c\\040g rw - cgroup2 cgroup2 rw\n";
+        let exec = Path::new("/sys/fs/cgroup/u/winx-1/executions/00000000000000a1");
+        let within = |line: &str| dir_from(line, mountinfo).is_ok_and(|d| d.starts_with(exec));
+        assert_eq!(dir_from("0::/\n", mountinfo).unwrap(), Path::new("/sys/fs/cgroup"));
+        assert!(!within("0::/\n"));
+        assert!(!within("0::/u\n"));
+        assert!(within("0::/u/winx-1/executions/00000000000000a1\n"));
+        assert!(within("1:name=systemd:/x\n0::/u/winx-1/executions/00000000000000a1/sub\n"));
+        assert!(!within("0::/u/winx-1/executions/00000000000000a12\n"));
+        assert!(dir_from("1:name=systemd:/x\n", mountinfo).is_err());
+        // A mount of a cgroup below the root, its names escaped; a path
+        // beside its root (same prefix, another name) is not under it.
+        assert_eq!(
+            dir_from("0::/win x/e\n", b"30 22 0:33 /win\\040x /mnt/c\\040g rw - cgroup2 cgroup2 rw\n").unwrap(),
+            Path::new("/mnt/c g/e")
+        );
+        assert!(dir_from("0::/win xy\n", b"30 22 0:33 /win\\040x /mnt/c\\040g rw - cgroup2 cgroup2 rw\n").is_err());
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFa
 pub use sync::SyncBackend;
 pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};
-pub(crate) use waiting::unescape as unescape_mountinfo;
+pub(crate) use waiting::{mount_lines, unescape as unescape_mountinfo};
 
 /// The contract's bound on entries across all roots of one scan.
 pub const MAX_ENTRIES: u64 = 50_000;

@@ -86,6 +86,8 @@ pub(crate) struct MountLine<'a> {
     pub(crate) id: &'a [u8],
     /// Its parent mount's id (field 2).
     pub(crate) parent: &'a [u8],
+    /// The directory of its filesystem it shows (field 4), escaped.
+    pub(crate) root: &'a [u8],
     /// Its mount point (field 5), escaped.
     pub(crate) point: &'a [u8],
     /// Its filesystem type (the field after the `-` separator).
@@ -102,7 +104,7 @@ pub(crate) fn mount_lines(table: &[u8]) -> impl Iterator<Item = MountLine<'_>> {
         let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
         let point = f.get(4).filter(|p| !p.is_empty())?;
         let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
-        Some(MountLine { id: f[0], parent: f[1], point, fstype })
+        Some(MountLine { id: f[0], parent: f[1], root: f[3], point, fstype })
     })
 }
 

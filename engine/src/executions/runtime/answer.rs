@@ -183,11 +183,10 @@ impl Runtime {
                 continue;
             }
             let start = probe.start_time(pid).unwrap_or(0);
-            let cgroup_of = read_cgroup(pid);
+            let cgroup_of = cgroup::dir_of(pid);
             let mut owner = None;
             for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
-                let in_cgroup =
-                    matches!((&e.cgroup, &cgroup_of), (Some(cg), Some(c)) if cg.ends_with(c.trim_start_matches('/')));
+                let in_cgroup = matches!((&e.cgroup, &cgroup_of), (Some(cg), Some(d)) if d.starts_with(cg));
                 if e.members.contains(pid, start) || in_cgroup || probe.belongs(pid, &e.id, e.leader())? {
                     owner = Some(e);
                     break;
@@ -204,10 +203,4 @@ impl Runtime {
         }
         Ok(())
     }
-}
-
-/// The cgroup v2 path of `pid` (the `0::` line of `/proc/<pid>/cgroup`).
-fn read_cgroup(pid: i32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned)
 }
