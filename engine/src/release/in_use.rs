@@ -9,8 +9,9 @@
 //! or writing, runs it or maps it, no descriptor of it is in flight over a
 //! Unix socket, no loop device is backed by it. Then:
 //!
-//! - every lease granted: only `O_PATH` descriptors (which the lease does
-//!   not count) can hold a target, and only descriptor tables are read;
+//! - every lease granted (on a filesystem where that rules out a mapping,
+//!   `sys::lease`): only `O_PATH` descriptors (which the lease does not
+//!   count) can hold a target, and only descriptor tables are read;
 //! - a lease refused: every process of the user is read — descriptors,
 //!   memory maps and, since a thread may have unshared its table, every
 //!   thread's own table. A holder found is named. When none is, the exempt
@@ -19,7 +20,8 @@
 //!   nothing explains is open somewhere no descriptor table shows, and the
 //!   release is refused;
 //! - a lease that cannot be tried (leases disabled, a filesystem without
-//!   them): every view is read, as before the lease existed.
+//!   them), or granted where that does not rule out a mapping (overlayfs):
+//!   every view is read, every thread's own table included.
 //!
 //! The sweep is shared by the releases that ask at once
 //! (`procfs::shared`): a release waits for the next sweep
@@ -111,7 +113,7 @@ fn check(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
             OpenElsewhere::CannotTell(_) => unsure = true,
         }
     }
-    let how = Sweep { maps: unsure || !refused.is_empty(), threads: !refused.is_empty() };
+    let how = Sweep { maps: unsure || !refused.is_empty(), threads: unsure || !refused.is_empty() };
     let uid = rustix::process::geteuid().as_raw();
     // One sweep serves every release that asks while another runs (a
     // group commit; it starts after this release's leases above).

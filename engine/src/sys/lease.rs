@@ -13,6 +13,15 @@
 //! description alive after the descriptor is closed). Descriptors opened
 //! with `O_PATH` are not counted.
 //!
+//! A granted lease is believed only on the filesystems of
+//! [`LEASE_SEES_MAPPINGS`]. A stacking filesystem maps another file than
+//! the one the lease is taken on: on overlayfs, `mmap(2)` puts the upper or
+//! lower layer's file into the mapping, so a process that mapped a helper
+//! and closed its descriptor leaves no open file description of the
+//! overlay's file, and the lease was granted while the helper was mapped.
+//! Elsewhere a granted lease answers [`OpenElsewhere::CannotTell`]
+//! (`EOPNOTSUPP`), and the caller reads every view.
+//!
 //! Side effects, both bounded by the few microseconds the lease is held: a
 //! process that opens or truncates the file meanwhile waits until the lease
 //! is dropped (or, with `O_NONBLOCK`, gets `EWOULDBLOCK`), and the lease
@@ -31,6 +40,23 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// it): the signal sent when a lease is broken.
 const F_SETSIG: libc::c_int = 10;
 
+/// Filesystems (`statfs` `f_type`, name) on which a mapping holds an open
+/// file description of the very file the lease is taken on, so that a
+/// granted lease means that nothing maps it.
+pub(crate) const LEASE_SEES_MAPPINGS: &[(i64, &str)] =
+    &[(0xEF53, "ext2/ext3/ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x9123_683E, "btrfs")];
+
+/// Whether the file `fd` refers to lies on a filesystem of
+/// [`LEASE_SEES_MAPPINGS`]; `false` when it cannot be told.
+///
+/// # References
+/// - [`fstatfs(2)`](https://man7.org/linux/man-pages/man2/fstatfs.2.html)
+fn lease_sees_mappings(fd: BorrowedFd<'_>) -> bool {
+    // `f_type`'s width differs between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstatfs(fd).is_ok_and(|s| LEASE_SEES_MAPPINGS.iter().any(|(t, _)| *t == s.f_type as i64))
+}
+
 /// What a lease attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OpenElsewhere {
@@ -43,7 +69,9 @@ pub(crate) enum OpenElsewhere {
     Yes,
     /// The lease could not be tried (leases disabled, a filesystem without
     /// them, a file of another owner without `CAP_LEASE`, a descriptor
-    /// opened for writing): the caller must look another way.
+    /// opened for writing), or was granted on a filesystem where that does
+    /// not rule out a mapping (`EOPNOTSUPP`: not one of
+    /// [`LEASE_SEES_MAPPINGS`]): the caller must look another way.
     CannotTell(rustix::io::Errno),
 }
 
@@ -79,6 +107,9 @@ pub(crate) fn open_elsewhere(fd: BorrowedFd<'_>) -> OpenElsewhere {
     // SAFETY: as above. Dropping a lease this descriptor holds cannot fail
     // while it is open; were it to, closing the descriptor drops it too.
     unsafe { libc::fcntl(raw, libc::F_SETLEASE, libc::F_UNLCK) };
+    if !lease_sees_mappings(fd) {
+        return OpenElsewhere::CannotTell(rustix::io::Errno::OPNOTSUPP);
+    }
     OpenElsewhere::No
 }
 
