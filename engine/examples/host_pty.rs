@@ -89,7 +89,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let targets = vec![Target::new(&helper, read.pin)];
     let try_release = || {
         let admitted = admission.enter();
-        let owner = OwnerAnswer { liveness: rt.liveness(&key), pending: 0, exempt: vec![std::process::id() as i32] };
+        let owner = OwnerAnswer {
+            liveness: rt.thread_liveness(&key, thread),
+            pending: 0,
+            exempt: vec![std::process::id() as i32],
+        };
         release(
             &ReleaseRequest { layout: &layout, thread_id: thread, targets: &targets },
             &admitted,

@@ -39,8 +39,11 @@ struct Session {
 async fn release_in(rt: Arc<Runtime>, session: Arc<Session>, targets: Vec<Target>) -> std::io::Result<ReleaseReport> {
     spawn_blocking(move || {
         let admission = session.admission.enter();
-        let owner =
-            OwnerAnswer { liveness: rt.liveness(&session.key), pending: 0, exempt: vec![std::process::id() as i32] };
+        let owner = OwnerAnswer {
+            liveness: rt.thread_liveness(&session.key, &session.thread_id),
+            pending: 0,
+            exempt: vec![std::process::id() as i32],
+        };
         let request = ReleaseRequest { layout: &session.layout, thread_id: &session.thread_id, targets: &targets };
         release(&request, &admission, &owner, &ReleaseOptions::default())
     })

@@ -219,3 +219,31 @@ fn a_leader_recorded_without_its_start_time_still_counts() {
     child.wait().unwrap();
     assert!(until(Duration::from_secs(5), || rt.liveness(&key).running == 0), "{:?}", rt.liveness(&key));
 }
+
+/// A command of a thread counts for every session of that thread: asked
+/// for another session directory of the same thread (its first one was
+/// removed and made again), [`Runtime::thread_liveness`] counts it, and a
+/// restarted runtime that adopted it does too; another thread's session is
+/// not blocked by it.
+#[test]
+fn a_threads_command_counts_for_its_threads_next_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (ws, data) = (root.join("ws"), root.join("data"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let first = SessionKey { dev: 9, ino: 1 };
+    let next = SessionKey { dev: 9, ino: 2 };
+    let rt = runtime(&data, LivenessChoice::Proc);
+    let stop = root.join("stop");
+    let cmd = format!("while [ ! -e '{}' ]; do sleep 0.05; done", stop.display());
+    let e = spawn(&rt, &ws, first, &cmd, true);
+    assert_eq!(rt.liveness(&next).running, 0, "by directory alone it is another session's");
+    let live = rt.thread_liveness(&next, "t1");
+    assert_eq!(live.running, 1, "{live:?}");
+    assert_eq!(rt.thread_liveness(&next, "t2").running, 0);
+    let rt2 = runtime(&data, LivenessChoice::Proc);
+    assert_eq!(rt2.thread_liveness(&next, "t1").running, 1);
+    std::fs::write(&stop, b"").unwrap();
+    assert!(until(Duration::from_secs(10), || rt.thread_liveness(&next, "t1").running == 0));
+    assert!(until(Duration::from_secs(5), || e.state().is_final()), "{:?}", e.state());
+}

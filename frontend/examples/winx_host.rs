@@ -143,7 +143,7 @@ mod host {
                 Err(e) => return ReleaseResult::denied(&paths, &e).to_value(),
             };
             let owner = OwnerAnswer {
-                liveness: self.runtime.liveness(&s.key),
+                liveness: self.runtime.thread_liveness(&s.key, &s.thread_id),
                 pending: 0,
                 exempt: vec![std::process::id() as i32],
             };

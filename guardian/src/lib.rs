@@ -16,6 +16,7 @@ mod kick;
 mod pool;
 mod prewarm;
 mod recover;
+mod release;
 mod retention;
 mod server;
 mod sessions;

@@ -9,13 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use winx_release_engine::executions::{ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions};
+use winx_release_engine::executions::{ExecState, LivenessChoice, Runtime, RuntimeOptions};
 use winx_release_engine::layout::Layout;
-use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Scanner, Target};
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{
-    error_line, ok_line, parse_request, ErrorCode, ExecutionSummary, Hello, ReleaseReply, Request, RequestLine,
-    SessionOpened, StatusReply, MAX_REQUEST_BYTES,
+    error_line, ok_line, parse_request, ErrorCode, ExecutionSummary, Hello, Request, RequestLine, SessionOpened,
+    StatusReply, MAX_REQUEST_BYTES,
 };
 use winx_release_protocol::trust;
 
@@ -388,7 +387,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
             r
         }
         Request::Release { workspace, thread_id, targets, dry_run } => {
-            let r = release_op(g, id, &workspace, &thread_id, &targets, dry_run);
+            let r = crate::release::release_op(g, id, &workspace, &thread_id, &targets, dry_run);
             g.retention.kick(Some(&workspace));
             r
         }
@@ -410,9 +409,9 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
 }
 
 /// An op's failure: the code and message of its error reply.
-type OpError = (ErrorCode, String);
+pub(crate) type OpError = (ErrorCode, String);
 
-fn layout_of(g: &Arc<Guardian>, workspace: &str, thread: &str) -> Result<Layout, OpError> {
+pub(crate) fn layout_of(g: &Arc<Guardian>, workspace: &str, thread: &str) -> Result<Layout, OpError> {
     if thread.is_empty() || thread.len() > 256 {
         return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes".into()));
     }
@@ -513,40 +512,4 @@ fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Resul
         None => (None, None),
     };
     Ok(ok_line(id, &StatusReply { known: true, running, pending, executions, mode_name, code_writer_config }))
-}
-
-fn release_op(
-    g: &Arc<Guardian>,
-    id: u64,
-    workspace: &str,
-    thread: &str,
-    targets: &[Target],
-    dry_run: bool,
-) -> Result<Vec<u8>, OpError> {
-    let layout = layout_of(g, workspace, thread)?;
-    let paths: Vec<String> = targets.iter().map(|t| t.path.to_string_lossy().into_owned()).collect();
-    let Some(session) = g.session(&layout, thread) else {
-        let report =
-            ReleaseReport::denied(&paths, Reason::OwnerUnavailable, &[], "session is not owned by this guardian");
-        return Ok(ok_line(id, &ReleaseReply { report }));
-    };
-    let t0 = std::time::Instant::now();
-    let (report, liveness_us) = {
-        let admission = session.admission.enter();
-        // Under the barrier nothing of this session starts: what runs now
-        // can only end.
-        let pending = lock(&session.state).pending();
-        let t1 = std::time::Instant::now();
-        let liveness = if pending > 0 { Default::default() } else { g.runtime.liveness(&session.key) };
-        let liveness_us = t1.elapsed().as_micros();
-        let owner = OwnerAnswer { liveness, pending, exempt: g.in_use_exempt() };
-        // The request's own path to the session (which may differ from the
-        // one the session was first opened through: a bind mount).
-        let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
-        let opts = ReleaseOptions { scanner: Scanner::Shared(&g.scanner), dry_run, ..ReleaseOptions::default() };
-        (release(&req, &admission, &owner, &opts), liveness_us)
-    };
-    tracing::info!(thread = %thread, status = ?report.status, bytes = report.bytes_reclaimed, "release");
-    tracing::debug!(total_us = t0.elapsed().as_micros(), liveness_us, "release op (us)");
-    Ok(ok_line(id, &ReleaseReply { report }))
 }

@@ -27,7 +27,27 @@ impl Runtime {
     /// every process reparented to it that no execution accounts for. Any
     /// doubt is counted, `D/executions` that cannot be listed among it.
     /// Every member seen is recorded durably before this returns.
+    ///
+    /// Caveat: a session is its directory here. When a thread's session
+    /// directory is removed or moved and made again (a new inode), the
+    /// commands its earlier directory's session started are another
+    /// session's to this answer; a host that can make a thread's directory
+    /// again asks [`Runtime::thread_liveness`].
     pub fn liveness(&self, key: &SessionKey) -> Liveness {
+        self.answer(&Asked { key, thread: None })
+    }
+
+    /// [`Runtime::liveness`] of the session `key` of thread `thread`,
+    /// counting every execution of that thread as well, whichever
+    /// directory its session had: the contract's `execution_active` is "a
+    /// command of the thread", and a thread whose session directory was
+    /// removed (`rm -rf "$WINX_TEMP_DIR"`) and made again still has the
+    /// commands it started before.
+    pub fn thread_liveness(&self, key: &SessionKey, thread: &str) -> Liveness {
+        self.answer(&Asked { key, thread: Some(thread) })
+    }
+
+    fn answer(&self, asked: &Asked<'_>) -> Liveness {
         let mut found = Vec::new();
         // An execution an earlier runtime left could be among what cannot
         // be read: doubt, counted for every session.
@@ -38,7 +58,7 @@ impl Runtime {
         // Shells at their prompt, with their own process (never counted).
         let mut shells: Vec<(Arc<Execution>, i32)> = Vec::new();
         for e in self.executions() {
-            if !e.state().is_unresolved() || !e.is_of(key) {
+            if !e.state().is_unresolved() || !asked.owns(&e) {
                 continue;
             }
             if let Some(why) = &e.unreadable {
@@ -73,7 +93,7 @@ impl Runtime {
         // whenever a snapshot is taken anyway).
         let proc_mode = matches!(self.mode, Mode::Proc);
         if !candidates.is_empty() || !shells.is_empty() || (proc_mode && self.subreaper) {
-            match self.proc_check(key, &candidates, &shells, &mut found) {
+            match self.proc_check(asked, &candidates, &shells, &mut found) {
                 Ok(true) => {
                     // Two snapshots in a row found nothing of them.
                     for e in &candidates {
@@ -142,7 +162,7 @@ impl Runtime {
     /// found nothing.
     fn proc_check(
         &self,
-        key: &SessionKey,
+        asked: &Asked<'_>,
         execs: &[Arc<Execution>],
         shells: &[(Arc<Execution>, i32)],
         found: &mut Vec<String>,
@@ -157,7 +177,7 @@ impl Runtime {
                 here.extend(self.look(e, &[*pid], &mut probe).into_iter().map(|f| format!("shell {}: {f}", e.id)));
             }
             if self.subreaper {
-                self.orphans(key, &mut probe, &mut here)?;
+                self.orphans(asked, &mut probe, &mut here)?;
             }
             if !here.is_empty() {
                 found.extend(here);
@@ -173,7 +193,7 @@ impl Runtime {
     /// one that no execution accounts for is counted for every session.
     fn orphans(
         &self,
-        key: &SessionKey,
+        asked: &Asked<'_>,
         probe: &mut Probe,
         here: &mut Vec<String>,
     ) -> Result<(), crate::procfs::ProcError> {
@@ -193,7 +213,7 @@ impl Runtime {
                 }
             }
             match owner {
-                Some(e) if e.is_of(key) => here.push(format!("process {pid} of command {} still runs", e.id)),
+                Some(e) if asked.owns(&e) => here.push(format!("process {pid} of command {} still runs", e.id)),
                 Some(_) => {}
                 None => here.push(format!(
                     "process {pid} was reparented to the guardian and no execution accounts for it; \
@@ -202,5 +222,20 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+}
+
+/// Whose liveness is asked: a session, and its thread when the host knows
+/// it.
+struct Asked<'a> {
+    key: &'a SessionKey,
+    thread: Option<&'a str>,
+}
+
+impl Asked<'_> {
+    /// Whether `e` counts for this answer: it is of the session (or of
+    /// unknown session), or of the thread.
+    fn owns(&self, e: &Execution) -> bool {
+        e.is_of(self.key) || self.thread.is_some_and(|t| e.thread == t)
     }
 }
