@@ -66,6 +66,14 @@ pub enum FaultPoint<'a> {
         /// The quarantine directory.
         quarantine: &'a Path,
     },
+    /// A release or recovery is about to `fsync` a directory whose entries
+    /// it changed (a restored target's parent, the session directory after
+    /// the quarantine's removal); an error returned here stands for the
+    /// `fsync`'s error.
+    DirSync {
+        /// The directory.
+        dir: &'a Path,
+    },
 }
 
 impl FaultPoint<'_> {
@@ -83,6 +91,7 @@ impl FaultPoint<'_> {
             FaultPoint::AfterUnlink { .. } => "after_unlink",
             FaultPoint::BeforeRestore { .. } => "before_restore",
             FaultPoint::RecoveryOpenQuarantine { .. } => "recovery_open_quarantine",
+            FaultPoint::DirSync { .. } => "dir_sync",
         }
     }
 
@@ -94,7 +103,8 @@ impl FaultPoint<'_> {
             FaultPoint::BeforeScan
             | FaultPoint::AfterChecks
             | FaultPoint::AfterJournal { .. }
-            | FaultPoint::RecoveryOpenQuarantine { .. } => None,
+            | FaultPoint::RecoveryOpenQuarantine { .. }
+            | FaultPoint::DirSync { .. } => None,
             FaultPoint::BeforeRename { index, .. }
             | FaultPoint::AfterRename { index, .. }
             | FaultPoint::AfterRecheck { index, .. }

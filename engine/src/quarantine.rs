@@ -88,15 +88,10 @@ impl Quarantine {
     }
 
     /// Removes the quarantine directory from `session` if it is empty.
-    /// Returns whether it was removed.
+    /// Returns whether it was removed. The removal is not made durable
+    /// here: the caller `fsync`s `session` before it retires the journal.
     pub fn remove_if_empty(&self, session: BorrowedFd<'_>) -> bool {
-        match rustix::fs::unlinkat(session, self.name.as_str(), AtFlags::REMOVEDIR) {
-            Ok(()) => {
-                let _ = rustix::fs::fsync(session);
-                true
-            }
-            Err(_) => false,
-        }
+        rustix::fs::unlinkat(session, self.name.as_str(), AtFlags::REMOVEDIR).is_ok()
     }
 
     /// Fsyncs the quarantine directory.

@@ -301,7 +301,11 @@ fn recover_one(
                 };
                 match rename_noreplace(q.as_fd(), &t.quarantine_name, parent.as_fd(), name) {
                     Ok(()) => {
-                        let _ = rustix::fs::fsync(parent.as_fd());
+                        // Back under its name; until that is durable the
+                        // journal stays (a crash could undo the rename).
+                        if let Err(e) = sync_dir(opts, parent.as_fd(), &t.file_path) {
+                            keep.get_or_insert(format!("syncing the directory of {}: {e}", t.file_path.display()));
+                        }
                         report.restored.push(Restored { file_path: t.file_path.clone(), from: qpath });
                     }
                     Err(e) => report.preserved.push(Preserved {
@@ -343,13 +347,30 @@ fn recover_one(
             name_leftovers(&q, &intent.quarantine_dir, intent, report);
             drop(q);
             match rustix::fs::unlinkat(session.as_fd(), qname.as_str(), AtFlags::REMOVEDIR) {
-                Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(true),
+                // Its removal, and the moves before it, durable before the
+                // journal goes.
+                Ok(()) => match sync_dir(opts, session.as_fd(), &intent.session_dir) {
+                    Ok(()) => Ok(true),
+                    Err(e) => Err(format!("syncing {}: {e}", intent.session_dir.display())),
+                },
+                Err(rustix::io::Errno::NOENT) => Ok(true),
                 // Not empty: the named objects stay, and so does the journal.
                 Err(rustix::io::Errno::NOTEMPTY) | Err(rustix::io::Errno::EXIST) => Ok(false),
                 Err(e) => Err(format!("removing quarantine {}: {e}", intent.quarantine_dir.display())),
             }
         }
     }
+}
+
+/// `fsync`s the directory `dir` (at `path`) whose entries recovery changed.
+///
+/// # References
+/// - [`fsync(2)`](https://man7.org/linux/man-pages/man2/fsync.2.html)
+fn sync_dir(opts: &RecoveryOptions<'_>, dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> io::Result<()> {
+    if let Some(f) = opts.faults {
+        f.at(&FaultPoint::DirSync { dir: path })?;
+    }
+    rustix::fs::fsync(dir).map_err(Into::into)
 }
 
 /// Names entries of a quarantine that no journal target accounts for.

@@ -188,6 +188,8 @@ fn sigkill_at_every_fault_point_is_recoverable() {
             points.push((p.to_string(), Some(i)));
         }
     }
+    // Before the session directory's `fsync`, after every unlink.
+    points.push(("dir_sync".to_string(), None));
     let mut restored_total = 0;
     let mut removed_total = 0;
     for point in points {

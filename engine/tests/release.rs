@@ -690,3 +690,83 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
     holder.wait().unwrap();
     assert_eq!(run(&fx, &[target(&lasting)]).status, Status::Completed);
 }
+
+/// A `fsync` of a directory whose entries a release changed that fails (an
+/// I/O error of the workspace's filesystem) is said in the report, and the
+/// release's journal stays (synced) for recovery: retiring it would leave a
+/// crash that undid the unsynced moves with nothing that names them.
+/// Recovery then retires it, the target accounted for.
+#[test]
+fn a_directory_sync_that_fails_keeps_the_journal() {
+    use winx_release_engine::recovery::{recover_with, RecoveryOptions};
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"pinned");
+    let t = [target(&h)];
+    let hook = |p: &FaultPoint<'_>| match p {
+        FaultPoint::DirSync { .. } => Err(io::Error::from_raw_os_error(libc::EIO)),
+        _ => Ok(()),
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!((r.status, r.files[0].outcome), (Status::Completed, Outcome::Released), "{r:?}");
+    assert!(r.detail.as_deref().is_some_and(|d| d.contains("could not be synced")), "{r:?}");
+    assert!(!h.exists());
+    assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 1, "the journal stays");
+    let rep = recover_with(fx.layout.data_dir(), &[fx.ws().to_path_buf()], &RecoveryOptions::default()).unwrap();
+    assert_eq!(rep.journals, 1, "{rep:?}");
+    assert_eq!(rep.removed_before_crash.len(), 1, "{rep:?}");
+    assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 0);
+}
+
+/// The same for a restore: a target put back under its name whose
+/// directory cannot be synced is `restored`, and the journal stays.
+#[test]
+fn a_restore_whose_directory_sync_fails_keeps_the_journal() {
+    let fx = Fixture::new();
+    let h = fx.helper("sub/h.txt", b"pinned");
+    let t = [target(&h)];
+    let hook = |p: &FaultPoint<'_>| match p {
+        // Not the pinned bytes any more: restored.
+        FaultPoint::AfterRename { quarantined, .. } => fs::write(quarantined, b"changed"),
+        FaultPoint::DirSync { dir } if dir.ends_with("sub/h.txt") => Err(io::Error::from_raw_os_error(libc::EIO)),
+        _ => Ok(()),
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.files[0].outcome, Outcome::Restored, "{r:?}");
+    assert!(r.detail.as_deref().is_some_and(|d| d.contains("sub/h.txt")), "{r:?}");
+    assert_eq!(fs::read(&h).unwrap(), b"changed");
+    assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 1, "the journal stays");
+}
+
+/// Recovery keeps a journal whose restore it could not make durable, and
+/// retires it at the next recovery that can.
+#[test]
+fn recovery_keeps_a_journal_whose_restore_it_could_not_sync() {
+    use winx_release_engine::recovery::{recover_with, RecoveryOptions};
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"pinned");
+    let t = [target(&h)];
+    // The release cannot put it back: it stays in quarantine, journaled.
+    let hook = |p: &FaultPoint<'_>| match p {
+        FaultPoint::AfterRename { quarantined, .. } => fs::write(quarantined, b"changed"),
+        FaultPoint::BeforeRestore { .. } => Err(io::Error::other("injected")),
+        _ => Ok(()),
+    };
+    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    assert_eq!(r.files[0].outcome, Outcome::Preserved, "{r:?}");
+    assert!(!h.exists());
+    let failing = |p: &FaultPoint<'_>| match p {
+        FaultPoint::DirSync { .. } => Err(io::Error::from_raw_os_error(libc::EIO)),
+        _ => Ok(()),
+    };
+    let ws = [fx.ws().to_path_buf()];
+    let opts = RecoveryOptions { faults: Some(&failing), ..RecoveryOptions::default() };
+    let rep = recover_with(fx.layout.data_dir(), &ws, &opts).unwrap();
+    assert_eq!(rep.restored.len(), 1, "{rep:?}");
+    assert_eq!(rep.kept_journals.len(), 1, "{rep:?}");
+    assert_eq!(fs::read(&h).unwrap(), b"changed");
+    assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 1, "the journal stays");
+    let rep = recover_with(fx.layout.data_dir(), &ws, &RecoveryOptions::default()).unwrap();
+    assert!(rep.kept_journals.is_empty(), "{rep:?}");
+    assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 0);
+    assert_eq!(fs::read(&h).unwrap(), b"changed");
+}

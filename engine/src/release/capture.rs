@@ -25,6 +25,9 @@ use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineErro
 pub(super) struct Run {
     pub(super) q: Quarantine,
     pub(super) journal: Journal,
+    /// Why a restored target's name may not be durable (its directory's
+    /// `fsync` failed): the journal then stays, for recovery.
+    pub(super) unsynced: std::cell::RefCell<Option<String>>,
 }
 
 impl Run {
@@ -33,11 +36,25 @@ impl Run {
     /// retires the journal. Where the quarantine cannot be removed the
     /// journal stays too, for recovery: a journal is retired only once its
     /// quarantine is gone.
-    pub(super) fn abandon(self, session: std::os::fd::BorrowedFd<'_>) {
-        if self.q.remove_if_empty(session) {
+    pub(super) fn abandon(self, opts: &ReleaseOptions<'_>, session: std::os::fd::BorrowedFd<'_>) {
+        if self.q.remove_if_empty(session) && sync_dir(opts, session, &self.q.path).is_ok() {
             let _ = self.journal.retire_after_quarantine();
         }
     }
+}
+
+/// `fsync`s the directory `dir` (at `path`, for the fault point and
+/// messages) whose entries a release changed.
+///
+/// # References
+/// - [`fsync(2)`](https://man7.org/linux/man-pages/man2/fsync.2.html)
+pub(super) fn sync_dir(
+    opts: &ReleaseOptions<'_>,
+    dir: std::os::fd::BorrowedFd<'_>,
+    path: &std::path::Path,
+) -> io::Result<()> {
+    fault(opts, FaultPoint::DirSync { dir: path })?;
+    rustix::fs::fsync(dir).map_err(Into::into)
 }
 
 /// Creates the quarantine (proving `RENAME_NOREPLACE` works) and durably
@@ -66,13 +83,22 @@ pub(super) fn begin(
         }
         Err(QuarantineError::Io(e)) => return Err(failed("quarantine", &opened.session_path, &e)),
     };
+    // The quarantine's identity, journaled so that recovery never takes
+    // another directory at its path for it: without it, nothing moves.
+    let quarantine_identity = match Identity::of_fd(&q.dir) {
+        Ok(id) => DirIdentity::of(&id),
+        Err(e) => {
+            drop_empty(opts, &q, session);
+            return Err(failed("quarantine", &q.path, &e));
+        }
+    };
     let intent = JournalIntent {
         version: 1,
         id: q.name.trim_start_matches(layout::RESERVED_PREFIX).to_owned(),
         workspace: req.layout.workspace().to_path_buf(),
         session_dir: opened.session_path.clone(),
         quarantine_dir: q.path.clone(),
-        quarantine_identity: Identity::of_fd(&q.dir).ok().map(|id| DirIdentity::of(&id)),
+        quarantine_identity: Some(quarantine_identity),
         targets: opened
             .targets
             .iter()
@@ -89,16 +115,27 @@ pub(super) fn begin(
     let journal = match Journal::begin(lock, &jdir, &intent) {
         Ok(j) => j,
         Err(e) => {
-            q.remove_if_empty(session);
+            drop_empty(opts, &q, session);
             return Err(failed("journal", &jdir, &e));
         }
     };
     if let Err(e) = fault(opts, FaultPoint::AfterJournal { quarantine: &q.path }) {
-        q.remove_if_empty(session);
+        drop_empty(opts, &q, session);
         let _ = journal.retire();
         return Err(failed("after journal", &jdir, &e));
     }
-    Ok(Run { q, journal })
+    Ok(Run { q, journal, unsynced: Default::default() })
+}
+
+/// Removes the quarantine of a run that moved nothing. Its removal is
+/// synced when it can be; an empty quarantine that a crash brings back
+/// holds nothing, and the orphan sweep of `winx-release recover` names it.
+fn drop_empty(opts: &ReleaseOptions<'_>, q: &Quarantine, session: std::os::fd::BorrowedFd<'_>) {
+    if q.remove_if_empty(session) {
+        if let Err(e) = sync_dir(opts, session, &q.path) {
+            tracing::warn!(quarantine = %q.path.display(), error = %e, "an empty quarantine's removal could not be synced");
+        }
+    }
 }
 
 /// Where one target is captured.
@@ -109,6 +146,8 @@ struct Place<'a> {
     index: usize,
     qname: String,
     qpath: PathBuf,
+    /// Set when a restore's `fsync` failed (see [`Run::unsynced`]).
+    unsynced: &'a std::cell::RefCell<Option<String>>,
 }
 
 /// Captures every target in order; after a failure the rest are
@@ -130,8 +169,9 @@ pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[C
         };
         if !stopped {
             let qname = entry_name(i);
-            let place = Place { q: &run.q, target: c, index: i, qpath: run.q.entry_path(&qname), qname };
-            let step = capture_one(&mut run.journal, opts, &place, &mut buf, &mut result);
+            let Run { q, journal, unsynced } = &mut *run;
+            let place = Place { q, target: c, index: i, qpath: q.entry_path(&qname), qname, unsynced: &*unsynced };
+            let step = capture_one(journal, opts, &place, &mut buf, &mut result);
             touched |= step.moved;
             stopped = !step.go_on;
         }
@@ -264,8 +304,13 @@ fn restore(opts: &ReleaseOptions<'_>, p: &Place<'_>, result: &mut TargetResult, 
     match back {
         Ok(()) => {
             // One fsync per restored target (its parent directory): the
-            // name is back durably before the response says so.
-            let _ = rustix::fs::fsync(c.parent.as_fd());
+            // name is back durably before the response says so. Where it
+            // fails, the journal stays (`finish`), so that a recovery after
+            // a crash finds the object wherever it then is.
+            if let Err(e) = sync_dir(opts, c.parent.as_fd(), c.helper.as_path()) {
+                tracing::warn!(path = %c.helper.path.display(), error = %e, "a restored target's directory could not be synced");
+                p.unsynced.borrow_mut().get_or_insert(format!("{}: {e}", c.helper.path.display()));
+            }
             match failure {
                 Some(r) => {
                     result.outcome = Outcome::Failed;

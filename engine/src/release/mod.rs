@@ -430,7 +430,7 @@ pub fn release(
     drop(held);
     if let Some(detail) = in_use {
         if let Some(Ok(Ok(run))) = begun {
-            run.abandon(opened.session.as_fd());
+            run.abandon(opts, opened.session.as_fd());
         }
         return ReleaseReport::denied(&paths, Reason::InUse, &[], detail);
     }
@@ -449,7 +449,7 @@ pub fn release(
     };
     let (files, touched) = capture::capture_all(&mut run, opts, &opened.targets);
     steps.mark("capture");
-    let report = finish::finish(run, &opened.session, files, touched);
+    let report = finish::finish(run, opts, &opened.session, files, touched);
     steps.mark("finish");
     steps.log(req.targets.len());
     report
