@@ -147,9 +147,12 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
         }
     };
     let mut known_quarantines = HashSet::new();
+    // Every entry, or an error: a listing cut short by an error would
+    // pass over the journals after it as if there were none.
     let mut journals: Vec<PathBuf> = fs::read_dir(&jdir)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<Vec<PathBuf>>>()?
+        .into_iter()
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     journals.sort();
@@ -199,7 +202,7 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
         }
     }
     for ws in workspaces {
-        sweep_orphans(ws, &known_quarantines, &mut report);
+        sweep_orphans(ws, &known_quarantines, &mut report)?;
     }
     Ok(report)
 }
@@ -381,7 +384,19 @@ fn name_leftovers(
     report: &mut RecoveryReport,
 ) {
     let known: HashSet<&str> = intent.targets.iter().map(|t| t.quarantine_name.as_str()).collect();
-    for name in list_dir(q) {
+    let names = match list_dir(q) {
+        Ok(names) => names,
+        Err(e) => {
+            tracing::warn!(quarantine = %qpath.display(), error = %e, "a quarantine cannot be listed");
+            report.preserved.push(Preserved {
+                file_path: None,
+                quarantine_path: qpath.to_path_buf(),
+                why: "inaccessible",
+            });
+            return;
+        }
+    };
+    for name in names {
         if !known.contains(name.as_str()) {
             report.preserved.push(Preserved {
                 file_path: None,
@@ -392,36 +407,56 @@ fn name_leftovers(
     }
 }
 
-fn list_dir(dir: &std::os::fd::OwnedFd) -> Vec<String> {
+/// Every name in the directory `dir` but `.` and `..`, or the error that
+/// cut the listing short.
+fn list_dir(dir: &std::os::fd::OwnedFd) -> io::Result<Vec<String>> {
     let mut out = Vec::new();
-    let Ok(fd) = rustix::fs::openat(
+    let fd = rustix::fs::openat(
         dir.as_fd(),
         ".",
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
-    ) else {
-        return out;
-    };
+    )?;
     let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
     let mut it = rustix::fs::RawDir::new(fd, &mut buf);
-    while let Some(Ok(e)) = it.next() {
+    while let Some(e) = it.next() {
+        let e = e?;
         let n = e.file_name().to_string_lossy();
         if n != "." && n != ".." {
             out.push(n.into_owned());
         }
     }
-    out
+    Ok(out)
 }
 
-fn sweep_orphans(ws: &Path, known: &HashSet<PathBuf>, report: &mut RecoveryReport) {
+/// Names the quarantines under `ws`'s session directories that no journal
+/// accounts for, removing the empty ones. A directory that is missing (no
+/// session ever ran there, or one that went meanwhile) has none; one that
+/// cannot be read fails the sweep, so that a recovery never says "nothing
+/// left" about what it could not look at.
+fn sweep_orphans(ws: &Path, known: &HashSet<PathBuf>, report: &mut RecoveryReport) -> io::Result<()> {
+    let gone = |e: &WalkError| match e {
+        WalkError::NotFound(_) => true,
+        WalkError::Io(_, e) => e.kind() == io::ErrorKind::NotFound,
+        _ => false,
+    };
+    let walk = |e: WalkError, at: &Path| io::Error::other(format!("{}: {e}", at.display()));
     let parent = ws.join(layout::WINX_DIR).join(layout::TMP_DIR);
-    let Ok(tmp) = open_dir_abs(&parent) else { return };
-    for session in list_dir(&tmp) {
+    let tmp = match open_dir_abs(&parent) {
+        Ok(fd) => fd,
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(walk(e, &parent)),
+    };
+    for session in list_dir(&tmp)? {
         if !layout::is_session_name(&session) {
             continue;
         }
-        let Ok(sfd) = open_dir_beneath(tmp.as_fd(), &[&session]) else { continue };
-        for name in list_dir(&sfd) {
+        let sfd = match open_dir_beneath(tmp.as_fd(), &[&session]) {
+            Ok(fd) => fd,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(walk(e, &parent.join(&session))),
+        };
+        for name in list_dir(&sfd)? {
             if !layout::is_reserved_name(&name) {
                 continue;
             }
@@ -432,15 +467,23 @@ fn sweep_orphans(ws: &Path, known: &HashSet<PathBuf>, report: &mut RecoveryRepor
             if rustix::fs::unlinkat(sfd.as_fd(), name.as_str(), AtFlags::REMOVEDIR).is_ok() {
                 continue;
             }
-            if let Ok(q) = open_dir_beneath(sfd.as_fd(), &[&name]) {
-                for entry in list_dir(&q) {
-                    report.preserved.push(Preserved {
-                        file_path: None,
-                        quarantine_path: qpath.join(entry),
-                        why: "no_journal",
-                    });
+            let entries = match open_dir_beneath(sfd.as_fd(), &[&name]) {
+                Ok(q) => list_dir(&q).map_err(|e| e.to_string()),
+                Err(e) if gone(&e) => continue,
+                Err(e) => Err(e.to_string()),
+            };
+            match entries {
+                Ok(entries) => report.preserved.extend(entries.into_iter().map(|entry| Preserved {
+                    file_path: None,
+                    quarantine_path: qpath.join(entry),
+                    why: "no_journal",
+                })),
+                Err(e) => {
+                    tracing::warn!(quarantine = %qpath.display(), error = %e, "a quarantine cannot be listed");
+                    report.preserved.push(Preserved { file_path: None, quarantine_path: qpath, why: "inaccessible" });
                 }
             }
         }
     }
+    Ok(())
 }

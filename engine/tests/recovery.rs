@@ -281,3 +281,53 @@ fn a_fifo_in_the_journal_directory_is_kept_and_never_waited_on() {
     assert!(!jpath.exists() && h.exists(), "{r:?}");
     fs::remove_file(&fifo).unwrap();
 }
+
+/// Makes every `getdents64(2)` of the calling thread (and of threads it
+/// starts later) fail with `EIO`, by a seccomp filter on this thread alone:
+/// a directory listing cut short by an I/O error.
+///
+/// # References
+/// - [`seccomp(2)`](https://man7.org/linux/man-pages/man2/seccomp.2.html)
+fn listings_fail_on_this_thread() {
+    let stmt = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    // BPF_LD|BPF_W|BPF_ABS of `seccomp_data.nr`; BPF_JMP|BPF_JEQ|BPF_K;
+    // BPF_RET|BPF_K of SECCOMP_RET_ERRNO|EIO, else SECCOMP_RET_ALLOW.
+    let program = [
+        stmt(0x20, 0, 0, 0),
+        stmt(0x15, 0, 1, libc::SYS_getdents64 as u32),
+        stmt(0x06, 0, 0, 0x0005_0000 | libc::EIO as u32),
+        stmt(0x06, 0, 0, 0x7fff_0000),
+    ];
+    let fprog = libc::sock_fprog { len: program.len() as u16, filter: program.as_ptr().cast_mut() };
+    // SAFETY: `PR_SET_NO_NEW_PRIVS` takes integers; `PR_SET_SECCOMP` with
+    // `SECCOMP_MODE_FILTER` (2) reads the program through `fprog`, which
+    // points at `program`, both alive for the call (the kernel copies it).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(libc::prctl(libc::PR_SET_SECCOMP, 2, &fprog as *const libc::sock_fprog, 0, 0), 0);
+    }
+}
+
+/// A listing of `D/journal` cut short by an I/O error fails the recovery:
+/// it had passed over every journal as if there were none and answered a
+/// clean run while a crashed release's helper sat in its quarantine.
+#[test]
+fn a_journal_directory_that_cannot_be_listed_fails_the_recovery() {
+    let fx = Fixture::new();
+    let h = fx.helper("a.sh", b"echo hi\n");
+    let (jpath, quarantined) = crashed_after_rename_with(&fx, &h, true);
+    let (data, ws) = (fx.layout.data_dir().to_path_buf(), fx.ws().to_path_buf());
+    // On a thread of its own: the filter goes with it.
+    let r = std::thread::spawn(move || {
+        listings_fail_on_this_thread();
+        recover(&data, &[ws]).map_err(|e| e.to_string())
+    })
+    .join()
+    .unwrap();
+    assert!(r.is_err(), "{r:?}");
+    assert!(jpath.exists() && quarantined.exists());
+    // Listable again: recovered.
+    let rep = recover(fx.layout.data_dir(), &[fx.ws().to_path_buf()]).unwrap();
+    assert_eq!(rep.restored.len(), 1, "{rep:?}");
+    assert!(h.exists());
+}
