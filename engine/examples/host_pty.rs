@@ -93,6 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             liveness: rt.thread_liveness(&key, thread),
             pending: 0,
             exempt: vec![std::process::id() as i32],
+            session: Some(key),
         };
         release(
             &ReleaseRequest { layout: &layout, thread_id: thread, targets: &targets },

@@ -43,6 +43,7 @@ async fn release_in(rt: Arc<Runtime>, session: Arc<Session>, targets: Vec<Target
             liveness: rt.thread_liveness(&session.key, &session.thread_id),
             pending: 0,
             exempt: vec![std::process::id() as i32],
+            session: Some(session.key),
         };
         let request = ReleaseRequest { layout: &session.layout, thread_id: &session.thread_id, targets: &targets };
         release(&request, &admission, &owner, &ReleaseOptions::default())

@@ -70,7 +70,12 @@
 //! // The release asks the runtime who still runs, under the barrier.
 //! let release_now = || {
 //!     let admission = barrier.enter();
-//!     let owner = OwnerAnswer { liveness: runtime.thread_liveness(&session, "thread-1"), pending: 0, exempt: vec![std::process::id() as i32] };
+//!     let owner = OwnerAnswer {
+//!         liveness: runtime.thread_liveness(&session, "thread-1"),
+//!         pending: 0,
+//!         exempt: vec![std::process::id() as i32],
+//!         session: Some(session),
+//!     };
 //!     release(&request, &admission, &owner, &ReleaseOptions::default())
 //! };
 //! let report = release_now();

@@ -33,6 +33,15 @@ pub trait RuntimeOwner {
     fn in_use_exempt(&self) -> Vec<i32> {
         vec![std::process::id() as i32]
     }
+
+    /// The session directory (device, inode) whose executions and actions
+    /// these answers are about, when the owner knows it: a release that
+    /// opens another directory at the session's path (one renamed into
+    /// place after the owner looked the session up by its path) is refused
+    /// [`crate::Reason::OtherSession`]. The default knows none.
+    fn session_dir(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// An owner with nothing running and nothing pending, for tools that act

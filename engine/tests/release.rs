@@ -770,3 +770,25 @@ fn recovery_keeps_a_journal_whose_restore_it_could_not_sync() {
     assert_eq!(fs::read_dir(fx.layout.journal_dir()).unwrap().count(), 0);
     assert_eq!(fs::read(&h).unwrap(), b"changed");
 }
+
+/// An owner's answers are about one session directory: a release that
+/// opens another directory at the session's path (one renamed into place
+/// after the owner looked the session up) is refused `other_session`,
+/// nothing touched; the right one goes through.
+#[test]
+fn answers_about_another_session_directory_refuse_the_release() {
+    use std::os::fd::AsFd;
+    use winx_release_engine::executions::{OwnerAnswer, SessionKey};
+    let fx = Fixture::new();
+    let h = fx.helper("h.txt", b"pinned");
+    let t = [target(&h)];
+    let other = tempfile::tempdir().unwrap();
+    let other_key = SessionKey::of_path(other.path()).unwrap();
+    let answer =
+        |session| OwnerAnswer { session: Some(session), exempt: vec![std::process::id() as i32], ..Default::default() };
+    assert_denied_with(&fx, &t, Reason::OtherSession, &answer(other_key), &ReleaseOptions::default());
+    let dir = winx_release_engine::resolve::open_dir_abs(&fx.session).unwrap();
+    let key = SessionKey::of_dir(dir.as_fd()).unwrap();
+    let r = run_with(&fx, &t, &answer(key), &ReleaseOptions::default());
+    assert_eq!(r.status, Status::Completed, "{r:?}");
+}

@@ -146,6 +146,7 @@ mod host {
                 liveness: self.runtime.thread_liveness(&s.key, &s.thread_id),
                 pending: 0,
                 exempt: vec![std::process::id() as i32],
+                session: Some(s.key),
             };
             let rr = ReleaseRequest { layout: &s.layout, thread_id: &s.thread_id, targets: &targets };
             let report = release(&rr, &admission, &owner, &ReleaseOptions::default());

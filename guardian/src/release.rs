@@ -49,7 +49,7 @@ pub(crate) fn release_op(
         let t1 = std::time::Instant::now();
         let liveness = if pending > 0 { Default::default() } else { g.runtime.thread_liveness(&session.key, thread) };
         let liveness_us = t1.elapsed().as_micros();
-        let owner = OwnerAnswer { liveness, pending, exempt: g.in_use_exempt() };
+        let owner = OwnerAnswer { liveness, pending, exempt: g.in_use_exempt(), session: Some(session.key) };
         // The request's own path to the session (which may differ from the
         // one the session was first opened through: a bind mount).
         let req = ReleaseRequest { layout: &layout, thread_id: thread, targets };
@@ -117,5 +117,46 @@ mod tests {
         }
         assert_eq!(v["report"]["status"], "completed", "{v}");
         assert!(!h.exists());
+    }
+
+    /// The session is looked up by its path and the release opens that path
+    /// again: a directory renamed into place between the two (another
+    /// thread's) must not let the release through while this thread's
+    /// command runs.
+    #[test]
+    fn a_directory_renamed_into_place_meanwhile_does_not_hide_the_threads_command() {
+        let (data, g) = crate::sessions::tests::guardian();
+        let g = Arc::new(g);
+        let ws = tempfile::tempdir().unwrap();
+        let wsp = ws.path().canonicalize().unwrap();
+        let layout = Layout::new(&wsp, data.path()).unwrap();
+        let busy = g.register(layout.clone(), "t1").unwrap();
+        let idle = g.register(layout.clone(), "t2").unwrap();
+        let stop = wsp.join("stop");
+        let command = format!("while [ ! -e '{}' ]; do sleep 0.05; done", stop.display());
+        {
+            let _barrier = busy.admission.enter();
+            exec::submit(&g, &busy, &command, true).unwrap();
+        }
+        let (d1, d2, aside) = (layout.session_dir("t1"), layout.session_dir("t2"), wsp.join("aside"));
+        let h = d1.join("h.py");
+        std::fs::write(&h, "print(1)\n").unwrap();
+        let read = read_pinned(&d1, &h, Keep::Text(4096)).unwrap();
+        // t1's name names t2's directory while the release looks it up.
+        std::fs::rename(&d1, &aside).unwrap();
+        std::fs::rename(&d2, &d1).unwrap();
+        let held = idle.admission.enter();
+        let worker = {
+            let (g, w, t) = (g.clone(), wsp.to_str().unwrap().to_owned(), Target::new(&h, read.pin));
+            std::thread::spawn(move || release_op(&g, 1, &w, "t1", &[t], false).unwrap())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::fs::rename(&d1, &d2).unwrap();
+        std::fs::rename(&aside, &d1).unwrap();
+        drop(held);
+        let v: serde_json::Value = serde_json::from_slice(&worker.join().unwrap()).unwrap();
+        std::fs::write(&stop, b"").unwrap();
+        assert_eq!(v["report"]["status"], "denied", "{v}");
+        assert!(h.exists(), "{v}");
     }
 }

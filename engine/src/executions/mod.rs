@@ -150,6 +150,11 @@ pub struct OwnerAnswer {
     /// Processes whose descriptors never make a target `in_use` (the
     /// guardian and its frontends).
     pub exempt: Vec<i32>,
+    /// The session directory these answers are about (the key whose
+    /// barrier is held): a release whose session directory is another one
+    /// when it opens it (a directory renamed into place meanwhile) is
+    /// refused `other_session`. `None` checks nothing.
+    pub session: Option<SessionKey>,
 }
 
 impl crate::RuntimeOwner for OwnerAnswer {
@@ -171,5 +176,9 @@ impl crate::RuntimeOwner for OwnerAnswer {
 
     fn in_use_exempt(&self) -> Vec<i32> {
         self.exempt.clone()
+    }
+
+    fn session_dir(&self) -> Option<(u64, u64)> {
+        self.session.map(|k| (k.dev, k.ino))
     }
 }

@@ -82,6 +82,19 @@ pub(super) fn open_targets(
         return Err(ReleaseReport::denied(paths, Reason::ExecutionActive, &[], detail));
     }
     let pre = open_all(req.layout, req.thread_id, helpers).map_err(|r| ReleaseReport::refused(paths, r))?;
+    // The session directory opened must be the one the owner answered for.
+    if let Some((dev, ino)) = owner.session_dir() {
+        let opened = crate::identity::Identity::of_fd(&pre.session).map(|id| (id.dev, id.ino));
+        if opened.as_ref().ok() != Some(&(dev, ino)) {
+            return Err(ReleaseReport::denied(
+                paths,
+                Reason::OtherSession,
+                &[],
+                "the session directory is not the one whose executions were asked about (it was replaced \
+                 meanwhile); nothing was touched",
+            ));
+        }
+    }
     let mut own: Vec<Option<Reason>> = vec![None; paths.len()];
     let mut targets = Vec::with_capacity(pre.targets.len());
     for t in pre.targets {
