@@ -148,6 +148,31 @@ fn a_spoofed_report_or_a_lost_hook_stays_busy() {
     assert!(w.shell.busy(&w.rt).is_some(), "a shell whose hook stopped reporting is busy");
 }
 
+/// A spoofed report followed by the `read` builtin (the shell itself
+/// waiting in `read(0, …)` for a line) stays busy, as does a spoof in a
+/// shell whose line editing was turned off; at the real prompt after it,
+/// with editing turned back on by the hook, the shell is idle.
+#[test]
+fn a_spoofed_report_then_the_read_builtin_stays_busy() {
+    let w = world();
+    let c = w
+        .shell
+        .type_command(
+            &w.rt,
+            &w.admission.enter(),
+            "set +o emacs +o vi; printf 'P 0\\n' >&3; read -r -u 3 x; read -r answer",
+        )
+        .unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "the spoof reported");
+    std::thread::sleep(Duration::from_millis(300));
+    let busy = w.shell.busy(&w.rt).expect("a shell in the read builtin is busy");
+    assert!(busy.contains("not waiting for terminal input"), "{busy}");
+    assert!(w.rt.liveness(&w.session).running > 0);
+    // The line the `read` waits for; then the real prompt.
+    w.shell.write(&w.admission.enter(), Write::Input, b"yes\r").unwrap();
+    until(10, "idle at the real prompt", || w.shell.busy(&w.rt).is_none());
+}
+
 /// A command is handed over whole, far beyond the 4 KiB line limit, and
 /// runs in the shell (state persists).
 #[test]

@@ -54,6 +54,7 @@ pub(crate) fn script() -> String {
         r#"# Installed by winx-release: the prompt hook of this shell (docs/DESIGN.md, "Shells").
 __winx_release_prompt() {{
   local rc=$?
+  [[ -o emacs || -o vi ]] || set -o emacs
   printf 'P %s\n' "$rc" >&3 && IFS= read -r -u 3 __winx_release_ack
   printf '\033]{end};%s\007' "$__winx_release_ack"
   return "$rc"

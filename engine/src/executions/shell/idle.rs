@@ -13,9 +13,12 @@
 //!    field 8 of `/proc/<pid>/stat`);
 //! 4. the shell sleeps waiting for terminal input with no timeout: state
 //!    `S`, and where the architecture is known, `/proc/<pid>/syscall` shows
-//!    `read(0, …)` or `pselect6`/`select` on descriptor 0 alone with no
-//!    timeout (the line editor's wait). A report written by a command that
-//!    then loops or sleeps in the shell itself is caught here;
+//!    `pselect6`/`select` on descriptor 0 alone with no timeout (the line
+//!    editor's wait; the hook turns line editing back on before every
+//!    prompt, so the prompt is always read that way). A report written by a
+//!    command that then loops or sleeps in the shell itself is caught here,
+//!    and so is one followed by the `read` builtin (`read(0, …)`), which a
+//!    shell without line editing would also wait in at its prompt;
 //! 5. no other member of its execution lives: the runtime's union of
 //!    cgroup, `/proc` signals and remembered members, the shell's own
 //!    process excepted, two looks in a row.
@@ -124,9 +127,9 @@ fn parse_stat(stat: &str) -> Option<(char, i32, i32)> {
 /// timeout; else why not.
 fn not_waiting_for_input(pid: i32) -> Option<String> {
     #[cfg(target_arch = "x86_64")]
-    const WAITS: Waits = Waits { read: 0, select: &[23, 270] };
+    const WAITS: Waits = Waits { select: &[23, 270] };
     #[cfg(target_arch = "aarch64")]
-    const WAITS: Waits = Waits { read: 63, select: &[72] };
+    const WAITS: Waits = Waits { select: &[72] };
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         // The state check above stands alone here (docs/DESIGN.md).
@@ -149,7 +152,7 @@ fn not_waiting_for_input(pid: i32) -> Option<String> {
 
 #[allow(dead_code)]
 struct Waits {
-    read: u64,
+    /// The numbers of `select` and `pselect6`.
     select: &'static [u64],
 }
 
@@ -161,9 +164,6 @@ impl Waits {
         let Some(nr) = f.next().and_then(|s| s.parse::<u64>().ok()) else { return false };
         let args: Vec<Option<u64>> = f.take(6).map(|s| num(Some(s))).collect();
         let arg = |i: usize| args.get(i).copied().flatten();
-        if nr == self.read {
-            return arg(0) == Some(0);
-        }
         // select(nfds = 1: descriptor 0 alone, …, timeout = NULL).
         self.select.contains(&nr) && arg(0) == Some(1) && arg(4) == Some(0)
     }
@@ -182,9 +182,9 @@ mod tests {
 
     #[test]
     fn only_an_untimed_wait_on_descriptor_0_is_a_wait_for_input() {
-        let w = Waits { read: 0, select: &[23, 270] };
+        let w = Waits { select: &[23, 270] };
         assert!(w.accepts("270 0x1 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7ffd 0x7f00"));
-        assert!(w.accepts("0 0x0 0x5593 0x1000 0x0 0x7fff 0x0 0x7fff 0x7fb4"));
+        assert!(!w.accepts("0 0x0 0x5593 0x1000 0x0 0x7fff 0x0 0x7fff 0x7fb4"), "the read builtin");
         assert!(!w.accepts("270 0x1 0x7ffd 0x0 0x0 0x7ffd 0x7ffd 0x7ffd 0x7f00"), "a timeout");
         assert!(!w.accepts("0 0x3 0x5593 0x1000 0x0 0x7fff 0x0 0x7fff 0x7fb4"), "another descriptor");
         assert!(!w.accepts("61 0xffffffff 0x7ffd 0xa 0x0 0x0 0x0 0x7ffd 0x7f00"), "wait4");
