@@ -182,6 +182,61 @@ fn a_readable_unsearchable_directory_is_inaccessible_in_both_modes() {
     fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// The verdict of every scan of `r`: each backend in both modes, a new
+/// directory cache and a new shared scanner.
+fn every_scan(r: &Path) -> Vec<(String, Option<Reason>, Option<PathBuf>)> {
+    use winx_release_engine::scan::{DirCache, RootSpec, SharedScanner};
+    let threads = ThreadsBackend::new(2);
+    let uring = UringBackend::default();
+    let backends: [(&str, &dyn ScanBackend); 3] = [("sync", &SyncBackend), ("uring", &uring), ("threads", &threads)];
+    let none = HashSet::new();
+    let r = r.to_path_buf();
+    let mut got = Vec::new();
+    for (name, backend) in backends {
+        for mode in [ScanMode::Lean, ScanMode::Sizes] {
+            let s = scan_paths_with(backend, std::slice::from_ref(&r), ScanLimits::default(), &none, mode);
+            got.push((format!("{name} {mode:?}"), s.reason, s.path));
+        }
+    }
+    let cache = DirCache::new();
+    let s = cache.scan_paths(std::slice::from_ref(&r), ScanLimits::default(), &none);
+    got.push(("cache".into(), s.reason, s.path));
+    let shared = SharedScanner::new();
+    let s = shared.scan(&[RootSpec::Path(r.clone())], ScanLimits::default(), &none, std::time::Instant::now());
+    got.push(("shared".into(), s.reason, s.path));
+    got
+}
+
+/// Without a mount table to read (no `/proc` in this mount namespace),
+/// whether a mount below a root could hang the walk cannot be told: every
+/// scan is refused `backing_inaccessible`, the root named, nothing walked
+/// (it had walked, and would have entered a hung mount).
+#[test]
+fn without_a_mount_table_every_scan_is_refused() {
+    if !common::ns::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(t.path()).unwrap().join("backing");
+    fs::create_dir_all(root.join("sub")).unwrap();
+    fs::write(root.join("sub/a"), b"a").unwrap();
+    let r = root.clone();
+    let got = in_mount_namespace(move || {
+        if !detach(Path::new("/proc")) {
+            return None;
+        }
+        Some(every_scan(&r))
+    });
+    let Some(Some(got)) = got else {
+        eprintln!("skipped: cannot make a private mount namespace without /proc here");
+        return;
+    };
+    for (name, reason, path) in got {
+        assert_eq!((reason, path), (Some(Reason::BackingInaccessible), Some(root.clone())), "{name}");
+    }
+}
+
 /// A FUSE mount whose daemon never answers, below a backing root: every
 /// backend in both modes, the directory cache and the shared scanner refuse
 /// it (`backing_inaccessible`, the mount point named) without entering it.
@@ -191,7 +246,6 @@ fn a_readable_unsearchable_directory_is_inaccessible_in_both_modes() {
 #[test]
 fn a_fuse_mount_below_a_backing_root_is_refused_not_entered() {
     use std::os::fd::AsRawFd;
-    use winx_release_engine::scan::{DirCache, RootSpec, SharedScanner};
     if !common::ns::is_root() || !Path::new("/dev/fuse").exists() {
         eprintln!("skipped: needs root and /dev/fuse");
         return;
@@ -211,27 +265,7 @@ fn a_fuse_mount_below_a_backing_root_is_refused_not_entered() {
         let (tx, rx) = std::sync::mpsc::channel();
         let (r, want) = (root.clone(), remote.clone());
         // Started from this thread: it shares the private mount namespace.
-        let worker = std::thread::spawn(move || {
-            let threads = ThreadsBackend::new(2);
-            let uring = UringBackend::default();
-            let backends: [(&str, &dyn ScanBackend); 3] =
-                [("sync", &SyncBackend), ("uring", &uring), ("threads", &threads)];
-            let none = HashSet::new();
-            let mut got = Vec::new();
-            for (name, backend) in backends {
-                for mode in [ScanMode::Lean, ScanMode::Sizes] {
-                    let s = scan_paths_with(backend, std::slice::from_ref(&r), ScanLimits::default(), &none, mode);
-                    got.push((format!("{name} {mode:?}"), s.reason, s.path));
-                }
-            }
-            let cache = DirCache::new();
-            let s = cache.scan_paths(std::slice::from_ref(&r), ScanLimits::default(), &none);
-            got.push(("cache".into(), s.reason, s.path));
-            let shared = SharedScanner::new();
-            let s = shared.scan(&[RootSpec::Path(r.clone())], ScanLimits::default(), &none, std::time::Instant::now());
-            got.push(("shared".into(), s.reason, s.path));
-            tx.send(got).unwrap();
-        });
+        let worker = std::thread::spawn(move || tx.send(every_scan(&r)).unwrap());
         let got = rx.recv_timeout(std::time::Duration::from_secs(30));
         // Ends the connection: anything still waiting on it fails now.
         drop(fuse);

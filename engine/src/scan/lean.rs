@@ -288,6 +288,9 @@ pub(crate) fn lean_scan(
     mut walk: impl FnMut(Option<Arc<MountParents>>) -> ScanReport,
 ) -> ScanReport {
     let plan = MountPlan::read(roots);
+    if plan.watch.is_none() {
+        return no_mount_table(roots, kind, ScanMode::Lean).unwrap_or_else(|| walk(None));
+    }
     if let Some(refused) = refuse_waiting(&plan.waiting, roots, kind, ScanMode::Lean) {
         return refused;
     }
@@ -297,7 +300,9 @@ pub(crate) fn lean_scan(
         return report;
     }
     tracing::debug!("the mount table changed during a lean scan; scanning again, every entry statx'ed");
-    let now = read_mount_table().map(|t| waiting_points(&t)).unwrap_or_default();
+    let Some(now) = read_mount_table().map(|t| waiting_points(&t)) else {
+        return no_mount_table(roots, kind, ScanMode::Lean).unwrap_or_else(|| walk(None));
+    };
     if let Some(refused) = refuse_waiting(&now, roots, kind, ScanMode::Lean) {
         return refused;
     }
@@ -319,8 +324,20 @@ pub(crate) fn full_scan(
     kind: BackendKind,
     walk: impl FnOnce(Option<Arc<MountParents>>) -> ScanReport,
 ) -> ScanReport {
-    let waiting = read_mount_table().map(|t| waiting_points(&t)).unwrap_or_default();
+    let Some(waiting) = read_mount_table().map(|t| waiting_points(&t)) else {
+        return no_mount_table(roots, kind, ScanMode::Sizes).unwrap_or_else(|| walk(None));
+    };
     refuse_waiting(&waiting, roots, kind, ScanMode::Sizes).unwrap_or_else(|| walk(None))
+}
+
+/// The report of a scan refused because the mount table cannot be read
+/// (no `/proc`): whether a mount below a root could hang the walk cannot be
+/// told, so nothing is walked (`backing_inaccessible`, the first root
+/// named). `None` when no root was opened (nothing to walk).
+fn no_mount_table(roots: &[ScanRoot], kind: BackendKind, mode: ScanMode) -> Option<ScanReport> {
+    let root = roots.iter().find(|r| r.dir.is_some())?;
+    tracing::warn!(root = %root.path.display(), "the mount table cannot be read: the scan is refused");
+    Some(super::fail_report(kind, mode, Reason::BackingInaccessible, root.path.clone(), 0))
 }
 
 /// The report of a scan refused because a mount of `waiting` lies below

@@ -336,8 +336,13 @@ impl DirCache {
                 continue;
             };
             // A mount below the root that no scan enters (a FUSE or NFS
-            // mount, which could hang the walk): refused, nothing read.
-            if let Some(rel) = mounts.as_ref().and_then(|m| refused_mount(m.waiting(), root)) {
+            // mount, which could hang the walk), or no mount table to tell:
+            // refused, nothing read.
+            let refused = match &mounts {
+                Some(m) => refused_mount(m.waiting(), root),
+                None => Some(Vec::new()),
+            };
+            if let Some(rel) = refused {
                 let steps = vec![Step::Fail { rel, reason: Reason::BackingInaccessible }];
                 snaps.push(RootSnapshot { path: root.path.clone(), steps });
                 continue;
