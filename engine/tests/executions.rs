@@ -83,7 +83,7 @@ fn check(liveness: LivenessChoice) {
         assert_eq!(rt2.liveness(&key).running, 1);
         assert!(rt2.lookup(&d.id).is_some_and(|x| x.adopted));
         // Another session is not blocked by it.
-        let other = SessionKey { dev: key.dev, ino: key.ino + 1 };
+        let other = SessionKey { dev: key.dev, ino: key.ino + 1, born: 0 };
         assert_eq!(rt2.liveness(&other).running, 0);
     }
     assert!(until(Duration::from_secs(15), || rt.liveness(&key).running == 0), "{:?}", rt.liveness(&key));
@@ -93,7 +93,7 @@ fn check(liveness: LivenessChoice) {
     let bad = data.join("executions").join("00000000000000ff");
     std::fs::create_dir_all(&bad).unwrap();
     std::fs::write(bad.join("status.json"), b"{not json").unwrap();
-    let live = rt.liveness(&SessionKey { dev: 1, ino: 1 });
+    let live = rt.liveness(&SessionKey { dev: 1, ino: 1, born: 0 });
     assert_eq!(live.running, 1, "{live:?}");
     assert!(live.detail.unwrap().contains("00000000000000ff"));
 }
@@ -118,7 +118,7 @@ fn a_record_written_after_its_directory_was_seen_is_adopted() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let rt = runtime(&data, LivenessChoice::Proc);
-    let key = SessionKey { dev: 1, ino: 1 };
+    let key = SessionKey { dev: 1, ino: 1, born: 0 };
     let execs = data.join("executions");
     std::fs::create_dir_all(&execs).unwrap();
     // Past the racy window (two coarse ticks at most 2 × 4 ms on HZ=250,
@@ -158,7 +158,7 @@ fn executions_that_cannot_be_listed_count_as_running() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let rt = runtime(&data, LivenessChoice::Proc);
-    let key = SessionKey { dev: 1, ino: 1 };
+    let key = SessionKey { dev: 1, ino: 1, born: 0 };
     assert!(!data.join("executions").exists());
     assert_eq!(rt.liveness(&key).running, 0);
     // Something that is not a directory in its place: it cannot be listed.
@@ -169,7 +169,7 @@ fn executions_that_cannot_be_listed_count_as_running() {
     assert!(live.detail.as_deref().is_some_and(|d| d.contains("cannot list")), "{live:?}");
     // A second runtime started on it says the same.
     let rt2 = runtime(&data, LivenessChoice::Proc);
-    assert_eq!(rt2.liveness(&SessionKey { dev: 2, ino: 2 }).running, 1);
+    assert_eq!(rt2.liveness(&SessionKey { dev: 2, ino: 2, born: 0 }).running, 1);
     // Readable again: nothing runs.
     std::fs::remove_file(data.join("executions")).unwrap();
     std::fs::create_dir(data.join("executions")).unwrap();
@@ -187,7 +187,7 @@ fn a_leader_recorded_without_its_start_time_still_counts() {
     use winx_release_engine::executions::{Leader, Record, RecordState};
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let key = SessionKey { dev: 7, ino: 7 };
+    let key = SessionKey { dev: 7, ino: 7, born: 0 };
     // The "leader": its own group, no marker in its environment.
     let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
     let pid = child.id() as i32;
@@ -231,8 +231,8 @@ fn a_threads_command_counts_for_its_threads_next_session() {
     let root = tmp.path().canonicalize().unwrap();
     let (ws, data) = (root.join("ws"), root.join("data"));
     std::fs::create_dir_all(&ws).unwrap();
-    let first = SessionKey { dev: 9, ino: 1 };
-    let next = SessionKey { dev: 9, ino: 2 };
+    let first = SessionKey { dev: 9, ino: 1, born: 0 };
+    let next = SessionKey { dev: 9, ino: 2, born: 0 };
     let rt = runtime(&data, LivenessChoice::Proc);
     let stop = root.join("stop");
     let cmd = format!("while [ ! -e '{}' ]; do sleep 0.05; done", stop.display());

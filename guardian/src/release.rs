@@ -40,7 +40,7 @@ pub(crate) fn release_op(
     }
     // Barriers are taken in one order (by key) by every release that takes
     // more than one, so that two never wait for each other.
-    sessions.sort_by_key(|s| (s.key.dev, s.key.ino));
+    sessions.sort_by_key(|s| (s.key.dev, s.key.ino, s.key.born));
     let (report, liveness_us) = {
         let mut barriers: Vec<_> = sessions.iter().map(|s| (s.key, s.admission.enter())).collect();
         // Under the barriers nothing of the thread starts: what runs now

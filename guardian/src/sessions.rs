@@ -300,4 +300,27 @@ pub(crate) mod tests {
         g.peer_gone(8);
         assert!(lock(&g.peers).is_empty());
     }
+
+    /// A thread's session directory removed, then another thread's made:
+    /// ext4 gives the new directory the freed inode number, and the new
+    /// thread must get a session of its own (its own shell, barrier and
+    /// policy), not the removed directory's. Where the filesystem did not
+    /// reuse the number, the sessions differ anyway.
+    #[test]
+    fn a_directory_made_with_a_freed_inode_number_is_another_session() {
+        let (data, g) = guardian();
+        let ws = tempfile::tempdir().unwrap();
+        let layout = Layout::new(ws.path().canonicalize().unwrap(), data.path()).unwrap();
+        let first = g.register(layout.clone(), "t1").unwrap();
+        std::fs::remove_dir(layout.session_dir("t1")).unwrap();
+        // A moment later, so that a birth time with a coarse clock differs.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = g.register(layout.clone(), "t2").unwrap();
+        if second.key.ino != first.key.ino {
+            eprintln!("note: the filesystem of {} did not reuse the inode number", ws.path().display());
+        }
+        assert_eq!(second.thread, "t2");
+        assert!(!Arc::ptr_eq(&first, &second), "thread t2 got thread t1's session");
+        assert_ne!(first.key, second.key);
+    }
 }

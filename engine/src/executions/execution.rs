@@ -191,7 +191,7 @@ impl Execution {
     /// Whether it belongs to the session `key` (a record of unknown session
     /// belongs to every session).
     pub(crate) fn is_of(&self, key: &SessionKey) -> bool {
-        self.session.is_none_or(|s| s == *key)
+        self.session.is_none_or(|s| s.same_directory(key))
     }
 
     /// Waits up to `timeout` until `done` holds for the state; returns the

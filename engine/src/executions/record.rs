@@ -255,7 +255,7 @@ mod tests {
             command_id: "0123456789abcdef".into(),
             thread_id: "t".into(),
             workspace: "/w".into(),
-            session: Some(SessionKey { dev: 1, ino: 2 }),
+            session: Some(SessionKey { dev: 1, ino: 2, born: 0 }),
             background: true,
             started_unix: 5,
             state: RecordState::Lingering,

@@ -234,7 +234,7 @@ fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply,
             format!("unknown command_id {id}: not typed into a shell of this guardian's data directory, or removed by retention"),
         ));
     };
-    if r.session.is_some_and(|s| s != session.key) || r.thread_id != session.thread {
+    if r.session.is_some_and(|s| !s.same_directory(&session.key)) || r.thread_id != session.thread {
         return Err((ErrorCode::Reason(Reason::ThreadMismatch), format!("command {id} is another thread's")));
     }
     // A command whose shell ended before its prompt came back (a guardian
