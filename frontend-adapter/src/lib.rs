@@ -31,6 +31,7 @@ pub mod wire;
 
 pub use winx_release_frontend::{error, receipt, token};
 
+mod bash_args;
 mod command_result;
 mod embedded;
 mod output_schema;

@@ -65,7 +65,12 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                     },
                     "type": string("winx's call type (first_call, user_asked_mode_change, reset_shell, \
                         user_asked_change_workspace); echoed in the result, nothing else. Absent by default: \
-                        nothing echoed")
+                        nothing echoed"),
+                    "initial_files_to_read": {"type": "array", "items": string("An absolute path"),
+                        "description": "winx's files to read with the call: accepted, not read (use ReadFiles). Absent by \
+                            default: nothing"},
+                    "task_id_to_resume": string("winx's task to resume: accepted, nothing is resumed. Absent by \
+                        default: nothing")
                 },
                 "required": ["any_workspace_path"],
                 "additionalProperties": false
@@ -142,10 +147,14 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                 "type": "object",
                 "properties": {
                     "thread_id": thread_id,
-                    "action_json": {"type": "object",
+                    "action_json": {"type": ["object", "string"],
                         "description": "winx's shape: {\"type\": \"command\" | \"status_check\" | \"send_text\" | \
-                            \"send_specials\" | \"send_ascii\" | \"screen\", ...that action's flat fields}; \
-                            instead of the flat fields. Absent by default: the flat fields say the action"},
+                            \"send_specials\" | \"send_ascii\" | \"screen\", ...that action's flat fields} (the \
+                            type may be left out when one action field says it; status_check: true and screen: \
+                            true are accepted; the object may come as a JSON string); instead of the flat fields. \
+                            Absent by default: the flat fields say the action"},
+                    "type": string("With the flat fields: the action's name, as winx's objects carry it; alone, \
+                        status_check or screen. Absent by default: the flat fields say the action"),
                     "command": string("The command, typed into the thread's shell whole however long (refused \
                         with execution_active while the shell is busy); required unless another action is given"),
                     "wait_for_seconds": {"type": "number", "minimum": 0,

@@ -29,6 +29,8 @@ use serde_json::Value;
 use winx_release_frontend::request;
 pub use winx_release_protocol::shell::ShellAction;
 
+pub use crate::bash_args::{BashAction, BashCommandArgs, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS};
+
 use crate::error::FrontendError;
 
 pub use winx_release_frontend::request::{EditFilesArgs, ReleaseArgs, ReleaseEntry};
@@ -38,7 +40,7 @@ pub const REPLACE_MODE: &str = "replace";
 /// The explicit `operation` of a non-release `EditFiles` request.
 pub const EDIT_OPERATION: &str = "edit";
 
-fn from_value<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> Result<T, FrontendError> {
+pub(crate) fn from_value<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> Result<T, FrontendError> {
     T::deserialize(v).map_err(|e| FrontendError::invalid(format!("{what}: {e}")))
 }
 
@@ -132,6 +134,14 @@ pub struct InitializeArgs {
     /// winx's call type (`first_call`, `user_asked_mode_change`, ...); echoed.
     #[serde(default, rename = "type")]
     pub init_type: Option<String>,
+    /// winx's files to read with the call: accepted and not read (read
+    /// them with `ReadFiles`, which pins helpers for release).
+    #[serde(default)]
+    pub initial_files_to_read: Option<Vec<String>>,
+    /// winx's task to resume: accepted; nothing is resumed (a thread's
+    /// state is its shell, which `thread_id` re-attaches to).
+    #[serde(default)]
+    pub task_id_to_resume: Option<String>,
 }
 
 impl InitializeArgs {
@@ -264,164 +274,6 @@ pub fn parse_edit_files(v: &Value) -> Result<EditRequest, EditParseError> {
     }))
 }
 
-/// Default `wait_for_seconds` of `BashCommand`.
-pub const DEFAULT_WAIT_SECONDS: f64 = 5.0;
-/// Longest accepted `wait_for_seconds`; longer waits are cut to it.
-pub const MAX_WAIT_SECONDS: f64 = 600.0;
-
-/// Arguments of `BashCommand`: flat, or winx's `action_json` object with
-/// a `type` (`command`, `status_check`, `send_text`, `send_specials`,
-/// `send_ascii`, `screen`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BashCommandArgs {
-    /// The thread, from `Initialize`.
-    pub thread_id: String,
-    /// winx's shape: the action as an object with a `type`.
-    #[serde(default)]
-    pub action_json: Option<Value>,
-    /// The command to type into the thread's shell.
-    #[serde(default)]
-    pub command: Option<String>,
-    /// How long to wait for it to be back at the prompt (default 5 s).
-    #[serde(default)]
-    pub wait_for_seconds: Option<f64>,
-    /// Run it in a shell of its own (default false).
-    #[serde(default)]
-    pub is_background: Option<bool>,
-    /// Report on the thread's shell, `command_id` or `bg_command_id`.
-    #[serde(default)]
-    pub status_check: Option<bool>,
-    /// The command a status check is about.
-    #[serde(default)]
-    pub command_id: Option<String>,
-    /// A background shell the action is for.
-    #[serde(default)]
-    pub bg_command_id: Option<String>,
-    /// Text for the program running in the foreground.
-    #[serde(default)]
-    pub send_text: Option<String>,
-    /// Special keys for it.
-    #[serde(default)]
-    pub send_specials: Option<Vec<String>>,
-    /// Bytes for it.
-    #[serde(default)]
-    pub send_ascii: Option<Vec<u8>>,
-    /// Append Enter to the input.
-    #[serde(default)]
-    pub submit: Option<bool>,
-    /// Return the terminal as rendered now.
-    #[serde(default)]
-    pub screen: Option<bool>,
-    /// With `screen`: only its last rows.
-    #[serde(default)]
-    pub lines: Option<usize>,
-}
-
-/// What a `BashCommand` asks for: the action, and how long to wait.
-pub type BashAction = (ShellAction, f64);
-
-/// `wait_for_seconds` of a winx `action_json` (it may carry one itself).
-#[derive(Deserialize)]
-struct Waited {
-    #[serde(default)]
-    wait_for_seconds: Option<f64>,
-}
-
-impl BashCommandArgs {
-    /// Parses `BashCommand` arguments.
-    pub fn parse(v: &Value) -> Result<BashCommandArgs, FrontendError> {
-        from_value("BashCommand arguments", v)
-    }
-
-    /// What the arguments ask for, and the wait (default 5 s, at most 600).
-    /// `action_json` alone, or the flat fields of exactly one action.
-    pub fn action(&self) -> Result<BashAction, FrontendError> {
-        let mut wait = self.wait_for_seconds;
-        let action = match &self.action_json {
-            Some(v) => {
-                if self.command.is_some()
-                    || self.status_check.is_some()
-                    || self.send_text.is_some()
-                    || self.send_specials.is_some()
-                    || self.send_ascii.is_some()
-                    || self.screen.is_some()
-                {
-                    return Err(FrontendError::invalid("give either action_json or the flat fields, not both"));
-                }
-                let mut v = v.clone();
-                if let Some(obj) = v.as_object_mut() {
-                    if let Some(w) = obj.remove("wait_for_seconds") {
-                        let w: Waited = from_value("action_json", &serde_json::json!({"wait_for_seconds": w}))?;
-                        wait = wait.or(w.wait_for_seconds);
-                    }
-                }
-                from_value::<ShellAction>("action_json", &v)?
-            }
-            None => self.flat()?,
-        };
-        let wait = match wait {
-            None => DEFAULT_WAIT_SECONDS,
-            Some(w) if w.is_finite() && w >= 0.0 => w.min(MAX_WAIT_SECONDS),
-            Some(_) => return Err(FrontendError::invalid("wait_for_seconds must be a number >= 0")),
-        };
-        Ok((action, wait))
-    }
-
-    fn flat(&self) -> Result<ShellAction, FrontendError> {
-        let submit = self.submit.unwrap_or(false);
-        let bg = self.bg_command_id.clone();
-        let given = [
-            self.command.is_some(),
-            self.status_check.unwrap_or(false),
-            self.send_text.is_some(),
-            self.send_specials.is_some(),
-            self.send_ascii.is_some(),
-            self.screen.unwrap_or(false),
-        ];
-        if given.iter().filter(|g| **g).count() != 1 {
-            return Err(FrontendError::invalid(
-                "give exactly one of command, status_check: true, send_text, send_specials, send_ascii, screen: true \
-                 (or winx's action_json)",
-            ));
-        }
-        let only = |ok: bool, what: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(FrontendError::invalid(what.to_owned()))
-            }
-        };
-        if let Some(c) = &self.command {
-            only(
-                self.command_id.is_none() && bg.is_none() && self.submit.is_none() && self.lines.is_none(),
-                "command takes is_background (and wait_for_seconds) only",
-            )?;
-            return Ok(ShellAction::Command { command: c.clone(), is_background: self.is_background.unwrap_or(false) });
-        }
-        only(self.is_background.is_none(), "is_background goes with command only")?;
-        if self.status_check.unwrap_or(false) {
-            only(self.submit.is_none() && self.lines.is_none(), "status_check takes command_id or bg_command_id only")?;
-            return Ok(ShellAction::StatusCheck { bg_command_id: bg, command_id: self.command_id.clone() });
-        }
-        only(self.command_id.is_none(), "command_id goes with status_check only")?;
-        if let Some(t) = &self.send_text {
-            only(self.lines.is_none(), "lines goes with screen only")?;
-            return Ok(ShellAction::SendText { send_text: t.clone(), submit, bg_command_id: bg });
-        }
-        if let Some(k) = &self.send_specials {
-            only(self.lines.is_none(), "lines goes with screen only")?;
-            return Ok(ShellAction::SendSpecials { send_specials: k.clone(), submit, bg_command_id: bg });
-        }
-        if let Some(a) = &self.send_ascii {
-            only(self.lines.is_none(), "lines goes with screen only")?;
-            return Ok(ShellAction::SendAscii { send_ascii: a.clone(), submit, bg_command_id: bg });
-        }
-        only(self.submit.is_none(), "submit goes with send_text, send_specials or send_ascii")?;
-        Ok(ShellAction::Screen { lines: self.lines, bg_command_id: bg })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +375,10 @@ mod tests {
         let c = a.code_writer_config.unwrap();
         assert_eq!(c.allowed_globs, AllOrList::List(vec!["src/**".into()]));
         assert_eq!(c.allowed_commands, AllOrList::All);
+        // winx's other arguments are accepted.
+        let winx = json!({"any_workspace_path": "/w", "type": "first_call", "initial_files_to_read": ["/w/a"],
+            "task_id_to_resume": "", "thread_id": ""});
+        assert!(InitializeArgs::parse(&winx).is_ok());
         for bad in [
             json!({}),
             json!({"any_workspace_path": "/w", "mode_name": "root"}),
@@ -534,53 +390,5 @@ mod tests {
         ] {
             assert!(InitializeArgs::parse(&bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn bash_args() {
-        let act = |v: Value| BashCommandArgs::parse(&v).and_then(|a| a.action());
-        assert_eq!(
-            act(json!({"thread_id": "t", "command": "ls"})).unwrap(),
-            (ShellAction::Command { command: "ls".into(), is_background: false }, 5.0)
-        );
-        assert_eq!(
-            act(json!({"thread_id": "t", "status_check": true, "command_id": "c"})).unwrap(),
-            (ShellAction::StatusCheck { bg_command_id: None, command_id: Some("c".into()) }, 5.0)
-        );
-        assert_eq!(
-            act(json!({"thread_id": "t", "status_check": true})).unwrap(),
-            (ShellAction::StatusCheck { bg_command_id: None, command_id: None }, 5.0)
-        );
-        assert_eq!(
-            act(json!({"thread_id": "t", "send_text": "y", "submit": true, "wait_for_seconds": 1})).unwrap(),
-            (ShellAction::SendText { send_text: "y".into(), submit: true, bg_command_id: None }, 1.0)
-        );
-        // winx's shape.
-        assert_eq!(
-            act(json!({"thread_id": "t", "action_json": {"type": "send_specials", "send_specials": ["Ctrl-c"]},
-                "wait_for_seconds": 0.5}))
-            .unwrap(),
-            (
-                ShellAction::SendSpecials { send_specials: vec!["Ctrl-c".into()], submit: false, bg_command_id: None },
-                0.5
-            )
-        );
-        assert_eq!(
-            act(json!({"thread_id": "t", "action_json": {"type": "command", "command": "pwd"}})).unwrap(),
-            (ShellAction::Command { command: "pwd".into(), is_background: false }, 5.0)
-        );
-        for bad in [
-            json!({"thread_id": "t"}),
-            json!({"thread_id": "t", "command": "ls", "status_check": true}),
-            json!({"thread_id": "t", "command": "ls", "wait_for_seconds": -1}),
-            json!({"thread_id": "t", "command": "ls", "submit": true}),
-            json!({"thread_id": "t", "send_text": "x", "send_ascii": [3]}),
-            json!({"thread_id": "t", "action_json": {"type": "reboot"}}),
-            json!({"thread_id": "t", "action_json": {"type": "command"}}),
-            json!({"thread_id": "t", "action_json": {"type": "command", "command": "ls"}, "command": "ls"}),
-        ] {
-            assert!(act(bad.clone()).is_err(), "{bad}");
-        }
-        assert!(BashCommandArgs::parse(&json!({"thread_id": "t", "command": "ls", "x": 1})).is_err());
     }
 }
