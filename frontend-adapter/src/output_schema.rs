@@ -67,9 +67,10 @@ pub(crate) fn initialize() -> Value {
                 "type": "object",
                 "description": "Whether helpers can be released in this session",
                 "properties": {
-                    "available": boolean("True when a guardian that can release owns the session"),
+                    "available": boolean("True when a guardian that can release owns the session and the mode \
+                        allows releases"),
                     "reason": nullable_string("Why not: owner_unavailable, owner_unsupported, embedded_runtime, \
-                        unsupported_platform; null when available"),
+                        unsupported_platform, policy_denied (architect mode); null when available"),
                     "detail": string("With owner_unavailable: one line naming the socket tried, the cause, and \
                         what to do")
                 },

@@ -140,8 +140,14 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     };
 
     let liveness = runtime.liveness_mode().as_str();
-    let ready = json!({"event": "ready", "socket": socket, "pid": std::process::id(), "capabilities": CAPABILITIES,
-        "liveness": liveness});
+    // Keys in the contract's order (a `json!` object sorts them).
+    let ready = format!(
+        r#"{{"event":"ready","socket":{},"pid":{},"capabilities":{},"liveness":{}}}"#,
+        json!(socket),
+        std::process::id(),
+        json!(CAPABILITIES),
+        json!(liveness)
+    );
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{ready}")?;

@@ -41,6 +41,10 @@ fn start_guardian_logged(env: &Env, extra: &[&str]) -> (std::path::PathBuf, Guar
     let mut child = env.command(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log).spawn().unwrap();
     let line = read_line_timeout(child.stdout.take().unwrap(), Duration::from_secs(10)).expect("ready line");
     assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["event"], "ready", "{line}");
+    // The keys in the contract's order.
+    let at = |k: &str| line.find(&format!("\"{k}\":")).unwrap_or(usize::MAX);
+    let keys = ["event", "socket", "pid", "capabilities", "liveness"].map(at);
+    assert!(keys.windows(2).all(|w| w[0] < w[1]) && keys[4] != usize::MAX, "{line}");
     (path, Guardian(child))
 }
 

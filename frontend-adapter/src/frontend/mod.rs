@@ -407,6 +407,13 @@ impl Frontend {
                 }
             }
         };
+        // A read-only mode refuses every release (`policy_denied`): it says
+        // so here, where a client first looks.
+        let availability = if availability.available && mode == ModeName::Architect {
+            Availability::no(Reason::PolicyDenied)
+        } else {
+            availability
+        };
         let session_dir = ensure_session_dir(&layout, &thread_id)?;
         let stale_audit = match audit(Path::new(&workspace)) {
             Ok(r) => serde_json::to_value(&r).unwrap_or(Value::Null),

@@ -422,6 +422,21 @@ fn a_guardian_connection_is_kept_between_calls_until_the_guardian_closes_it() {
     }
 }
 
+/// A read-only thread says at `Initialize` that its releases are refused
+/// (`policy_denied`), with a capable guardian answering; a `wcgw` thread of
+/// the same guardian is told they are available.
+#[test]
+fn architect_mode_says_releases_are_not_available() {
+    let env = Env::new();
+    let ws = env.ws();
+    let fe = env.guarded();
+    let _g = answering_guardian(&env, false);
+    let arch = fe.initialize(json!({"any_workspace_path": ws, "thread_id": "ta", "mode_name": "architect"}));
+    assert_eq!(arch["temporary_release"], json!({"available": false, "reason": "policy_denied"}), "{arch}");
+    let v = init(&fe, ws, "t1");
+    assert_eq!(v["temporary_release"], json!({"available": true, "reason": null}), "{v}");
+}
+
 #[test]
 fn instance_change_is_owner_unavailable() {
     let env = Env::new();
