@@ -373,6 +373,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
                     instance: Some(g.instance.clone()),
                     pid: Some(u64::from(std::process::id())),
                     liveness: Some(g.runtime.liveness_mode().as_str().to_owned()),
+                    data_dir: std::fs::canonicalize(&g.data_dir).ok().map(|d| d.display().to_string()),
                 },
             ))
         }

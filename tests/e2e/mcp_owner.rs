@@ -15,22 +15,53 @@ use crate::support::{assert_completed, helper, p, refused, release_req, snapshot
 use serde_json::{json, Value};
 use winx_release_protocol::client::fake::{FakeGuardian, Handler};
 
+/// A killed guardian is `owner_unavailable`; a new guardian of the same
+/// data directory (a restart) takes the thread over without a new
+/// `Initialize`: what the old shell left running still refuses its
+/// releases (`execution_active`, contract sections 3 and 4), and once it
+/// ended the release goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_guardian_is_owner_unavailable() {
+async fn a_killed_guardian_is_owner_unavailable_and_its_successor_takes_over() {
     let (mut env, mcp) = world().await;
     mcp.init(&env.ws, "t1").await;
     let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "owned\n").await;
+    let left = mcp.call("BashCommand", json!({"thread_id": "t1", "command": "nohup sleep 4 >/dev/null 2>&1 &"})).await;
+    assert_eq!(left["status"], "completed", "{left}");
     env.kill_guardian();
     refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "owner_unavailable").await;
     let bash = mcp.call("BashCommand", json!({"thread_id": "t1", "command": "true"})).await;
     assert_eq!(bash["errorCode"], "owner_unavailable", "{bash}");
 
-    // A new guardian does not silently adopt the session: still refused
-    // until the thread is initialised again.
     env.start_guardian();
-    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "owner_unavailable").await;
+    refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "execution_active").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = mcp.edit(release_req("t1", &env.ws, &[(&h, &rev, &generation)])).await;
+        if v["status"] == "completed" {
+            assert_completed(&v, &[&h]);
+            break;
+        }
+        assert_eq!(v["errorCode"], "execution_active", "{v}");
+        assert!(std::time::Instant::now() < deadline, "still refused after the leftover ended: {v}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    mcp.stop().await;
+}
+
+/// A guardian of another data directory answering at the socket after the
+/// one the thread was initialised with is gone never takes the thread
+/// over: it could not know the commands the thread started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guardian_of_another_data_directory_does_not_take_over() {
+    let (mut env, mcp) = world().await;
     mcp.init(&env.ws, "t1").await;
-    assert_completed(&mcp.edit(release_req("t1", &env.ws, &[(&h, &rev, &generation)])).await, &[&h]);
+    let (h, rev, generation) = helper(&env, &mcp, "t1", "h.py", "owned\n").await;
+    env.kill_guardian();
+    let other = tempfile::tempdir().unwrap();
+    env.start_guardian_in(other.path());
+    let v = refused(&env, &mcp, release_req("t1", &env.ws, &[(&h, &rev, &generation)]), "denied", "owner_unavailable")
+        .await;
+    assert!(v["message"].as_str().is_some_and(|m| m.contains("another data directory")), "{v}");
     mcp.stop().await;
 }
 

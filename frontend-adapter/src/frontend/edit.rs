@@ -142,11 +142,35 @@ impl Frontend {
             return Err(deny(Reason::OwnerUnsupported, "the guardian does not advertise temporary_release".into()));
         }
         if hello.instance.is_none() || hello.instance != session.guardian_instance {
-            return Err(deny(
-                Reason::OwnerUnavailable,
-                "the guardian that owned this session at Initialize is gone; Initialize the thread again to re-attach"
-                    .into(),
-            ));
+            // Another guardian: it owns the thread's commands only when it
+            // serves this frontend's data directory, whose executions it
+            // adopts (a restart); the thread is then re-attached to it.
+            let same_data = hello.data_dir.as_deref().is_some_and(|d| {
+                std::fs::canonicalize(&self.config.data_dir).is_ok_and(|own| Path::new(d) == own.as_path())
+            });
+            if !same_data {
+                return Err(deny(
+                    Reason::OwnerUnavailable,
+                    "the guardian that owned this session at Initialize is gone, and the one answering serves \
+                     another data directory; Initialize the thread again to re-attach"
+                        .into(),
+                ));
+            }
+            let mode = session.policy.mode();
+            if let Err(e) = client.session_open_with(
+                &session.workspace,
+                &session.thread_id,
+                Some(mode.as_str()),
+                session.policy_config.as_ref(),
+            ) {
+                return Err(deny(
+                    Reason::OwnerUnavailable,
+                    format!("re-attaching the thread to the new guardian: {e}"),
+                ));
+            }
+            if let Some(t) = lock(&self.threads).get_mut(&session.thread_id) {
+                t.guardian_instance = hello.instance.clone();
+            }
         }
         let sent = client.release_with(&session.workspace, &session.thread_id, targets, self.config.dry_run);
         if sent.is_ok() {

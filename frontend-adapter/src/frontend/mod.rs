@@ -216,8 +216,11 @@ pub(crate) struct InitializedThread {
     pub(crate) layout: Layout,
     pub(crate) session_dir: PathBuf,
     pub(crate) policy: Arc<Policy>,
-    /// The guardian instance seen at `Initialize` (`None`: no guardian).
+    /// The guardian instance seen at `Initialize` (`None`: no guardian), or
+    /// the one the thread re-attached to since.
     pub(crate) guardian_instance: Option<String>,
+    /// `code_writer_config` as `Initialize` got it, for a re-attach.
+    pub(crate) policy_config: Option<Value>,
 }
 
 /// The MCP frontend, transport aside. `Send + Sync`: tools may be called
@@ -426,6 +429,7 @@ impl Frontend {
             session_dir: session_dir.clone(),
             policy,
             guardian_instance: instance,
+            policy_config: a.code_writer_config.as_ref().and_then(|c| serde_json::to_value(c).ok()),
         };
         let reattached = lock(&self.threads).insert(thread_id.clone(), session).is_some();
         Ok(InitializeResult {

@@ -455,6 +455,31 @@ fn instance_change_is_owner_unavailable() {
     assert_eq!(code(&fe.edit_files(req)), "owner_unavailable");
     assert!(!g2.ops().contains(&"release".to_owned()));
     assert!(Path::new(&h).exists());
+    drop(g2);
+    // A new instance serving this frontend's data directory (a restart):
+    // the thread is re-attached to it (`session_open`) and the release sent.
+    let _ = std::fs::remove_file(&env.sock);
+    std::fs::create_dir_all(&env.data).unwrap();
+    let data = std::fs::canonicalize(&env.data).unwrap().display().to_string();
+    let handler: Arc<Handler> = Arc::new(move |op: &str, _: &Value| match op {
+        "hello" => {
+            let mut h = hello_reply(&["temporary_release"], "third");
+            h["data_dir"] = json!(data);
+            Some(h)
+        }
+        "session_open" => Some(json!({"ok": true, "session_dir": "", "instance": "third"})),
+        "release" => {
+            let report = ReleaseReport::denied(&[], Reason::PolicyDenied, &[], "scripted");
+            Some(json!({"ok": true, "report": report}))
+        }
+        _ => Some(json!({"ok": false, "error": {"code": "unknown_op", "message": op}})),
+    });
+    let g3 = FakeGuardian::start(env.sock.clone(), handler);
+    let req = release_req("t1", ws, vec![entry(&read_one(&fe, "t1", &h))]);
+    assert_eq!(code(&fe.edit_files(req)), "policy_denied");
+    let ops = g3.ops();
+    let at = |op: &str| ops.iter().position(|o| o == op);
+    assert!(at("session_open").is_some() && at("session_open") < at("release"), "{ops:?}");
 }
 
 #[test]

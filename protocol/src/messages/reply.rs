@@ -31,6 +31,11 @@ pub struct Hello {
     /// How it tells that a command still runs: `"cgroup"` or `"proc"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liveness: Option<String>,
+    /// Its data directory `D` (canonical): a frontend that finds another
+    /// instance than at `Initialize` re-attaches a thread to it only when
+    /// it serves the same `D`, whose executions it adopts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
 }
 
 impl Hello {

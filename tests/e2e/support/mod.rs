@@ -121,6 +121,19 @@ impl Env {
         pid
     }
 
+    /// Starts a guardian at the world's socket whose data directory is
+    /// below `data_home` (`XDG_DATA_HOME`), not the world's.
+    pub fn start_guardian_in(&mut self, data_home: &Path) -> u32 {
+        assert!(self.guardian.is_none(), "a guardian already runs");
+        let (_, log) = self.log_file("guardian");
+        let mut cmd = self.command_via(&[], &["guardian", "--socket", p(&self.sock)]);
+        cmd.env("XDG_DATA_HOME", data_home).stdin(Stdio::null()).stderr(log);
+        let guardian = GuardianProc::spawn(cmd, READY_TIMEOUT).expect("guardian ready line");
+        let pid = guardian.pid();
+        self.guardian = Some(guardian);
+        pid
+    }
+
     /// Kills the guardian with SIGKILL and reaps it.
     pub fn kill_guardian(&mut self) {
         if let Some(mut g) = self.guardian.take() {
