@@ -140,7 +140,7 @@ fn a_spoofed_report_or_a_lost_hook_stays_busy() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "the spoof reported");
     let busy = w.shell.busy(&w.rt).expect("a loop in the shell is busy");
     assert!(busy.contains("not waiting") || busy.contains("state"), "{busy}");
-    w.shell.write(&w.admission.enter(), Write::Input, b"\x03").unwrap();
+    w.shell.write(&w.admission.enter(), Write::Line, b"\x03").unwrap();
     // Back at a real prompt after Ctrl-c.
     until(10, "idle after Ctrl-c", || w.shell.busy(&w.rt).is_none());
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "unset PROMPT_COMMAND").unwrap();
@@ -169,8 +169,57 @@ fn a_spoofed_report_then_the_read_builtin_stays_busy() {
     assert!(busy.contains("not waiting for terminal input"), "{busy}");
     assert!(w.rt.liveness(&w.session).running > 0);
     // The line the `read` waits for; then the real prompt.
-    w.shell.write(&w.admission.enter(), Write::Input, b"yes\r").unwrap();
+    w.shell.write(&w.admission.enter(), Write::Line, b"yes\r").unwrap();
     until(10, "idle at the real prompt", || w.shell.busy(&w.rt).is_none());
+}
+
+/// Input the program in the foreground does not read (64 KiB of lines,
+/// far beyond what the terminal queues) never blocks the shell's lock: the
+/// write gives up after its wait, the program's end is reported and
+/// acknowledged, and the unread input is discarded, never run. (The write
+/// had blocked for ever while holding the lock the hook's report needs,
+/// and the shell waited for that report's acknowledgement before reading.)
+#[test]
+fn input_nobody_reads_never_deadlocks_the_shell() {
+    let w = world();
+    let gate = w._tmp.path().join("gate");
+    let cmd = format!("while [ ! -e '{}' ]; do sleep 0.01; done", gate.display());
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), &cmd).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let shell = w.shell.clone();
+        std::thread::spawn(move || {
+            let barrier = winx_release_engine::Admission::new();
+            let r = shell.write(&barrier.enter(), Write::Input, "echo ran-x\n".repeat(6000).as_bytes());
+            let _ = tx.send(r.map_err(|e| e.kind()));
+        });
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&gate, b"").unwrap();
+    let sent = rx.recv_timeout(Duration::from_secs(20)).expect("the write never returned: the shell is deadlocked");
+    assert_eq!(sent, Err(std::io::ErrorKind::TimedOut));
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "no prompt after the program ended");
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo after").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
+    let text = String::from_utf8_lossy(&w.text.lock().unwrap()).into_owned();
+    // Echoed while queued (`echo ran-x`), but never run (a line `ran-x`).
+    assert!(!text.lines().any(|l| l.trim_end() == "ran-x"), "unread input ran as a command");
+}
+
+/// Input once the program has ended is refused under the shell's lock:
+/// the line editor would run it as a command.
+#[test]
+fn input_after_the_program_ended_is_refused_not_run() {
+    let w = world();
+    let marker = w._tmp.path().join("typed-late");
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "true").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    let r = w.shell.write(&w.admission.enter(), Write::Input, format!("touch {}\r", marker.display()).as_bytes());
+    assert_eq!(r.map_err(|e| e.kind()), Err(std::io::ErrorKind::InvalidInput));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marker.exists(), "input at the prompt ran as a command");
 }
 
 /// A command is handed over whole, far beyond the 4 KiB line limit, and

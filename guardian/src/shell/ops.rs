@@ -276,9 +276,11 @@ fn input_op(
         if !term.wait_started(STARTED) {
             return Err(invalid("the command's line has not been read by the shell yet; nothing was sent: try again"));
         }
-        term.shell
-            .write(&admitted, Write::Input, bytes)
-            .map_err(|e| (ErrorCode::IoError, format!("terminal write: {e}")))?;
+        term.shell.write(&admitted, Write::Input, bytes).map_err(|e| match e.kind() {
+            // The program ended since the look above: nothing was sent.
+            std::io::ErrorKind::InvalidInput => invalid(format!("{e}; nothing was sent (run a command instead)")),
+            _ => (ErrorCode::IoError, format!("terminal write: {e}")),
+        })?;
         term
     };
     let last = term.last();

@@ -205,18 +205,18 @@ impl Shell {
     /// - [`write(2)`](https://man7.org/linux/man-pages/man2/write.2.html)
     // Hidden: public for the guardian's shell ops; not a supported API.
     #[doc(hidden)]
+    ///
+    /// The controller is non-blocking: a write the terminal cannot take now
+    /// (a program that does not read its input, ~20 KB of lines queued)
+    /// waits for room at most [`WRITE_WAIT`], then fails naming how much
+    /// was sent. It never blocks while it holds the shell's lock: the
+    /// hook's report of a program that ended needs that lock to be
+    /// acknowledged, and the shell reads nothing until it is.
     pub fn write(&self, admitted: &AdmissionGuard<'_>, kind: Write, bytes: &[u8]) -> io::Result<()> {
         let Some(controller) = &self.core.controller else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "the host keeps this terminal's controller"));
         };
-        self.input(admitted, kind, || {
-            let mut rest = bytes;
-            while !rest.is_empty() {
-                let n = rustix::io::write(controller, rest)?;
-                rest = &rest[n..];
-            }
-            Ok(())
-        })
+        self.input(admitted, kind, || write_within(controller, bytes, WRITE_WAIT))
     }
 
     /// Runs `write`, the host's write of `kind` to the terminal, under the
@@ -230,6 +230,15 @@ impl Shell {
         write: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
         let mut st = lock(&self.core.state);
+        // Checked again under the lock the hook's reports take: a program
+        // that ended since the caller looked left the prompt to the line
+        // editor, which would run input as a command.
+        if kind == Write::Input && st.at_prompt && !self.core.execution.leader_exited() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the shell is at its prompt: no program runs in the foreground to receive input",
+            ));
+        }
         st.at_prompt = false;
         match kind {
             Write::Line => st.input_since_line = false,
@@ -237,4 +246,47 @@ impl Shell {
         }
         write()
     }
+}
+
+/// How long a write to a shell's terminal waits for room.
+pub const WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// Writes `bytes` to the non-blocking `controller`, waiting for room
+/// (`POLLOUT`) at most `wait` in all.
+///
+/// # References
+/// - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
+fn write_within(controller: &OwnedFd, bytes: &[u8], wait: Duration) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let deadline = Instant::now() + wait;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        match rustix::io::write(controller, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the terminal took {} of {} bytes in {} s: the program in the foreground does not \
+                             read its input",
+                            bytes.len() - rest.len(),
+                            bytes.len(),
+                            wait.as_secs()
+                        ),
+                    ));
+                }
+                let t = Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
+                let mut fds = [PollFd::new(controller, PollFlags::OUT)];
+                match poll(&mut fds, Some(&t)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }

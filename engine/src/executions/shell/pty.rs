@@ -46,6 +46,9 @@ pub(crate) fn open_pair(rows: u16, cols: u16) -> io::Result<PtyPair> {
     let follower =
         rustix::fs::openat(CWD, name.as_c_str(), OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC, Mode::empty())?;
     tcsetwinsize(&controller, Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 })?;
+    // Non-blocking: a write waits for room only as long as its caller says
+    // (`Shell::write`), and the output reader polls before it reads.
+    rustix::fs::fcntl_setfl(&controller, rustix::fs::fcntl_getfl(&controller)? | OFlags::NONBLOCK)?;
     Ok(PtyPair { controller, follower })
 }
 
