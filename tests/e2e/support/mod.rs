@@ -40,6 +40,58 @@ pub struct Env {
     logs: AtomicUsize,
     /// The last guardian's ready line.
     pub ready: Option<Value>,
+    /// This world's turn (dropped last, after its processes).
+    _turn: Turn,
+}
+
+/// Worlds share the machine, but for one that disturbs every other
+/// (a chain of processes forking successors makes every `/proc` snapshot
+/// of the machine fail, and so every other world's liveness answer):
+/// that one runs alone ([`Env::alone`]).
+static TURNS: Turns = Turns { state: std::sync::Mutex::new((0, false, 0)), changed: std::sync::Condvar::new() };
+
+/// Worlds running (shared), whether one runs alone, and how many wait to
+/// run alone (they go first: a world that waits to run alone is not
+/// starved by shared ones starting after it).
+struct Turns {
+    state: std::sync::Mutex<(usize, bool, usize)>,
+    changed: std::sync::Condvar,
+}
+
+/// A world's turn: shared (`false`) or alone (`true`), given back when
+/// dropped (from any thread).
+struct Turn(bool);
+
+impl Turn {
+    fn take(alone: bool) -> Turn {
+        let mut st = TURNS.state.lock().unwrap_or_else(|e| e.into_inner());
+        if alone {
+            st.2 += 1;
+            while st.0 > 0 || st.1 {
+                st = TURNS.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.2 -= 1;
+            st.1 = true;
+        } else {
+            while st.1 || st.2 > 0 {
+                st = TURNS.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.0 += 1;
+        }
+        Turn(alone)
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut st = TURNS.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.0 {
+            st.1 = false;
+        } else {
+            st.0 -= 1;
+        }
+        TURNS.changed.notify_all();
+    }
 }
 
 impl std::ops::Deref for Env {
@@ -58,8 +110,18 @@ impl std::ops::DerefMut for Env {
 impl Env {
     /// A fresh world (nothing started).
     pub fn new() -> Env {
+        Env::with_turn(Turn::take(false))
+    }
+
+    /// A fresh world that runs while no other world of this binary does
+    /// (it waits for those running to end; new ones wait for it).
+    pub fn alone() -> Env {
+        Env::with_turn(Turn::take(true))
+    }
+
+    fn with_turn(turn: Turn) -> Env {
         let dirs = PrivateDirs::create("winx-e2e-", None).expect("private tempdir");
-        Env { dirs, guardian: None, logs: AtomicUsize::new(0), ready: None }
+        Env { dirs, guardian: None, logs: AtomicUsize::new(0), ready: None, _turn: turn }
     }
 
     /// The environment every process of this world gets.
