@@ -20,6 +20,11 @@
 //! [`Condvar`] wait, which lets go of the mutex: no thread's wait holds up
 //! another's timeout.
 //!
+//! Where no thread can be started (the user's task limit, which the
+//! session's own commands share), a job is refused, not run on the
+//! submitter's thread: the accept loop answers that connection with one
+//! error line and goes on accepting.
+//!
 //! (The pool of earlier versions queued a new thread's first job on the
 //! shared channel too; another waiter could take it, and the new thread
 //! then blocked in an untimed `recv` holding the receiver's mutex, so no
@@ -56,6 +61,8 @@ struct Inner {
 /// A pool of connection threads (see the module docs).
 pub struct Pool {
     inner: Arc<Inner>,
+    /// Test seam: every spawn fails, as at the task limit.
+    fail_spawns: std::sync::atomic::AtomicBool,
     started: AtomicU64,
 }
 
@@ -69,11 +76,14 @@ impl Pool {
     /// A pool whose threads wait `wait` for a next job before they exit.
     pub fn with_idle(wait: Duration) -> Pool {
         let inner = Inner { state: Mutex::new(State::default()), wake: Condvar::new(), wait };
-        Pool { inner: Arc::new(inner), started: AtomicU64::new(0) }
+        Pool { inner: Arc::new(inner), fail_spawns: Default::default(), started: AtomicU64::new(0) }
     }
 
     /// Runs `job` on a waiting thread, or on a new one when none waits.
-    pub fn run(&self, job: impl FnOnce() + Send + 'static) {
+    /// `Err` when no thread could be started (the task limit): the job is
+    /// dropped, not run here (a connection served on the caller's thread
+    /// would stall the accept loop for as long as it stays open).
+    pub fn run(&self, job: impl FnOnce() + Send + 'static) -> Result<(), std::io::Error> {
         let job: Job = Box::new(job);
         {
             let mut state = lock(&self.inner.state);
@@ -82,31 +92,24 @@ impl Pool {
                 state.queue.push_back(job);
                 drop(state);
                 self.inner.wake.notify_one();
-                return;
+                return Ok(());
             }
             state.alive += 1;
         }
         let inner = Arc::clone(&self.inner);
-        // The job moves into the thread only once the thread exists; a
-        // failed spawn gives it back so that it runs here rather than drop.
-        let slot = Arc::new(Mutex::new(Some(job)));
-        let theirs = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new().name("conn".into()).spawn(move || {
-            if let Some(first) = lock(&theirs).take() {
-                worker(&inner, first);
-            } else {
-                lock(&inner.state).alive -= 1;
-            }
-        });
+        let spawned = if cfg!(test) && self.fail_spawns.load(Ordering::Relaxed) {
+            Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
+        } else {
+            std::thread::Builder::new().name("conn".into()).spawn(move || worker(&inner, job))
+        };
         match spawned {
             Ok(_) => {
                 self.started.fetch_add(1, Ordering::Relaxed);
+                Ok(())
             }
-            Err(_) => {
+            Err(e) => {
                 lock(&self.inner.state).alive -= 1;
-                if let Some(job) = lock(&slot).take() {
-                    job();
-                }
+                Err(e)
             }
         }
     }
@@ -170,13 +173,33 @@ mod tests {
         }
     }
 
+    /// Where no thread can be started, the job is refused and dropped,
+    /// never run on the submitter's thread (a connection served there
+    /// stalled the accept loop until it closed); once threads can be had,
+    /// jobs run again.
+    #[test]
+    fn a_job_no_thread_can_take_is_refused_not_run_here() {
+        let pool = Pool::default();
+        pool.fail_spawns.store(true, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel::<std::thread::ThreadId>();
+        let tx2 = tx.clone();
+        assert!(pool.run(move || tx2.send(std::thread::current().id()).unwrap()).is_err());
+        drop(tx);
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "the refused job ran");
+        assert_eq!(pool.alive(), 0);
+        pool.fail_spawns.store(false, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        pool.run(move || tx.send(std::thread::current().id()).unwrap()).unwrap();
+        assert_ne!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), std::thread::current().id());
+    }
+
     /// One short job after another: one thread serves them all.
     #[test]
     fn sequential_jobs_reuse_a_thread() {
         let pool = Pool::default();
         for _ in 0..50 {
             let (tx, rx) = mpsc::channel();
-            pool.run(move || tx.send(()).unwrap());
+            pool.run(move || tx.send(()).unwrap()).unwrap();
             rx.recv().unwrap();
             // Let the thread get back to waiting before the next job.
             settle(&pool, |p| p.idle() == 1);
@@ -195,7 +218,8 @@ mod tests {
             let all = Arc::clone(&all);
             pool.run(move || {
                 all.wait();
-            });
+            })
+            .unwrap();
         }
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -213,7 +237,7 @@ mod tests {
         let pool = Pool::with_idle(Duration::from_millis(20));
         for round in 0..20u32 {
             let (tx, rx) = mpsc::channel();
-            pool.run(move || tx.send(round).unwrap());
+            pool.run(move || tx.send(round).unwrap()).unwrap();
             assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(round));
             std::thread::sleep(Duration::from_millis(u64::from(round % 4) * 10));
         }
@@ -240,7 +264,8 @@ mod tests {
                                 std::thread::sleep(Duration::from_micros(200));
                             }
                             tx.send((s, i)).unwrap();
-                        });
+                        })
+                        .unwrap();
                         if i % 13 == 0 {
                             std::thread::sleep(Duration::from_millis(6));
                         }

@@ -234,7 +234,17 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                 }
                 let peer = Peer::of(&stream, shared.next_conn.fetch_add(1, Ordering::Relaxed));
                 let served = shared.clone();
-                shared.pool.run(move || connection(served, stream, peer));
+                let refuse = stream.try_clone();
+                if let Err(e) = shared.pool.run(move || connection(served, stream, peer)) {
+                    // No thread for it (the task limit): one error line and
+                    // the connection is closed; the accept loop goes on.
+                    tracing::warn!(error = %e, "no thread to serve a connection");
+                    if let Ok(mut s) = refuse {
+                        let msg =
+                            format!("the guardian cannot start a thread to serve this connection ({e}); try again");
+                        let _ = s.write_all(&error_line(0, ErrorCode::IoError, &msg));
+                    }
+                }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 let mut fds = [rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN)];
