@@ -108,8 +108,10 @@ pub struct Sweep {
 /// is, memory maps are not read.
 ///
 /// Caveats: a target that the caller holds through a second open file
-/// description, or that `files` does not cover, makes every view be read
-/// (the answer is the same, only slower).
+/// description, or that `files` does not cover, makes every process's
+/// descriptors and memory map be read (the answer is the same, only
+/// slower; threads' own tables are read only by [`sweep`] with
+/// [`Sweep::threads`]).
 ///
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)

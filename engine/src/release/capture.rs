@@ -129,7 +129,8 @@ pub(super) fn begin(
 
 /// Removes the quarantine of a run that moved nothing. Its removal is
 /// synced when it can be; an empty quarantine that a crash brings back
-/// holds nothing, and the orphan sweep of `winx-release recover` names it.
+/// holds nothing, and the orphan sweep of `winx-release recover
+/// --workspace W` removes it.
 fn drop_empty(opts: &ReleaseOptions<'_>, q: &Quarantine, session: std::os::fd::BorrowedFd<'_>) {
     if q.remove_if_empty(session) {
         if let Err(e) = sync_dir(opts, session, &q.path) {

@@ -218,8 +218,9 @@ fn mount_namespace() -> Option<(u64, u64)> {
 /// changed while the scan ran.
 #[derive(Debug)]
 pub(crate) struct MountPlan {
-    /// `None`: every entry must be `statx`ed (the table, a root's path or
-    /// a mount point's parent could not be read).
+    /// `None`: every entry must be `statx`ed (a root's path or a mount
+    /// point's parent could not be read; a table that cannot be read at
+    /// all refuses the scan, `no_mount_table`).
     mounts: Option<Arc<MountParents>>,
     /// The open mount table, to tell whether it changed.
     watch: Option<MountWatch>,
@@ -236,8 +237,10 @@ impl MountPlan {
     /// the backing roots cannot stall a release; the parents below the
     /// roots are `statx`ed with `AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC` (no
     /// automount triggered, no round trip to a network filesystem's
-    /// server). Where the table, a root's path or such a parent cannot be
-    /// read, the plan has no mount parents: every entry is `statx`ed.
+    /// server). Where a root's path or such a parent cannot be read, the
+    /// plan has no mount parents: every entry is `statx`ed. Where the table
+    /// itself cannot be read, the plan has no watch, and the scan is
+    /// refused (`backing_inaccessible`).
     ///
     /// # References
     /// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)

@@ -18,7 +18,9 @@
 //!    prompt, so the prompt is always read that way). A report written by a
 //!    command that then loops or sleeps in the shell itself is caught here,
 //!    and so is one followed by the `read` builtin (`read(0, …)`), which a
-//!    shell without line editing would also wait in at its prompt;
+//!    shell without line editing would also wait in at its prompt (one
+//!    followed by `read -e`, which waits in the line editor like the
+//!    prompt, is not: it can go on only on input, which is refused);
 //! 5. no other member of its execution lives: the runtime's union of
 //!    cgroup, `/proc` signals and remembered members, the shell's own
 //!    process excepted, two looks in a row.

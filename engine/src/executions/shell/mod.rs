@@ -209,9 +209,11 @@ impl Shell {
     /// The controller is non-blocking: a write the terminal cannot take now
     /// (a program that does not read its input, ~20 KB of lines queued)
     /// waits for room at most [`WRITE_WAIT`], then fails naming how much
-    /// was sent. It never blocks while it holds the shell's lock: the
-    /// hook's report of a program that ended needs that lock to be
-    /// acknowledged, and the shell reads nothing until it is.
+    /// was sent. The wait holds the shell's lock (so that no report can
+    /// hand the prompt to the line editor mid-write), and the hook's
+    /// report of a program that ended needs that lock to be acknowledged
+    /// while the shell reads nothing until it is: the bound is what ends
+    /// such a wait, and the unread rest is discarded at the report.
     pub fn write(&self, admitted: &AdmissionGuard<'_>, kind: Write, bytes: &[u8]) -> io::Result<()> {
         let Some(controller) = &self.core.controller else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "the host keeps this terminal's controller"));
