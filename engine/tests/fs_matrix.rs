@@ -150,6 +150,21 @@ fn python_holder(script: &str, path: &Path, ready: &str) -> Option<Child> {
     (line.trim() == ready).then_some(child)
 }
 
+/// A helper `file` that the child `holder` starts holds is refused
+/// `in_use` and stays (skipped, saying `why`, where no holder can start).
+fn held_is_in_use(name: &str, w: &World, file: &str, holder: fn(&Path) -> Option<Child>, why: &str) {
+    let h = w.helper(file, file.as_bytes());
+    let Some(mut child) = holder(&h) else {
+        eprintln!("{name}: {file} check skipped: {why}");
+        return;
+    };
+    let r = w.release(&[target(&h)]);
+    drop(child.stdin.take());
+    let _ = child.wait();
+    assert_eq!((r.status, r.error_code), (Status::Denied, Some(Reason::InUse)), "{name}: {r:?}");
+    assert!(h.exists(), "{name}");
+}
+
 /// What must agree between backends.
 fn verdict(r: &ScanReport) -> (Option<Reason>, Option<PathBuf>, u64, u64, u64, Option<u64>) {
     (r.reason, r.path.clone(), r.entries, r.directories, r.files, r.bytes)
@@ -201,17 +216,7 @@ fn checks(name: &str, w: &World) {
     assert_eq!(r.status, Status::Completed, "{name}: after the unmount: {r:?}");
 
     // 3. A process that only maps the helper.
-    let h = w.helper("mapped.py", b"mapped bytes");
-    match mapper(&h) {
-        None => eprintln!("{name}: in_use skipped: python3 cannot map a file here"),
-        Some(mut child) => {
-            let r = w.release(&[target(&h)]);
-            drop(child.stdin.take());
-            let _ = child.wait();
-            assert_eq!((r.status, r.error_code), (Status::Denied, Some(Reason::InUse)), "{name}: {r:?}");
-            assert!(h.exists(), "{name}");
-        }
-    }
+    held_is_in_use(name, w, "mapped.py", mapper, "python3 cannot map a file here");
 
     // 3b. Where a granted lease does not rule out a holder (overlayfs),
     // every thread's own table is read: an `O_PATH` descriptor in a thread
@@ -219,17 +224,7 @@ fn checks(name: &str, w: &World) {
     // every other open file description, such a holder is not looked for:
     // docs/DESIGN.md, "The in-use check".)
     if name == "overlayfs" {
-        let h = w.helper("thread.py", b"held by a thread");
-        match thread_path_holder(&h) {
-            None => eprintln!("{name}: thread check skipped: python3 cannot unshare a table here"),
-            Some(mut child) => {
-                let r = w.release(&[target(&h)]);
-                drop(child.stdin.take());
-                let _ = child.wait();
-                assert_eq!((r.status, r.error_code), (Status::Denied, Some(Reason::InUse)), "{name}: {r:?}");
-                assert!(h.exists(), "{name}");
-            }
-        }
+        held_is_in_use(name, w, "thread.py", thread_path_holder, "python3 cannot unshare a table here");
     }
 
     // 4. Scan parity: every backend, both modes, a tree with an alias and

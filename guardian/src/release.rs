@@ -10,8 +10,7 @@ use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, Relea
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{ok_line, ReleaseReply};
 
-use crate::server::{layout_of, OpError};
-use crate::sessions::{Guardian, OwnedSession};
+use crate::sessions::{layout_of, Guardian, OpError, OwnedSession};
 
 /// Releases `targets` of `thread` in `workspace` (a dry run when
 /// `dry_run`), answering request `id`.

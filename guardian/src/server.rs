@@ -23,7 +23,7 @@ use crate::error::context;
 use crate::exec;
 use crate::in_flight::{caught, Counted};
 use crate::pool::Pool;
-use crate::sessions::{Guardian, RecordedPolicy};
+use crate::sessions::{layout_of, Guardian, OpError, RecordedPolicy};
 use crate::sync::lock;
 use crate::{CAPABILITIES, PROTOCOL};
 
@@ -423,16 +423,6 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
         }
     };
     reply.unwrap_or_else(|(code, message)| error_line(id, code, &message))
-}
-
-/// An op's failure: the code and message of its error reply.
-pub(crate) type OpError = (ErrorCode, String);
-
-pub(crate) fn layout_of(g: &Arc<Guardian>, workspace: &str, thread: &str) -> Result<Layout, OpError> {
-    if thread.is_empty() || thread.len() > 256 {
-        return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes".into()));
-    }
-    Layout::new(workspace, &g.data_dir).map_err(|d| (ErrorCode::Reason(d.reason), d.to_string()))
 }
 
 fn session_open(

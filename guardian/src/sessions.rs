@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::executions::{Execution, Runtime, SessionKey};
 use winx_release_engine::layout::Layout;
+use winx_release_protocol::messages::ErrorCode;
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::OwnedFd;
@@ -244,6 +245,18 @@ impl Guardian {
         let key = SessionKey::of_path(&layout.session_dir(thread)).ok()?;
         self.session_by_key(&key)
     }
+}
+
+/// An op's failure: the code and message of its error reply.
+pub(crate) type OpError = (ErrorCode, String);
+
+/// The layout of `workspace` over the guardian's data directory, for an op
+/// of `thread` (whose id must be 1–256 bytes).
+pub(crate) fn layout_of(g: &Guardian, workspace: &str, thread: &str) -> Result<Layout, OpError> {
+    if thread.is_empty() || thread.len() > 256 {
+        return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes".into()));
+    }
+    Layout::new(workspace, &g.data_dir).map_err(|d| (ErrorCode::Reason(d.reason), d.to_string()))
 }
 
 #[cfg(test)]

@@ -96,6 +96,14 @@ pub struct Probe {
     live_zombies: HashSet<i32>,
 }
 
+/// The leader spawned as `pid` (a child of this process, not reaped yet,
+/// so the pid names it), with its start time read now
+/// ([`Leader::UNKNOWN_START`] when it cannot be).
+pub(crate) fn spawned_leader(pid: i32, own_group: bool, own_session: bool) -> Leader {
+    let start_time = start_time_of(pid).unwrap_or(Leader::UNKNOWN_START);
+    Leader { pid, start_time, own_group, own_session }
+}
+
 /// The start time of `pid`, if it runs.
 pub fn start_time_of(pid: i32) -> Option<u64> {
     let p = proc::open_proc().ok()?;

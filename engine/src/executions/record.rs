@@ -63,13 +63,6 @@ impl Leader {
     /// spawn (no process spawned after boot has it).
     pub const UNKNOWN_START: u64 = 0;
 
-    /// The leader spawned as `pid` (a child of this process, not reaped
-    /// yet, so the pid names it), with its start time read now.
-    pub(crate) fn spawned(pid: i32, own_group: bool, own_session: bool) -> Leader {
-        let start_time = super::probe::start_time_of(pid).unwrap_or(Leader::UNKNOWN_START);
-        Leader { pid, start_time, own_group, own_session }
-    }
-
     /// Whether a process at the leader's pid that started at `start_time`
     /// may be the leader: it has the recorded start time, or none could be
     /// recorded. A pid is believed reused only on a start time that was

@@ -110,5 +110,5 @@ pub fn spawn_leader(
     }
     let child = spawn(&mut cmd)?;
     let pid = child.id() as i32;
-    Ok((child, Leader::spawned(pid, true, setsid.is_some())))
+    Ok((child, super::probe::spawned_leader(pid, true, setsid.is_some())))
 }

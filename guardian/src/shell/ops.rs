@@ -18,10 +18,8 @@ use winx_release_protocol::messages::{ok_line, CommandReport, ErrorCode, ExecSta
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
 
 use super::{Cmd, Term};
-use crate::sessions::{Guardian, OwnedSession};
+use crate::sessions::{Guardian, OpError, OwnedSession};
 use crate::sync::lock;
-
-type OpError = (ErrorCode, String);
 
 /// How long a command waits for the previous one's output to be read
 /// after its prompt was reported.

@@ -86,5 +86,5 @@ pub(crate) fn spawn_shell(
     cmd.env(MARKER, spec.id);
     let child = spawn(&mut cmd)?;
     let pid = child.id() as i32;
-    Ok((child, Leader::spawned(pid, true, true)))
+    Ok((child, crate::executions::probe::spawned_leader(pid, true, true)))
 }
