@@ -80,7 +80,7 @@ fn idle_busy_and_a_job_left_behind() {
     assert!(w.rt.liveness(&w.session).running > 0);
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     until(5, "idle after the command", || w.shell.busy(&w.rt).is_none());
-    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1 & echo started").unwrap();
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 3 & echo started").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     assert_eq!(w.shell.last_exit(), Some(0));
     let busy = w.shell.busy(&w.rt).expect("a job runs");
@@ -121,7 +121,7 @@ fn one_answer_takes_two_snapshots_whatever_the_shells() {
     assert_eq!(l.running, 0, "{l:?}");
     assert_eq!(taken, 2, "four idle shells took {taken} snapshots");
     // A job left in one of them is still found on the shared snapshots.
-    let c = more[1].type_command(&w.rt, &w.admission.enter(), "sleep 2 & echo started").unwrap();
+    let c = more[1].type_command(&w.rt, &w.admission.enter(), "sleep 4 & echo started").unwrap();
     assert!(more[1].wait_prompt(c.prompts_before, Duration::from_secs(10)));
     let l = w.rt.liveness(&w.session);
     assert!(l.running > 0 && l.detail.as_deref().unwrap_or("").contains("left process"), "{l:?}");
