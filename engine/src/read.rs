@@ -32,7 +32,10 @@ use std::path::Path;
 
 use crate::error::Reason;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::hash::{read_and_hash, HASH_CHUNK};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use crate::hash::{read_and_hash_until, HASH_CHUNK};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::identity::Identity;
 use crate::identity::Pin;
@@ -84,10 +87,30 @@ impl PinnedRead {
 // Hidden: public for the frontend adapter's read tool; not a supported API.
 #[doc(hidden)]
 pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
+    read_fd_until(fd, keep, &AtomicBool::new(false))
+}
+
+/// Like [`read_fd`], giving up once `stop` is set (looked at before every
+/// read): a read nobody waits for any more ends within one chunk, however
+/// long the file.
+///
+/// # Errors
+/// Those of [`read_fd`]; [`Reason::ReadRequired`] when it gave up (the
+/// file was not read: a caller that still wants it must read it again).
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+// Hidden: public for the frontend adapter's read tool; not a supported API.
+#[doc(hidden)]
+pub fn read_fd_until(fd: BorrowedFd<'_>, keep: Keep, stop: &AtomicBool) -> Result<PinnedRead, Reason> {
     let mut before = Identity::of_fd(fd).map_err(|_| Reason::NotFound)?;
     let mut buf = vec![0u8; HASH_CHUNK];
     for _ in 0..READ_TRIES {
-        let bytes = read_and_hash(fd, &mut buf, keep).map_err(|_| Reason::NotFound)?;
+        let bytes = read_and_hash_until(fd, &mut buf, keep, stop).map_err(|_| {
+            if stop.load(Ordering::Relaxed) {
+                Reason::ReadRequired
+            } else {
+                Reason::NotFound
+            }
+        })?;
         let after = Identity::of_fd(fd).map_err(|_| Reason::NotFound)?;
         if unchanged(&before, &after) && bytes.len == after.size {
             return Ok(PinnedRead { pin: Pin::new(&after, bytes.digest), head: bytes.head });
@@ -174,15 +197,15 @@ pub fn read_pinned(session_dir: &Path, path: &Path, keep: Keep) -> Result<Pinned
     {
         let rel = below(session_dir, path)?;
         let dir = open_dir_abs(session_dir).map_err(|e| e.reason())?;
-        read_rel(dir.as_fd(), &rel, keep)
+        read_rel(dir.as_fd(), &rel, keep, &AtomicBool::new(false))
     }
 }
 
 /// Opens `rel` below the opened directory `dir` and reads it consistently.
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-fn read_rel(dir: BorrowedFd<'_>, rel: &[OsString], keep: Keep) -> Result<PinnedRead, Reason> {
+fn read_rel(dir: BorrowedFd<'_>, rel: &[OsString], keep: Keep, stop: &AtomicBool) -> Result<PinnedRead, Reason> {
     let opened = open_regular_beneath(dir, rel)?;
-    let read = read_fd(opened.file.as_fd(), keep)?;
+    let read = read_fd_until(opened.file.as_fd(), keep, stop)?;
     if !read.pin.same_object(&opened.identity) {
         return Err(Reason::ReadRequired);
     }
@@ -210,6 +233,25 @@ pub fn read_pinned_all<P: AsRef<Path> + Sync>(
     session_dir: &Path,
     paths: &[P],
     keep: Keep,
+    done: &(dyn Fn(usize, Result<PinnedRead, Reason>) + Sync),
+) {
+    read_pinned_all_until(session_dir, paths, keep, &AtomicBool::new(false), done);
+}
+
+/// Like [`read_pinned_all`], giving up once `stop` is set: no read is
+/// issued after it, and every path whose read was not finished by then
+/// gets [`Reason::ReadRequired`] (it was not read). Still returns only
+/// once every path has had its result.
+///
+/// A `ReadFiles` whose client cancelled it, or whose reply went out
+/// without the entries still being read, sets it: a helper of any length
+/// (a sparse file of 2^63 - 1 bytes) costs no more than the caller waits.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub fn read_pinned_all_until<P: AsRef<Path> + Sync>(
+    session_dir: &Path,
+    paths: &[P],
+    keep: Keep,
+    stop: &AtomicBool,
     done: &(dyn Fn(usize, Result<PinnedRead, Reason>) + Sync),
 ) {
     let dir = match open_dir_abs(session_dir) {
@@ -242,7 +284,7 @@ pub fn read_pinned_all<P: AsRef<Path> + Sync>(
             jobs.push(HashJob { fd: file.as_fd(), limit: None, keep });
         }
     }
-    rehash::hash_fds_each(&jobs, &RehashOptions::default(), &|j, batch| {
+    rehash::hash_fds_each_until(&jobs, &RehashOptions::default(), stop, &|j, batch| {
         let i = of_job[j];
         let Some((file, before)) = &opened[i] else { return };
         let result = match (batch, Identity::of_fd(file)) {
@@ -253,10 +295,12 @@ pub fn read_pinned_all<P: AsRef<Path> + Sync>(
                     Ok(PinnedRead { pin: Pin::new(&after, r.sha256), head: r.head })
                 }
             }
+            // Given up: not read.
+            _ if stop.load(Ordering::Relaxed) => Err(Reason::ReadRequired),
             // Changed while the batch read it, or an error: the one-file
             // read with its retries decides.
             _ => match &rels[i] {
-                Ok(rel) => read_rel(dir.as_fd(), rel, keep),
+                Ok(rel) => read_rel(dir.as_fd(), rel, keep, stop),
                 Err(r) => Err(*r),
             },
         };

@@ -43,13 +43,15 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::hash::{Fingerprint, Head, Keep};
 // The synchronous reads beside the pipeline, for this workspace's tests and
 // benches, which compare the two.
-pub use crate::hash::{fingerprint_fd, read_and_hash, sha256_fd, sha256_fd_with, ReadBytes, HASH_CHUNK};
+pub use crate::hash::{
+    fingerprint_fd, read_and_hash, read_and_hash_until, sha256_fd, sha256_fd_with, stopped, ReadBytes, HASH_CHUNK,
+};
 use crate::identity::{Identity, Pin};
 use crate::uring::read::{FileJob, Reader};
 use crate::uring::ring::{Pipeline, RingConfig, Shared};
@@ -192,6 +194,19 @@ pub fn hash_fds(jobs: &[HashJob<'_>], opts: &RehashOptions) -> Vec<io::Result<Re
 /// is ready, with the file's index in `jobs`: on the worker thread that
 /// hashed it, in no particular order. Returns once every job is done.
 pub fn hash_fds_each(jobs: &[HashJob<'_>], opts: &RehashOptions, done: &(dyn Fn(usize, io::Result<Rehashed>) + Sync)) {
+    hash_fds_each_until(jobs, opts, &AtomicBool::new(false), done);
+}
+
+/// Like [`hash_fds_each`], giving up once `stop` is set: no read is issued
+/// after it (each worker looks at it after every completed read), and
+/// every file not hashed by then gets [`crate::hash::stopped`] as its
+/// result. Still returns only once every job has had its result.
+pub fn hash_fds_each_until(
+    jobs: &[HashJob<'_>],
+    opts: &RehashOptions,
+    stop: &AtomicBool,
+    done: &(dyn Fn(usize, io::Result<Rehashed>) + Sync),
+) {
     if jobs.is_empty() {
         return;
     }
@@ -233,7 +248,7 @@ pub fn hash_fds_each(jobs: &[HashJob<'_>], opts: &RehashOptions, done: &(dyn Fn(
             Pipeline::synchronous(&ring_config(), shared.clone())
         };
         let mut reader = Reader::new(pipe, DEPTH);
-        reader.run(&file_jobs, &next, &mut |i, r| {
+        reader.run(&file_jobs, &next, stop, &mut |i, r| {
             done(i, r.map(|h| Rehashed { sha256: h.sha256, len: h.len, head: h.head, fingerprint: h.fingerprint }));
         });
     };
@@ -380,6 +395,41 @@ mod tests {
             );
             let exact = exact.into_iter().next().unwrap().unwrap();
             assert_eq!((exact.sha256, exact.len), crate::hash::sha256_fd(&f).unwrap());
+        }
+    }
+
+    /// Once the flag is set, every file gets a result, none after hours of
+    /// hashing: a batch of sparse files of 2^40 bytes each, stopped from
+    /// another thread, on both engines.
+    #[test]
+    fn a_stopped_batch_reports_every_file_at_once() {
+        let files: Vec<std::fs::File> = (0..6)
+            .map(|_| {
+                let f = tempfile::tempfile().unwrap();
+                f.set_len(1 << 40).unwrap();
+                f
+            })
+            .collect();
+        let jobs: Vec<HashJob<'_>> = files.iter().map(|f| HashJob::new(f.as_fd())).collect();
+        for backend in [RehashBackend::Uring, RehashBackend::Sync] {
+            let stop = AtomicBool::new(false);
+            let got: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+            let t = std::time::Instant::now();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    stop.store(true, Ordering::Relaxed);
+                });
+                let opts = RehashOptions { backend, threads: 2, fingerprint: false };
+                hash_fds_each_until(&jobs, &opts, &stop, &|i, r| {
+                    assert_eq!(r.unwrap_err().to_string(), stopped().to_string(), "{backend:?} file {i}");
+                    got.lock().unwrap().push(i);
+                });
+            });
+            let mut got = got.into_inner().unwrap();
+            got.sort_unstable();
+            assert_eq!(got, (0..jobs.len()).collect::<Vec<_>>(), "{backend:?}: each file once");
+            assert!(t.elapsed() < std::time::Duration::from_secs(30), "{backend:?}: {:?}", t.elapsed());
         }
     }
 

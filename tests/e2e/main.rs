@@ -9,6 +9,7 @@ mod escapes;
 mod executions;
 mod guardian_crash;
 mod liveness;
+mod mcp_cancel;
 mod mcp_host;
 mod mcp_owner;
 mod mcp_protocol;

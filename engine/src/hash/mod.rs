@@ -7,6 +7,8 @@
 use std::io;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::{AsFd, BorrowedFd};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use sha2::{Digest, Sha256};
@@ -63,22 +65,49 @@ pub struct ReadBytes {
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn read_and_hash<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep) -> io::Result<ReadBytes> {
+    read_and_hash_until(fd, buf, keep, &AtomicBool::new(false))
+}
+
+/// Like [`read_and_hash`], giving up once `stop` is set: it is looked at
+/// before every read, so a read the caller no longer wants (a client
+/// cancelled it, or its reply went out without it) ends within one chunk,
+/// however long the file (a sparse file of 2^63 - 1 bytes, say).
+///
+/// # Errors
+/// [`stopped`] once `stop` is set; a read's error.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub fn read_and_hash_until<Fd: AsFd>(fd: Fd, buf: &mut [u8], keep: Keep, stop: &AtomicBool) -> io::Result<ReadBytes> {
     let mut hasher = Sha256::new();
     let mut head = Head::new(keep);
-    let len = pread_all(fd.as_fd(), buf, u64::MAX, &mut |data| {
+    let len = pread_all(fd.as_fd(), buf, u64::MAX, stop, &mut |data| {
         hasher.update(data);
         head.push(data);
     })?;
     Ok(ReadBytes { digest: hasher.finalize().into(), len, head })
 }
 
+/// The error of a read given up because its `stop` flag was set.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub fn stopped() -> io::Error {
+    io::Error::other("the read was stopped: its caller no longer wants it")
+}
+
 /// Reads `fd` from offset 0 with `pread` into `buf`, handing each read to
 /// `each`, until the end of the file or `end` bytes. Returns the bytes
 /// read. The one synchronous read loop of this module.
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], end: u64, each: &mut dyn FnMut(&[u8])) -> io::Result<u64> {
+fn pread_all(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    end: u64,
+    stop: &AtomicBool,
+    each: &mut dyn FnMut(&[u8]),
+) -> io::Result<u64> {
     let mut off = 0u64;
     while off < end {
+        if stop.load(Ordering::Relaxed) {
+            return Err(stopped());
+        }
         let want = usize::try_from(end - off).unwrap_or(usize::MAX).min(buf.len());
         let n = match rustix::io::pread(fd, &mut buf[..want], off) {
             Ok(n) => n,
@@ -114,7 +143,7 @@ pub type Fingerprint = [u8; 32];
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn fingerprint_fd<Fd: AsFd>(fd: Fd, buf: &mut [u8], limit: u64) -> io::Result<(Fingerprint, u64)> {
     let mut hasher = blake3::Hasher::new();
-    let len = pread_all(fd.as_fd(), buf, limit.saturating_add(1), &mut |data| {
+    let len = pread_all(fd.as_fd(), buf, limit.saturating_add(1), &AtomicBool::new(false), &mut |data| {
         hasher.update(data);
     })?;
     Ok((*hasher.finalize().as_bytes(), len))
@@ -134,6 +163,27 @@ mod tests {
         assert_eq!(r.len, data.len() as u64);
         assert_eq!(r.head.into_bytes(), &data[..1000]);
         assert_eq!(r.digest, crate::revision::sha256_bytes(&data));
+    }
+
+    /// A sparse file of 2^40 bytes (hours of hashing) gives up at once when
+    /// its stop flag is set, from another thread while it is being read.
+    #[test]
+    fn a_read_stops_within_a_chunk_once_its_flag_is_set() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(1 << 40).unwrap();
+        let stop = AtomicBool::new(false);
+        let t = std::time::Instant::now();
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                stop.store(true, Ordering::Relaxed);
+            });
+            let mut buf = vec![0u8; super::HASH_CHUNK];
+            super::read_and_hash_until(&f, &mut buf, super::Keep::Nothing, &stop)
+        });
+        assert_eq!(r.unwrap_err().to_string(), super::stopped().to_string());
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
     }
 
     #[test]

@@ -16,6 +16,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
@@ -98,10 +99,16 @@ impl Reader {
     }
 
     /// Hashes the jobs that `next` hands out, reporting each to `out`.
+    ///
+    /// Once `stop` is set (looked at after every completion), no read is
+    /// issued any more: every file being read and every job `next` still
+    /// hands out is reported as [`crate::hash::stopped`], and the reads in
+    /// flight are reaped before this returns.
     pub(crate) fn run(
         &mut self,
         jobs: &[FileJob],
         next: &dyn Fn() -> Option<usize>,
+        stop: &AtomicBool,
         out: &mut dyn FnMut(usize, io::Result<Hashed>),
     ) {
         let depth = self.bufs.len();
@@ -113,6 +120,14 @@ impl Reader {
         let mut pending = vec![0u64; depth];
         let mut in_flight = 0u64;
         loop {
+            if !exhausted && stop.load(Ordering::Relaxed) {
+                // Every job not yet handed out ends now; the files being
+                // read end as their reads complete (below).
+                exhausted = true;
+                while let Some(job) = next() {
+                    out(job, Err(crate::hash::stopped()));
+                }
+            }
             while let (false, Some(&b)) = (exhausted, idle.last()) {
                 if live > 0 && in_flight >= IN_FLIGHT_BYTES {
                     break;
@@ -168,7 +183,12 @@ impl Reader {
                     a.off += n as u64;
                     job.limit.is_some_and(|l| a.off > l)
                 };
-                if finished {
+                if !finished && stop.load(Ordering::Relaxed) {
+                    let a = active[b].take().expect("active");
+                    out(a.job, Err(crate::hash::stopped()));
+                    idle.push(b);
+                    live -= 1;
+                } else if finished {
                     let a = active[b].take().expect("active");
                     out(
                         a.job,
@@ -335,7 +355,7 @@ mod tests {
         reader.bufs.iter_mut().for_each(|b| *b = Some(take_buffer()));
         let before: Vec<usize> = reader.bufs.iter().flatten().map(|b| b.as_ptr() as usize).collect();
         let mut got: Vec<Option<io::Result<Hashed>>> = (0..jobs.len()).map(|_| None).collect();
-        reader.run(&jobs, &next, &mut |i, r| got[i] = Some(r));
+        reader.run(&jobs, &next, &AtomicBool::new(false), &mut |i, r| got[i] = Some(r));
         assert!(reader.pipe.poisoned(), "the simulated failure was not reached");
         let abandoned: Vec<usize> = shared.late.lock().unwrap().0.iter().map(|&(a, _)| a).collect();
         assert!(!abandoned.is_empty(), "no read was in flight at the failure");

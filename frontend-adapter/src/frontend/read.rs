@@ -28,12 +28,13 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::FrontendError;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use winx_release_engine::preflight::place_helper;
-use winx_release_engine::read::{read_fd, read_pinned_all, Head, Keep, PinnedRead};
+use winx_release_engine::read::{read_fd_until, read_pinned_all_until, Head, Keep, PinnedRead};
 use winx_release_engine::sys::lock;
 use winx_release_engine::{Identity, Reason};
 
@@ -139,7 +140,7 @@ fn content_of(head: Head, size: u64) -> (Option<String>, bool, bool) {
     (text, binary, truncated)
 }
 
-fn read_plain(path: &str) -> Result<Value, Code> {
+fn read_plain(path: &str, stop: &AtomicBool) -> Result<Value, Code> {
     if !Path::new(path).is_absolute() || path.contains('\0') {
         return Err(Reason::PathNotExact.into());
     }
@@ -154,7 +155,7 @@ fn read_plain(path: &str) -> Result<Value, Code> {
     if !id.is_regular() {
         return Err(Reason::NotRegularFile.into());
     }
-    let read = read_fd(fd.as_fd(), Keep::Text(CONTENT_LIMIT)).map_err(|_| Code::IoError)?;
+    let read = read_fd_until(fd.as_fd(), Keep::Text(CONTENT_LIMIT), stop).map_err(|_| Code::IoError)?;
     Ok(ReadFile::new(path, read).into_value())
 }
 
@@ -224,6 +225,21 @@ impl Frontend {
     /// before any entry. [`Frontend::read_files`] gathers the entries;
     /// the MCP server streams them.
     pub fn read_files_each(&self, args: &Value, each: &(dyn Fn(usize, ReadEntry) + Sync)) -> Result<usize, Value> {
+        self.read_files_each_until(args, &AtomicBool::new(false), each)
+    }
+
+    /// Like [`Frontend::read_files_each`], giving up once `stop` is set
+    /// (the client cancelled the request, or its reply went out without
+    /// the entries still being read): no read is issued after it, and
+    /// each path not read by then gets `io_error`. Every path still gets
+    /// its entry, at once.
+    pub fn read_files_each_until(
+        &self,
+        args: &Value,
+        stop: &AtomicBool,
+        each: &(dyn Fn(usize, ReadEntry) + Sync),
+    ) -> Result<usize, Value> {
+        let given_up = |p: &str| FailedFile::value(p, Code::IoError);
         let a = ReadFilesArgs::parse(args).map_err(|e| whole_refusal(&e))?;
         let session = self.session(&a.thread_id).map_err(|e| whole_refusal(&e))?;
         // Other paths one by one, then the helpers as one batch.
@@ -231,7 +247,17 @@ impl Frontend {
         for (i, p) in a.file_paths.iter().enumerate() {
             match place_helper(&session.layout, &session.thread_id, p) {
                 Ok(_) => helpers.push(i),
-                Err(_) => each(i, read_plain(p).map_err(|code| FailedFile::value(p, code))),
+                Err(_) if stop.load(Ordering::Relaxed) => each(i, Err(given_up(p))),
+                Err(_) => each(
+                    i,
+                    read_plain(p, stop).map_err(|code| {
+                        if stop.load(Ordering::Relaxed) {
+                            given_up(p)
+                        } else {
+                            FailedFile::value(p, code)
+                        }
+                    }),
+                ),
             }
         }
         if !helpers.is_empty() {
@@ -239,10 +265,14 @@ impl Frontend {
             // each entry handed over as soon as it is known.
             let paths: Vec<&str> = helpers.iter().map(|&i| a.file_paths[i].as_str()).collect();
             let dir = session.layout.session_dir(&session.thread_id);
-            read_pinned_all(&dir, &paths, Keep::Text(CONTENT_LIMIT), &|k, r| {
+            read_pinned_all_until(&dir, &paths, Keep::Text(CONTENT_LIMIT), stop, &|k, r| {
                 let (i, path) = (helpers[k], paths[k]);
-                let entry = r.map(|read| self.helper_value(&session, path, read));
-                each(i, entry.map_err(|reason| FailedFile::value(path, reason)));
+                let entry = match r {
+                    Ok(read) => Ok(self.helper_value(&session, path, read)),
+                    Err(_) if stop.load(Ordering::Relaxed) => Err(given_up(path)),
+                    Err(reason) => Err(FailedFile::value(path, reason)),
+                };
+                each(i, entry);
             });
         }
         Ok(a.file_paths.len())

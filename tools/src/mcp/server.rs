@@ -1,14 +1,17 @@
 //! The MCP server handler: `tools/list` and `tools/call` over the adapter.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam, ErrorCode, Implementation,
+    ListToolsResult, PaginatedRequestParams, RequestId, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
+use winx_release_engine::sys::lock;
 use winx_release_frontend_adapter::Frontend;
 
 use super::result::{to_call_result, TextResult};
@@ -25,12 +28,15 @@ pub struct WinxServer {
     /// result whole.
     streams: Option<Streams>,
     text: TextResult,
+    /// The stop flag of every streamed `ReadFiles` still reading, by
+    /// request id.
+    reads: Arc<Mutex<HashMap<RequestId, Arc<AtomicBool>>>>,
 }
 
 impl WinxServer {
     /// A server over `frontend` whose results are serialised whole.
     pub fn new(frontend: Arc<Frontend>, text: TextResult) -> WinxServer {
-        WinxServer { frontend, tools: Arc::new(tool_list()), streams: None, text }
+        WinxServer { frontend, tools: Arc::new(tool_list()), streams: None, text, reads: Arc::default() }
     }
 
     /// A server over `frontend` that streams `ReadFiles` replies through
@@ -78,9 +84,17 @@ impl ServerHandler for WinxServer {
             // The reply is written by the stream as the helpers are read;
             // this placeholder only carries the protocol's own members.
             let (tx, rx) = std::sync::mpsc::channel();
-            streams.insert(context.id.clone(), stream::writer(rx, stream::requested_paths(&args), self.text));
-            let frontend = self.frontend.clone();
-            tokio::task::spawn_blocking(move || stream::read(&frontend, &args, &tx));
+            // Set by the client's cancellation (`on_cancelled`) or once the
+            // reply went out (the writer): the reading then stops.
+            let stop = Arc::new(AtomicBool::new(false));
+            lock(&self.reads).insert(context.id.clone(), stop.clone());
+            let writer = stream::writer(rx, stream::requested_paths(&args), self.text, stop.clone());
+            streams.insert(context.id.clone(), writer);
+            let (frontend, reads, id) = (self.frontend.clone(), self.reads.clone(), context.id);
+            tokio::task::spawn_blocking(move || {
+                stream::read(&frontend, &args, &stop, &tx);
+                lock(&reads).remove(&id);
+            });
             return Ok(CallToolResult::success(vec![]).into());
         }
         let frontend = self.frontend.clone();
@@ -98,6 +112,18 @@ impl ServerHandler for WinxServer {
             }
         };
         Ok(to_call_result(&name, value, self.text).into())
+    }
+
+    /// A client's `notifications/cancelled`: a `ReadFiles` still reading
+    /// stops issuing reads (each file not read by then is reported
+    /// `io_error` in a reply the client no longer waits for). Other tools
+    /// run to their end: a release or a command is not stopped halfway.
+    async fn on_cancelled(&self, notification: CancelledNotificationParam, _context: NotificationContext<RoleServer>) {
+        let Some(id) = notification.request_id else { return };
+        if let Some(stop) = lock(&self.reads).get(&id) {
+            tracing::debug!(%id, "ReadFiles cancelled by the client");
+            stop.store(true, Ordering::Relaxed);
+        }
     }
 }
 

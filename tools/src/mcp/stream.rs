@@ -32,11 +32,17 @@
 //! for ever: the writer waits at most [`ENTRY_DEADLINE`] for each next
 //! piece. When that passes with nothing new, every entry that has not come
 //! is reported failed (`io_error`, with a `message` naming the bound) and
-//! the reply ends; what the reading thread finds later is dropped.
+//! the reply ends. The reading side is then told to stop (the `stop` flag
+//! of [`writer`] and [`read`]): a file that answers, slowly or without end
+//! (a sparse file of 2^63 - 1 bytes), is no longer read for a reply that
+//! went out without it. A client's `notifications/cancelled` sets the same
+//! flag (`server.rs`).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::ServerResult;
@@ -69,11 +75,11 @@ pub enum Piece {
 
 /// Reads for `args` on this thread, sending each piece to `tx` as it is
 /// known.
-pub fn read(frontend: &Frontend, args: &Value, tx: &mpsc::Sender<Piece>) {
+pub fn read(frontend: &Frontend, args: &Value, stop: &AtomicBool, tx: &mpsc::Sender<Piece>) {
     let each = |i: usize, e: ReadEntry| {
         let _ = tx.send(Piece::Entry(i, e));
     };
-    let last = match frontend.read_files_each(args, &each) {
+    let last = match frontend.read_files_each_until(args, stop, &each) {
         Ok(n) => Piece::Done(n),
         Err(v) => Piece::Whole(v),
     };
@@ -90,9 +96,16 @@ pub fn requested_paths(args: &Value) -> Vec<String> {
 }
 
 /// The writer of a streamed `ReadFiles` reply fed by `rx` for a request of
-/// `paths`, with the text block `text`.
-pub fn writer(rx: mpsc::Receiver<Piece>, paths: Vec<String>, text: TextResult) -> StreamedResult {
-    writer_with_deadline(rx, paths, text, ENTRY_DEADLINE)
+/// `paths`, with the text block `text`. Once the reply is written (or its
+/// writing failed), `stop` is set: whatever the reading side still reads
+/// would be dropped, so it stops reading.
+pub fn writer(
+    rx: mpsc::Receiver<Piece>,
+    paths: Vec<String>,
+    text: TextResult,
+    stop: Arc<AtomicBool>,
+) -> StreamedResult {
+    writer_with_deadline(rx, paths, text, ENTRY_DEADLINE, stop)
 }
 
 fn writer_with_deadline(
@@ -100,10 +113,13 @@ fn writer_with_deadline(
     paths: Vec<String>,
     text: TextResult,
     deadline: Duration,
+    stop: Arc<AtomicBool>,
 ) -> StreamedResult {
     Box::new(move |placeholder, w| {
         let stream = Stream { rx: &rx, paths: &paths, text, deadline };
-        stream.write_result(placeholder, w).map(drop)
+        let written = stream.write_result(placeholder, w).map(drop);
+        stop.store(true, Ordering::Relaxed);
+        written
     })
 }
 
@@ -321,7 +337,7 @@ mod tests {
         }
         drop(tx);
         let mut out = Vec::new();
-        writer(rx, paths(), text)(&placeholder(), &mut out).unwrap();
+        writer(rx, paths(), text, Arc::new(AtomicBool::new(false)))(&placeholder(), &mut out).unwrap();
         parse_text(serde_json::from_slice(&out).expect("the streamed result is JSON"), text)
     }
 
@@ -491,12 +507,15 @@ mod tests {
             let started = Instant::now();
             std::thread::spawn(move || {
                 let mut out = Vec::new();
-                let w = writer_with_deadline(rx, paths(), TextResult::Json, Duration::from_millis(300));
+                let stop = Arc::new(AtomicBool::new(false));
+                let w = writer_with_deadline(rx, paths(), TextResult::Json, Duration::from_millis(300), stop.clone());
                 let r = w(&placeholder(), &mut out);
-                let _ = done_tx.send((r.is_ok(), out));
+                let _ = done_tx.send((r.is_ok(), out, stop.load(Ordering::Relaxed)));
             });
-            let (ok, out) = done_rx.recv_timeout(Duration::from_secs(5)).expect("the writer is not held");
+            let (ok, out, stopped) = done_rx.recv_timeout(Duration::from_secs(5)).expect("the writer is not held");
             drop(tx);
+            // The reading side is told to give up what the reply went out without.
+            assert!(stopped, "the reading side was not told to stop");
             assert!(ok && started.elapsed() < Duration::from_secs(3));
             let v = parse_text(serde_json::from_slice(&out).unwrap(), TextResult::Json);
             let s = &v["structuredContent"];
