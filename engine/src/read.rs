@@ -29,11 +29,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::path::Component;
 use std::path::Path;
-
-use crate::error::Reason;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::error::Reason;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::hash::{read_and_hash_until, HASH_CHUNK};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]

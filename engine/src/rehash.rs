@@ -49,9 +49,7 @@ use std::sync::Mutex;
 use crate::hash::{Fingerprint, Head, Keep};
 // The synchronous reads beside the pipeline, for this workspace's tests and
 // benches, which compare the two.
-pub use crate::hash::{
-    fingerprint_fd, read_and_hash, read_and_hash_until, sha256_fd, sha256_fd_with, stopped, ReadBytes, HASH_CHUNK,
-};
+pub use crate::hash::{fingerprint_fd, read_and_hash, sha256_fd, sha256_fd_with, stopped, ReadBytes, HASH_CHUNK};
 use crate::identity::{Identity, Pin};
 use crate::uring::read::{FileJob, Reader};
 use crate::uring::ring::{Pipeline, RingConfig, Shared};
@@ -398,15 +396,16 @@ mod tests {
         }
     }
 
-    /// Once the flag is set, every file gets a result, none after hours of
-    /// hashing: a batch of sparse files of 2^40 bytes each, stopped from
-    /// another thread, on both engines.
+    /// Once the flag is set, every file gets a result at once: a batch of
+    /// sparse files of 2 GiB each (seconds of hashing, so a flag nobody
+    /// looks at shows as finished hashes, not as a hung test), stopped
+    /// from another thread 50 ms in, on both engines.
     #[test]
     fn a_stopped_batch_reports_every_file_at_once() {
         let files: Vec<std::fs::File> = (0..6)
             .map(|_| {
                 let f = tempfile::tempfile().unwrap();
-                f.set_len(1 << 40).unwrap();
+                f.set_len(2 << 30).unwrap();
                 f
             })
             .collect();
@@ -429,7 +428,7 @@ mod tests {
             let mut got = got.into_inner().unwrap();
             got.sort_unstable();
             assert_eq!(got, (0..jobs.len()).collect::<Vec<_>>(), "{backend:?}: each file once");
-            assert!(t.elapsed() < std::time::Duration::from_secs(30), "{backend:?}: {:?}", t.elapsed());
+            assert!(t.elapsed() < std::time::Duration::from_secs(10), "{backend:?}: {:?}", t.elapsed());
         }
     }
 
