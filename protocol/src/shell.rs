@@ -9,6 +9,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::CommandReport;
 
+/// Longest `command` or `send_text` a shell action carries, in bytes, and
+/// most `send_ascii` codes (128 KiB): with JSON's widest escape (`\u0001`,
+/// six bytes for one) and the request's other members the request stays
+/// within the guardian's line limit ([`crate::messages::MAX_REQUEST_BYTES`],
+/// 1 MiB). The frontend refuses a longer one (`invalid_input`) before
+/// anything is sent.
+pub const MAX_INPUT_BYTES: usize = 128 * 1024;
+
+/// Most key names one `send_specials` carries.
+pub const MAX_SPECIAL_KEYS: usize = 4096;
+
 /// One action on a shell (`type` names it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

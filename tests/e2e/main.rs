@@ -8,6 +8,7 @@ mod support;
 mod escapes;
 mod executions;
 mod guardian_crash;
+mod limits;
 mod liveness;
 mod mcp_cancel;
 mod mcp_host;

@@ -36,6 +36,11 @@ mod scan_cmd;
 mod status_cmd;
 mod stress_cmd;
 
+/// Sets what `winx-release mcp` calls once it has been idle for a moment
+/// after answering (the binary gives the allocator's free memory back to
+/// the system there); the first call wins.
+pub use mcp::set_idle_hook;
+
 /// Exit status for success.
 pub const EXIT_OK: u8 = 0;
 /// Exit status for any failure other than usage and a fail-closed scan.
