@@ -28,7 +28,9 @@ impl User {
             eprintln!("skipped: making a user for the non-root run needs root");
             return None;
         }
-        let name = format!("winxe2e{}", std::process::id());
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("winxe2e{}x{n}", std::process::id());
         let ok = Command::new("useradd")
             .args(["--system", "--no-create-home", "--shell", "/bin/sh", "--user-group", &name])
             .status()
@@ -51,6 +53,13 @@ impl User {
             c.env_remove(v);
         }
         c
+    }
+
+    /// What runs a command as this user.
+    fn wrapper(&self) -> Vec<String> {
+        ["setpriv", "--reuid", &self.uid.to_string(), "--regid", &self.gid.to_string(), "--clear-groups", "--"]
+            .map(str::to_owned)
+            .to_vec()
     }
 
     fn socket(&self) -> PathBuf {
@@ -158,5 +167,78 @@ async fn a_normal_user_without_systemd_runs_on_the_defaults() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(!user.socket().exists());
     mcp.stop().await;
+    drop(env);
+}
+
+/// Four frontends of one normal user, each releasing 20 helpers of its own
+/// thread at the same moment, ten times: every release completes. Nothing
+/// but the guardian and the frontends touches the helpers, so no release may
+/// be refused `in_use` by a process the sweep could not read that cannot
+/// hold them: here a process of the user that exited and that its parent
+/// has not reaped yet (as a stopped guardian waits for `init`, or a user
+/// whose uid an earlier user had). Its `/proc/<pid>/fd` and `maps` are
+/// root's, and on c4cb753 every release was refused ("descriptors or
+/// mappings cannot be read"; with the rest of a suite, now and then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_frontends_of_one_user_release_at_once_ten_times() {
+    let Some(user) = User::make() else { return };
+    let env = Env::new();
+    chown_tree(&env.root, user.uid, user.gid);
+    // A process of the user that has exited, left unreaped until the end.
+    let mut zombie = user.command(&env, &["--version"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let stat = format!("/proc/{}/stat", zombie.id());
+    eventually(10, "the user's process to exit", || {
+        fs::read_to_string(&stat).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+    });
+    let wrapper = user.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let threads = ["f0", "f1", "f2", "f3"];
+    let mut mcps = Vec::new();
+    for t in threads {
+        let mcp = env.mcp_full(&wrapper, None, &[], &[]).await;
+        let init = mcp.init(&env.ws, t).await;
+        assert_eq!(init["temporary_release"]["available"], true, "{init}");
+        mcps.push(mcp);
+    }
+    for round in 0..10 {
+        let mut reqs = Vec::new();
+        let mut all_paths = Vec::new();
+        for (mcp, t) in mcps.iter().zip(threads) {
+            mcp.bash(t, &format!("for i in $(seq 1 20); do echo \"{round} $i $RANDOM\" > $WINX_TEMP_DIR/h$i.py; done"))
+                .await;
+            let paths: Vec<PathBuf> = (1..=20).map(|i| env.session_dir(t).join(format!("h{i}.py"))).collect();
+            let read = mcp.call("ReadFiles", json!({"thread_id": t, "file_paths": paths})).await;
+            assert_eq!(read["status"], "completed", "{read}");
+            let entries: Vec<(String, String)> = read["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    let rev = f["revision"].as_str().unwrap().to_owned();
+                    (rev, f["temporary_artifact"]["artifact_generation"].as_str().unwrap().to_owned())
+                })
+                .collect();
+            let triples: Vec<(&Path, &str, &str)> =
+                paths.iter().zip(&entries).map(|(p, (r, g))| (p.as_path(), r.as_str(), g.as_str())).collect();
+            reqs.push(release_req(t, &env.ws, &triples));
+            all_paths.push(paths);
+        }
+        let (a, b, c, d) = tokio::join!(
+            mcps[0].edit(reqs[0].clone()),
+            mcps[1].edit(reqs[1].clone()),
+            mcps[2].edit(reqs[2].clone()),
+            mcps[3].edit(reqs[3].clone())
+        );
+        for (v, paths) in [a, b, c, d].iter().zip(&all_paths) {
+            let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+            assert_eq!(v["status"], "completed", "round {round}: {v}");
+            assert_completed(v, &refs);
+        }
+    }
+    for mcp in mcps {
+        mcp.stop().await;
+    }
+    let _ = user.command(&env, &["guardian", "--stop", "--force"]).output();
+    zombie.wait().unwrap();
     drop(env);
 }
