@@ -18,6 +18,7 @@ mod mcp_release;
 mod mcp_ts_sdk;
 mod nonroot;
 mod operator;
+mod reclaimed;
 mod retention;
 mod shell;
 mod systemd;

@@ -51,7 +51,8 @@ pub const MAX_REQUEST_LINE: usize = 65 * 1024 * 1024;
 #[derive(Args, Debug)]
 pub struct McpArgs {
     /// Guardian socket (default: `$WINX_GUARDIAN_SOCKET`, `$XDG_RUNTIME_DIR/winx/guardian.sock`,
-    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`). A guardian is started
+    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`,
+    /// `D/run/guardian.sock`, `<cache>/winx-<hash>/guardian.sock`). A guardian is started
     /// there at `Initialize` when none answers.
     #[arg(long)]
     pub socket: Option<PathBuf>,
