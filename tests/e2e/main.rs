@@ -17,6 +17,7 @@ mod mcp_release;
 mod mcp_ts_sdk;
 mod nonroot;
 mod operator;
+mod provenance;
 mod retention;
 mod shell;
 mod systemd;
