@@ -20,5 +20,6 @@ mod operator;
 mod provenance;
 mod retention;
 mod shell;
+mod shell_trust;
 mod systemd;
 mod trust;
