@@ -154,13 +154,25 @@ pub struct ShellReply {
     /// Where the whole output was dropped, beyond the inline limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_path: Option<String>,
+    /// Why the shell, back at its prompt, still counts as busy by itself
+    /// (releases refused): a trap or `TMOUT` of its own, an `exec`'d
+    /// program, more than one thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell_busy: Option<String>,
 }
 
 impl ShellReply {
     /// A reply about `command` alone: no processes left behind, no
     /// background shell, no screen, nothing dropped.
     pub fn new(command: CommandReport) -> ShellReply {
-        ShellReply { command, still_running: vec![], bg_command_id: None, screen: None, output_path: None }
+        ShellReply {
+            command,
+            still_running: vec![],
+            bg_command_id: None,
+            screen: None,
+            output_path: None,
+            shell_busy: None,
+        }
     }
 }
 
