@@ -65,7 +65,7 @@ pub const IDLE: Duration = Duration::from_millis(500);
 
 static IDLE_HOOK: OnceLock<fn()> = OnceLock::new();
 
-/// Sets what the writer calls once it has been idle for [`IDLE`] after a
+/// Sets what the writer calls once it has been idle for `IDLE` (0.5 s) after a
 /// busy spell (the first call wins).
 pub fn set_idle_hook(hook: fn()) {
     let _ = IDLE_HOOK.set(hook);
