@@ -11,7 +11,7 @@
 #    `unsupported_platform`, reads say so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-crates=(winx-release-engine winx-release-frontend)
+crates=(winx-release-kernel winx-release-engine winx-release-frontend)
 linux_only='^(io-uring|linux-raw-sys|rustix) '
 for crate in "${crates[@]}"; do
     for target in x86_64-apple-darwin x86_64-pc-windows-msvc; do

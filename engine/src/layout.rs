@@ -167,7 +167,7 @@ impl Layout {
     /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
     /// it, never following a link.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
+    pub fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
         mkdir_beneath(winx.as_fd(), SCRATCH_DIR, 0o700)

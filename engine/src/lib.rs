@@ -132,17 +132,10 @@
 pub mod admission;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod audit;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod executions;
 pub mod fault;
-pub mod identity;
 pub mod layout;
 pub mod owner;
 pub mod preflight;
-// `/proc` reading; public for the engine's own cost test (`in_use_cost`).
-#[doc(hidden)]
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod procfs;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod quota;
 pub mod read;
@@ -153,18 +146,12 @@ pub mod release;
 pub mod resolve;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod retention;
-pub mod revision;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod scan;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod sys;
 
 mod error;
 // The exact-path rule, below both `layout` and `preflight`.
 mod exact;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-mod generation;
-pub(crate) mod hash;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod no_space;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
@@ -185,14 +172,10 @@ pub mod journal;
 #[doc(hidden)]
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod rehash;
-#[doc(hidden)]
-#[allow(unsafe_code)]
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod uring;
 
 pub use admission::{Admission, AdmissionGuard};
 pub use error::{Reason, Refusal, TargetCode, TargetReason};
-pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};
 pub use release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target, TargetResult};
+pub use winx_release_kernel::identity::{Identity, PhysicalId, Pin};

@@ -34,18 +34,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::Reason;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::hash::{read_and_hash_until, HASH_CHUNK};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::identity::Identity;
-use crate::identity::Pin;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::preflight::{check_exact, in_reserved_namespace};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::rehash::{self, HashJob, RehashOptions};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_regular_beneath};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use winx_release_kernel::hash::{read_and_hash_until, HASH_CHUNK};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use winx_release_kernel::identity::Identity;
+use winx_release_kernel::identity::Pin;
 
-pub use crate::hash::{Head, Keep};
+pub use winx_release_kernel::hash::{Head, Keep};
 
 /// How often a read is tried before a file that keeps changing is refused.
 #[cfg(all(target_os = "linux", not(winx_foreign)))]

@@ -21,7 +21,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use crate::error::Reason;
-use crate::identity::{Identity, IDENTITY_MASK};
+use winx_release_kernel::identity::{Identity, IDENTITY_MASK};
 
 static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 

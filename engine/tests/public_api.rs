@@ -549,8 +549,15 @@ impl Lister<'_> {
                 if u.alias.is_some() {
                     path.pop();
                 }
-                let Some(Target::Module(from)) = self.krate.resolve(m, &path, 16) else {
-                    panic!("pub use {} in module #{m}: not a module path", path.join("::"))
+                let from = match self.krate.resolve(m, &path, 16) {
+                    Some(Target::Module(from)) => from,
+                    // Another crate's item, supported there: listed where it is re-exported.
+                    Some(Target::Extern) => {
+                        let h = hidden || u.hidden;
+                        self.out.insert(format!("{prefix}::{name} re-export of {}{}", u.path.join("::"), tag(h)));
+                        continue;
+                    }
+                    _ => panic!("pub use {} in module #{m}: not a module path", path.join("::")),
                 };
                 let original = u.path.last().filter(|_| u.alias.is_some()).cloned().unwrap_or(name.clone());
                 if self.reachable.contains(&from) && self.krate.names_publicly(from, &original) {

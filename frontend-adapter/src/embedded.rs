@@ -2,7 +2,7 @@
 //! runtime, with no guardian and therefore no releases.
 //!
 //! Each command is an execution of the engine's runtime
-//! ([`winx_release_engine::executions::Runtime`], `/proc` liveness, no
+//! ([`winx_release_runtime::Runtime`], `/proc` liveness, no
 //! subreaping, no adoption of a guardian's executions): the same record,
 //! output file and output tail as the guardian's. `bash -c` runs in its own
 //! session and process group with cwd = the workspace and `WINX_TEMP_DIR` =
@@ -21,11 +21,9 @@ use serde_json::Value;
 use winx_release_protocol::messages::{CommandReport, ExecutionState};
 
 use crate::command_result::CommandResult;
-use winx_release_engine::executions::{
-    ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn,
-};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::Reason;
+use winx_release_runtime::{ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 
 use crate::error::{Code, FrontendError};
 
@@ -152,7 +150,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use std::time::Instant;
-    use winx_release_engine::executions::INLINE_OUTPUT_BYTES;
+    use winx_release_runtime::INLINE_OUTPUT_BYTES;
 
     #[test]
     fn run_wait_background_and_truncation() {

@@ -19,13 +19,13 @@ mod host {
     use std::time::Duration;
 
     use serde_json::{json, Value};
-    use winx_release_engine::executions::{
-        ExecState, Execution, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
-    };
     use winx_release_engine::read::{read_pinned, Keep};
     use winx_release_engine::{recovery, release, Admission, Layout, ReleaseOptions, ReleaseRequest};
     use winx_release_frontend::request::{self, Binding};
     use winx_release_frontend::{Code, FrontendError, ReceiptStore, ReleaseResult, TokenKey, TokenSubject};
+    use winx_release_runtime::{
+        ExecState, Execution, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
+    };
 
     /// What `Initialize` made: one thread's session.
     pub struct HostSession {

@@ -198,7 +198,7 @@ mod durable {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use serde_json::Value;
-    use winx_release_engine::sys::{create_private_dir_all, fsync_dir, write_durable};
+    use winx_release_kernel::sys::{create_private_dir_all, fsync_dir, write_durable};
 
     use super::{Fingerprint, Receipt, ReceiptStore, MAX_RECEIPT_BYTES, RECEIPT_VERSION};
     use crate::request::ReleaseArgs;
@@ -206,7 +206,7 @@ mod durable {
     pub(super) fn lookup(store: &ReceiptStore, req: &ReleaseArgs) -> io::Result<Option<Value>> {
         let fp = Fingerprint::of(req);
         // A regular file only, never through a link, never a wait (a fifo).
-        let open = |path: &Path| match winx_release_engine::sys::open_regular(path) {
+        let open = |path: &Path| match winx_release_kernel::sys::open_regular(path) {
             Ok(f) => Ok(Some(f)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io::Error::new(e.kind(), format!("receipt {}: {e}", path.display()))),

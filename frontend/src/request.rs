@@ -186,7 +186,7 @@ pub fn of_args(args: &EditFilesArgs, modes: &[&str]) -> Result<ReleaseArgs, Fron
             }
         }
         let e: ReleaseEntry = from_value(&format!("files[{i}]"), f)?;
-        if winx_release_engine::revision::parse(&e.expected_revision).is_none() {
+        if winx_release_kernel::revision::parse(&e.expected_revision).is_none() {
             let msg = format!("files[{i}].expected_revision is not \"sha256:<64 lowercase hex>\"");
             return Err(FrontendError::invalid(msg));
         }
@@ -255,7 +255,8 @@ impl ReleaseArgs {
 fn targets(r: &ReleaseArgs, key: &TokenKey, b: Binding<'_>, layout: &Layout) -> Result<Vec<Target>, FrontendError> {
     use winx_release_engine::preflight::preflight;
     use winx_release_engine::read::{read_pinned, Keep};
-    use winx_release_engine::{revision, Pin, Refusal};
+    use winx_release_engine::{Pin, Refusal};
+    use winx_release_kernel::revision;
 
     use crate::token::TokenSubject;
 

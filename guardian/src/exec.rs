@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use winx_release_engine::executions::{ExecState, Execution, Spawn};
 use winx_release_protocol::messages::{CommandReport, ExecReply, ExecutionState};
+use winx_release_runtime::{ExecState, Execution, Spawn};
 
 use crate::sessions::{Guardian, OwnedSession};
 use crate::sync::lock;

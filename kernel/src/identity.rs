@@ -61,7 +61,7 @@ pub struct Identity {
 
 /// The statx fields identity needs.
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub(crate) const IDENTITY_MASK: StatxFlags = StatxFlags::TYPE
+pub const IDENTITY_MASK: StatxFlags = StatxFlags::TYPE
     .union(StatxFlags::MODE)
     .union(StatxFlags::NLINK)
     .union(StatxFlags::INO)
@@ -74,7 +74,7 @@ impl Identity {
     /// Builds an identity from a `statx` result (no generation number: that
     /// needs an open file, see [`Identity::of_fd`]).
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn from_statx(st: &Statx) -> Identity {
+    pub fn from_statx(st: &Statx) -> Identity {
         let btime =
             (st.stx_mask & StatxFlags::BTIME.bits() != 0).then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec));
         Identity {
@@ -118,7 +118,7 @@ impl Identity {
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html),
     ///   [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn of_name<Fd: AsFd>(dir: Fd, name: &str) -> std::io::Result<Option<Identity>> {
+    pub fn of_name<Fd: AsFd>(dir: Fd, name: &str) -> std::io::Result<Option<Identity>> {
         let dir = dir.as_fd();
         let st = match rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, IDENTITY_MASK) {
             Ok(st) => Identity::from_statx(&st),
@@ -139,7 +139,7 @@ impl Identity {
 
     /// The physical (device, inode) pair.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn physical(&self) -> PhysicalId {
+    pub fn physical(&self) -> PhysicalId {
         PhysicalId { dev: self.dev, ino: self.ino }
     }
 
@@ -160,7 +160,7 @@ impl Identity {
 
     /// Bytes its removal frees: allocated blocks × 512.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn allocated_bytes(&self) -> u64 {
+    pub fn allocated_bytes(&self) -> u64 {
         self.blocks.saturating_mul(512)
     }
 }
@@ -226,7 +226,7 @@ impl Pin {
 
     /// The physical (device, inode) pair.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn physical(&self) -> PhysicalId {
+    pub fn physical(&self) -> PhysicalId {
         PhysicalId { dev: self.dev, ino: self.ino }
     }
 

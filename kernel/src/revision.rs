@@ -1,7 +1,7 @@
 //! Revision strings: the contract's name for a helper's bytes,
 //! `sha256:<64 lowercase hex>` of the SHA-256 of every byte.
 //!
-//! A read ([`crate::read::read_pinned`]) gives the digest in its
+//! A read (the release engine's `read_pinned`) gives the digest in its
 //! [`Pin`](crate::Pin); a write that knows its bytes computes it with
 //! [`of_bytes`]; a request that quotes a revision is parsed back with
 //! [`parse`], which accepts nothing but the exact form (lowercase hex, no
@@ -13,18 +13,16 @@
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of a byte slice.
-pub(crate) fn sha256_bytes(bytes: &[u8]) -> [u8; 32] {
+pub fn sha256_bytes(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
 /// The revision string of a digest: `sha256:<64 lowercase hex>`.
-pub(crate) fn format(digest: &[u8; 32]) -> String {
+pub fn format(digest: &[u8; 32]) -> String {
     format!("sha256:{}", hex::encode(digest))
 }
 
 /// The revision string of `bytes`: `format()` of their SHA-256.
-// Hidden: public for the frontend adapter and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn of_bytes(bytes: &[u8]) -> String {
     format(&sha256_bytes(bytes))
 }
@@ -32,8 +30,6 @@ pub fn of_bytes(bytes: &[u8]) -> String {
 /// Parses a revision string back into its digest.
 ///
 /// `None` unless `rev` is exactly `sha256:` and 64 lowercase hex digits.
-// Hidden: public for the frontend library, the tools and the tests; not a supported API.
-#[doc(hidden)]
 pub fn parse(rev: &str) -> Option<[u8; 32]> {
     let hex_part = rev.strip_prefix("sha256:")?;
     if hex_part.len() != 64 || hex_part.bytes().any(|b| b.is_ascii_uppercase()) {

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode, OFlags, CWD};
 use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
 use winx_release_engine::admission::Admission;
-use winx_release_engine::executions::shell::{ShellSpawn, Terminal, Write};
-use winx_release_engine::executions::{LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey};
 use winx_release_engine::read::{read_pinned, Keep};
 use winx_release_engine::{release, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+use winx_release_runtime::shell::{ShellSpawn, Terminal, Write};
+use winx_release_runtime::{LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tmp = tempfile::tempdir()?;

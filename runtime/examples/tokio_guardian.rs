@@ -15,13 +15,13 @@ use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
 use tokio::task::spawn_blocking;
-use winx_release_engine::executions::{
-    EndSignal, ExecState, Execution, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
-};
 use winx_release_engine::read::{read_pinned, Keep};
 use winx_release_engine::{
     recovery, release, Admission, Layout, Outcome, Reason, ReleaseOptions, ReleaseReport, ReleaseRequest, Status,
     Target,
+};
+use winx_release_runtime::{
+    EndSignal, ExecState, Execution, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
 };
 
 /// One session: its directory's identity and its admission barrier.

@@ -262,14 +262,15 @@ fn dir_from(cgroup: &str, mountinfo: &[u8]) -> io::Result<PathBuf> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or_else(|| io::Error::new(ErrorKind::NotFound, "no cgroup v2 line in /proc/<pid>/cgroup"))?;
-    for m in crate::scan::mount_lines(mountinfo).filter(|m| m.fstype == Some(b"cgroup2".as_slice())) {
-        let root = crate::scan::unescape_mountinfo(m.root);
+    for m in winx_release_kernel::mountinfo::mount_lines(mountinfo).filter(|m| m.fstype == Some(b"cgroup2".as_slice()))
+    {
+        let root = winx_release_kernel::mountinfo::unescape(m.root);
         let root = std::str::from_utf8(&root).map_err(|_| io::Error::from(ErrorKind::InvalidData))?;
         let Some(rel) = path.strip_prefix(root.trim_end_matches('/')) else { continue };
         if !(rel.is_empty() || rel.starts_with('/')) {
             continue;
         }
-        let point = crate::scan::unescape_mountinfo(m.point);
+        let point = winx_release_kernel::mountinfo::unescape(m.point);
         return Ok(Path::new(std::ffi::OsStr::from_bytes(&point)).join(rel.trim_start_matches('/')));
     }
     Err(io::Error::new(ErrorKind::NotFound, "no cgroup2 mount in /proc/self/mountinfo"))

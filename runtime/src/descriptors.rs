@@ -16,11 +16,11 @@ use std::io;
 // Hidden: public for the guardian's start-up; not a supported API.
 #[doc(hidden)]
 pub fn reserve_descriptor_table() -> io::Result<usize> {
-    let cached = crate::scan::descriptor_budget()
-        + crate::procfs::kernel_threads_remembered_at_most()
-        + 2 * crate::procfs::kept_pairs_at_most()
-        + crate::executions::members_held_at_most();
-    crate::sys::grow_descriptor_table(cached)
+    let cached = winx_release_engine::scan::descriptor_budget()
+        + winx_release_kernel::procfs::kernel_threads_remembered_at_most()
+        + 2 * winx_release_kernel::procfs::kept_pairs_at_most()
+        + crate::members_held_at_most();
+    winx_release_kernel::sys::grow_descriptor_table(cached)
 }
 
 #[cfg(test)]
@@ -34,10 +34,10 @@ mod tests {
     fn the_reservation_holds_every_cache_s_descriptors() {
         let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let shares = [
-            crate::scan::descriptor_budget(),
-            crate::procfs::kernel_threads_remembered_at_most(),
-            2 * crate::procfs::kept_pairs_at_most(),
-            crate::executions::members_held_at_most(),
+            winx_release_engine::scan::descriptor_budget(),
+            winx_release_kernel::procfs::kernel_threads_remembered_at_most(),
+            2 * winx_release_kernel::procfs::kept_pairs_at_most(),
+            crate::members_held_at_most(),
         ];
         assert!(shares.iter().all(|&n| n > 0), "a cache has no share at this limit: {shares:?}");
         let want = shares.iter().sum::<usize>() + 1024;

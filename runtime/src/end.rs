@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use rustix::event::{eventfd, EventfdFlags};
 
-use crate::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// A descriptor that is readable once the execution's state has changed
 /// since the last [`EndSignal::clear`] (non-blocking, close-on-exec).

@@ -9,7 +9,7 @@ use super::end::{EndSignal, EndSignals};
 use super::members::Members;
 use super::record::{Leader, NewRecord, Record, RecordState, OUTPUT_FILE};
 use super::SessionKey;
-use crate::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// Most bytes of output returned inline ([`Execution::output_tail`]); a
 /// longer output is dropped whole into `W/.winx/scratch/<id>.out` when the
@@ -248,7 +248,7 @@ impl Execution {
 /// The last `limit` bytes of the file at `path` (lossy UTF-8), and whether
 /// earlier bytes were cut.
 pub fn read_tail(path: &Path, limit: u64) -> (String, bool) {
-    let Ok(mut f) = crate::sys::open_regular(path) else { return (String::new(), false) };
+    let Ok(mut f) = winx_release_kernel::sys::open_regular(path) else { return (String::new(), false) };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(limit);
     if f.seek(SeekFrom::Start(start)).is_err() {

@@ -9,7 +9,7 @@
 //! the runtime learns of its end by itself. Under the session's admission
 //! barrier, [`Runtime::liveness`] answers whether anything the session's
 //! executions started still runs; [`OwnerAnswer`] turns that answer into
-//! the [`crate::RuntimeOwner`] a release asks.
+//! the [`winx_release_engine::RuntimeOwner`] a release asks.
 //!
 //! Two modes ([`LivenessMode`]), reported by the guardian:
 //! - **cgroup**: where a delegated cgroup v2 subtree can be had (root, a
@@ -30,7 +30,7 @@
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use winx_release_engine::executions::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
+//! use winx_release_runtime::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let opts = RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: false, ..Default::default() };
@@ -54,7 +54,14 @@
 //! # }
 //! ```
 
+// Spawning, `/proc` and cgroups are Linux's: elsewhere (and with `--cfg
+// winx_foreign`) the crate is empty, and a host links it only on Linux.
+#![cfg(all(target_os = "linux", not(winx_foreign)))]
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
 pub(crate) mod cgroup;
+mod descriptors;
 mod end;
 mod execution;
 mod members;
@@ -71,6 +78,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use descriptors::reserve_descriptor_table;
 pub use end::EndSignal;
 pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
 pub use probe::snapshots_taken_here;
@@ -125,7 +133,7 @@ impl SessionKey {
     /// # References
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
     pub fn of_dir(fd: impl AsFd) -> io::Result<SessionKey> {
-        let id = crate::identity::Identity::of_fd(fd)?;
+        let id = winx_release_kernel::identity::Identity::of_fd(fd)?;
         let born = id.btime.map_or(0, |(s, ns)| {
             u64::try_from(s).unwrap_or(0).saturating_mul(1_000_000_000).saturating_add(u64::from(ns))
         });
@@ -158,7 +166,7 @@ pub struct Liveness {
 }
 
 /// The answers a release asks of a session's owner, taken under the
-/// session's admission barrier: implements [`crate::RuntimeOwner`].
+/// session's admission barrier: implements [`winx_release_engine::RuntimeOwner`].
 #[derive(Clone, Debug, Default)]
 pub struct OwnerAnswer {
     /// Who still runs.
@@ -175,7 +183,7 @@ pub struct OwnerAnswer {
     pub session: Option<SessionKey>,
 }
 
-impl crate::RuntimeOwner for OwnerAnswer {
+impl winx_release_engine::RuntimeOwner for OwnerAnswer {
     fn supports_temporary_release(&self) -> bool {
         true
     }

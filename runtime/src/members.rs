@@ -30,7 +30,7 @@ use std::sync::Mutex;
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-use crate::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// The file, in an execution's directory, that lists its members.
 pub const MEMBERS_FILE: &str = "members";
@@ -43,9 +43,9 @@ pub const MAX_MEMBERS: usize = 4096;
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// The most pidfds of members this process holds at once: a share of the
-/// descriptor table ([`crate::sys::cache_share`]), at most 1,024.
+/// descriptor table ([`winx_release_kernel::sys::cache_share`]), at most 1,024.
 pub(crate) fn members_held_at_most() -> usize {
-    crate::sys::cache_share(1024)
+    winx_release_kernel::sys::cache_share(1024)
 }
 
 /// One remembered member.
@@ -85,8 +85,8 @@ struct Inner {
 /// Whether `pid` runs now with start time `start_time` (not a zombie):
 /// `None` when that cannot be told.
 fn runs(pid: i32, start_time: u64) -> Option<bool> {
-    let proc = crate::procfs::open_proc().ok()?;
-    match crate::procfs::read_stat(&proc, pid) {
+    let proc = winx_release_kernel::procfs::open_proc().ok()?;
+    match winx_release_kernel::procfs::read_stat(&proc, pid) {
         Ok(Some(st)) => Some(st.start_time == start_time && !st.is_zombie()),
         Ok(None) => Some(false),
         Err(_) => None,
@@ -99,7 +99,7 @@ fn hold(pid: i32, start_time: u64) -> Option<OwnedFd> {
     if HELD.load(Ordering::Relaxed) >= members_held_at_most() {
         return None;
     }
-    let fd = crate::sys::pidfd_of(pid)?;
+    let fd = winx_release_kernel::sys::pidfd_of(pid)?;
     if runs(pid, start_time) != Some(true) {
         return None;
     }
@@ -189,7 +189,7 @@ impl Members {
             }
             g.recorded.iter().map(|(pid, st)| format!("{pid} {st}\n")).collect::<String>()
         };
-        crate::sys::write_durable(&dir.join(MEMBERS_FILE), text.as_bytes())?;
+        winx_release_kernel::sys::write_durable(&dir.join(MEMBERS_FILE), text.as_bytes())?;
         lock(&self.inner).unwritten = false;
         Ok(())
     }
@@ -199,7 +199,7 @@ impl Members {
     /// file that cannot be read or parsed is doubt (`Err`); a missing one
     /// is no member.
     pub(crate) fn load(dir: &Path) -> Result<Members, String> {
-        let text = match crate::sys::open_regular(&dir.join(MEMBERS_FILE)).and_then(io::read_to_string) {
+        let text = match winx_release_kernel::sys::open_regular(&dir.join(MEMBERS_FILE)).and_then(io::read_to_string) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Members::default()),
             Err(e) => return Err(format!("{}: {e}", dir.join(MEMBERS_FILE).display())),
@@ -231,7 +231,7 @@ mod tests {
     use super::*;
 
     fn start_time(pid: i32) -> u64 {
-        crate::executions::probe::start_time_of(pid).unwrap()
+        crate::probe::start_time_of(pid).unwrap()
     }
 
     #[test]

@@ -27,7 +27,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::procfs::{self as proc, EnvLookup, ProcError, ProcTable};
+use winx_release_kernel::procfs::{self as proc, EnvLookup, ProcError, ProcTable};
 
 use super::record::Leader;
 use super::MARKER;
@@ -382,8 +382,8 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs::{ProcEntry, ProcStat};
     use rustix::fs::{Mode, OFlags};
+    use winx_release_kernel::procfs::{ProcEntry, ProcStat};
 
     /// A probe over a `/proc` stand-in at `dir` that saw one process, 4242.
     fn probe_of(dir: &std::path::Path) -> Probe {

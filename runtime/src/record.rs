@@ -167,7 +167,7 @@ pub enum ReadRecord {
 /// Records of earlier versions (flat `leader_pid`, the command inline) are
 /// read too.
 pub fn read_record(dir: &Path) -> ReadRecord {
-    let f = match crate::sys::open_regular(&dir.join(RECORD_FILE)) {
+    let f = match winx_release_kernel::sys::open_regular(&dir.join(RECORD_FILE)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadRecord::Missing,
         Err(e) => return ReadRecord::Unreadable(format!("{}: {e}", dir.join(RECORD_FILE).display())),
@@ -231,7 +231,7 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
 /// fsync, rename, fsync of the directory).
 pub fn write_record(dir: &Path, record: &Record) -> io::Result<()> {
     let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
-    crate::sys::write_durable(&dir.join(RECORD_FILE), &bytes)
+    winx_release_kernel::sys::write_durable(&dir.join(RECORD_FILE), &bytes)
 }
 
 /// Whether `id` has the shape of a command id (16 lowercase hex digits).

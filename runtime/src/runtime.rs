@@ -18,9 +18,9 @@ use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, 
 use super::shell::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
-use crate::scan::DirLook;
-use crate::sys::create_private_dir_all;
-use crate::sys::lock;
+use winx_release_engine::scan::DirLook;
+use winx_release_kernel::sys::create_private_dir_all;
+use winx_release_kernel::sys::lock;
 
 mod adopt;
 mod answer;
@@ -252,7 +252,7 @@ impl Runtime {
     /// `D/executions/<id>/` with the command text, and is
     /// [`ExecState::Queued`] until [`Runtime::run`] starts it.
     pub fn submit(&self, spawn: Spawn) -> io::Result<Arc<Execution>> {
-        let id = crate::sys::random_hex(8);
+        let id = winx_release_kernel::sys::random_hex(8);
         let dir = self.data_dir.join("executions").join(&id);
         let cgroup = match &self.mode {
             Mode::Cgroup(s) => Some(s.execution_cgroup(&id)),
@@ -308,7 +308,7 @@ impl Runtime {
         // The thread that will wait for the leader is had first: where none
         // can be had (the user's task limit reached), nothing is started,
         // rather than a leader that no thread would ever see end.
-        let watcher = crate::sys::Reserved::thread()
+        let watcher = winx_release_kernel::sys::Reserved::thread()
             .map_err(|err| io::Error::new(err.kind(), format!("no thread to watch the command: {err}")));
         match watcher.and_then(|w| spawn(e).map(|child| (w, child))) {
             Ok((watcher, child)) => {
@@ -445,14 +445,14 @@ impl Runtime {
     pub(crate) fn drop_output(&self, workspace: &Path, id: &str, dir: &Path) -> io::Result<PathBuf> {
         use rustix::fs::{Mode as FileMode, OFlags};
         use std::os::fd::AsFd;
-        let layout =
-            crate::layout::Layout::new(workspace, &self.data_dir).map_err(|d| io::Error::other(d.to_string()))?;
+        let layout = winx_release_engine::layout::Layout::new(workspace, &self.data_dir)
+            .map_err(|d| io::Error::other(d.to_string()))?;
         let scratch = layout.create_scratch_dir()?;
         let name = format!("{id}.out");
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(scratch.as_fd(), name.as_str(), flags, FileMode::from_raw_mode(0o600))?;
         let mut dst = fs::File::from(fd);
-        let mut src = crate::sys::open_regular(&dir.join(OUTPUT_FILE))?;
+        let mut src = winx_release_kernel::sys::open_regular(&dir.join(OUTPUT_FILE))?;
         io::copy(&mut src, &mut dst)?;
         dst.sync_all()?;
         Ok(workspace.join(".winx").join("scratch").join(name))

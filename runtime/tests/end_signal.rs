@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::time::Timespec;
-use winx_release_engine::executions::{
-    EndSignal, ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn,
-};
 use winx_release_engine::Layout;
+use winx_release_runtime::{EndSignal, ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 
 fn readable_within(s: &EndSignal, ms: i64) -> bool {
     let mut fds = [PollFd::new(s, PollFlags::IN)];

@@ -7,9 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use winx_release_engine::executions::{
-    ExecState, LivenessChoice, LivenessMode, Runtime, RuntimeOptions, SessionKey, Spawn,
-};
+use winx_release_runtime::{ExecState, LivenessChoice, LivenessMode, Runtime, RuntimeOptions, SessionKey, Spawn};
 
 fn runtime(data: &Path, liveness: LivenessChoice) -> Arc<Runtime> {
     Runtime::start(data, &RuntimeOptions { liveness, move_self: false, subreaper: false, ..Default::default() })
@@ -21,7 +19,7 @@ fn spawn(
     key: SessionKey,
     command: &str,
     background: bool,
-) -> Arc<winx_release_engine::executions::Execution> {
+) -> Arc<winx_release_runtime::Execution> {
     let e = rt
         .submit(Spawn {
             thread: "t1".into(),
@@ -184,7 +182,7 @@ fn executions_that_cannot_be_listed_count_as_running() {
 #[test]
 fn a_leader_recorded_without_its_start_time_still_counts() {
     use std::os::unix::process::CommandExt;
-    use winx_release_engine::executions::{Leader, Record, RecordState};
+    use winx_release_runtime::{Leader, Record, RecordState};
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let key = SessionKey { dev: 7, ino: 7, born: 0 };

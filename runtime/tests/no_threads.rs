@@ -12,6 +12,9 @@
 //! `/sys/fs/cgroup/pids`, or v2 with `pids` in the root's
 //! `cgroup.subtree_control`); elsewhere it says why it skips.
 
+// The engine tests' fixture (a workspace, a data directory, pinned helpers;
+// its `ns` module calls `libc`, a dev-dependency here).
+#[path = "../../engine/tests/common/mod.rs"]
 mod common;
 
 use std::collections::HashSet;
@@ -23,11 +26,11 @@ use std::process::{Command, Stdio};
 
 use common::{target, Fixture};
 use winx_release_engine::admission::Admission;
-use winx_release_engine::executions::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::rehash::{hash_fds, HashJob, RehashOptions};
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
 use winx_release_engine::scan::{scan_paths, DirCache, ScanLimits, ThreadsBackend};
+use winx_release_runtime::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 
 const CHILD: &str = "WINX_TEST_NO_THREADS_CHILD";
 

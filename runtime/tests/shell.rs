@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use winx_release_engine::executions::shell::{OutputFilter, Piece, Shell, ShellSpawn, Terminal, Write};
-use winx_release_engine::executions::{LivenessChoice, Runtime, RuntimeOptions, SessionKey};
+use winx_release_runtime::shell::{OutputFilter, Piece, Shell, ShellSpawn, Terminal, Write};
+use winx_release_runtime::{LivenessChoice, Runtime, RuntimeOptions, SessionKey};
 
 struct World {
     _tmp: tempfile::TempDir,
@@ -115,9 +115,9 @@ fn one_answer_takes_two_snapshots_whatever_the_shells() {
         })
         .collect();
     until(5, "idle", || w.shell.busy(&w.rt).is_none() && more.iter().all(|s| s.busy(&w.rt).is_none()));
-    let before = winx_release_engine::executions::snapshots_taken_here();
+    let before = winx_release_runtime::snapshots_taken_here();
     let l = w.rt.liveness(&w.session);
-    let taken = winx_release_engine::executions::snapshots_taken_here() - before;
+    let taken = winx_release_runtime::snapshots_taken_here() - before;
     assert_eq!(l.running, 0, "{l:?}");
     assert_eq!(taken, 2, "four idle shells took {taken} snapshots");
     // A job left in one of them is still found on the shared snapshots.

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use winx_release_engine::executions::LivenessChoice;
 use winx_release_guardian::{serve_with, ServeOptions};
+use winx_release_runtime::LivenessChoice;
 
 use crate::EXIT_OK;
 

@@ -21,10 +21,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use winx_release_engine::identity::PhysicalId;
 use winx_release_engine::scan::{
     self, scan_paths_with, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, MAX_DEPTH, MAX_ENTRIES,
 };
+use winx_release_kernel::identity::PhysicalId;
 
 use crate::{print_json, EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
 

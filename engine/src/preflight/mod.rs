@@ -34,11 +34,11 @@ use std::path::PathBuf;
 use crate::error::Reason;
 use crate::error::Refusal;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::identity::{Identity, PhysicalId};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::layout::{self, Layout};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use winx_release_kernel::identity::{Identity, PhysicalId};
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod reserved;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::layout::{self, Layout};
 use crate::scan::{RootSpec, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, SharedScanner};
+use winx_release_kernel::identity::PhysicalId;
 
 /// How a release runs its step `scan`: one choice, so no knob is ignored.
 #[derive(Clone, Copy)]

@@ -47,9 +47,9 @@ use std::collections::HashSet;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-use crate::identity::PhysicalId;
-use crate::procfs::{held_by, shared_sweep, HolderScan, HowHeld, Sweep};
-use crate::sys::{open_elsewhere, OpenElsewhere};
+use winx_release_kernel::identity::PhysicalId;
+use winx_release_kernel::procfs::{held_by, shared_sweep, HolderScan, HowHeld, Sweep};
+use winx_release_kernel::sys::{open_elsewhere, OpenElsewhere};
 
 /// The pauses before a hold found is looked at again (2 ms doubling to
 /// 128 ms: about a quarter of a second in all, paid only by a release that

@@ -47,7 +47,6 @@ use crate::error::{Reason, TargetCode, TargetReason};
 use crate::fault::FaultHook;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::fault::FaultPoint;
-use crate::identity::Pin;
 use crate::layout::Layout;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::no_space::reason_of;
@@ -55,6 +54,7 @@ use crate::no_space::reason_of;
 use crate::owner::RuntimeOwner;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::scan::ScanLimits;
+use winx_release_kernel::identity::Pin;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod backing;
@@ -62,8 +62,6 @@ mod backing;
 mod capture;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod check;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-mod descriptors;
 mod display;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
@@ -78,8 +76,6 @@ pub use crate::preflight::MAX_TARGETS;
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use backing::{prewarm_backing_roots, Scanner};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub use descriptors::reserve_descriptor_table;
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
 pub use foreign::release;
 

@@ -40,10 +40,11 @@ use rustix::fs::{Access, AtFlags, FileType, StatxFlags, CWD};
 
 use super::tally::{physical, Class};
 pub use super::waiting::WAITING_FILESYSTEMS;
-use super::waiting::{mount_lines, path_of_dir, refused_mount, unescape, waiting_points, waits, MountLine};
+use super::waiting::{path_of_dir, refused_mount, waiting_points, waits};
 use super::{BackendKind, ScanReport, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
+use winx_release_kernel::mountinfo::{mount_lines, unescape, MountLine};
 
 /// What a scan measures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -76,7 +77,7 @@ pub fn trusts_d_ino(f_type: i64) -> bool {
 ///
 /// # References
 /// - [`fstatfs(2)`](https://man7.org/linux/man-pages/man2/fstatfs.2.html)
-pub(crate) fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
+pub fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
     // `f_type`'s width differs between architectures.
     #[allow(clippy::unnecessary_cast)]
     rustix::fs::fstatfs(dir).is_ok_and(|s| trusts_d_ino(s.f_type as i64))

@@ -25,13 +25,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 mod auto;
 mod cache;
-pub(crate) use cache::{descriptor_budget, DirLook};
+pub use cache::{descriptor_budget, DirLook};
 mod lean;
-pub(crate) use lean::{on_trusted_filesystem, read_mount_table};
+pub use lean::on_trusted_filesystem;
+pub(crate) use lean::read_mount_table;
 mod root;
 mod shared;
 mod sync;
@@ -52,7 +53,6 @@ pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFa
 pub use sync::SyncBackend;
 pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};
-pub(crate) use waiting::{mount_lines, unescape as unescape_mountinfo};
 
 /// The contract's bound on entries across all roots of one scan.
 pub const MAX_ENTRIES: u64 = 50_000;

@@ -22,8 +22,8 @@ use rustix::io::Errno;
 
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, Verdict};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::resolve::{open_dir_beneath, WalkError};
+use winx_release_kernel::identity::PhysicalId;
 
 /// Flags every scanned directory is opened with.
 pub(super) const DIR_FLAGS: OFlags =

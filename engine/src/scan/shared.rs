@@ -28,8 +28,8 @@ use super::cache::{evaluate, DirCache, RootSnapshot};
 use super::root::{fail_report, open_root, open_root_beneath, RootFailure};
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::resolve::open_dir_abs;
+use winx_release_kernel::identity::PhysicalId;
 
 /// How a backing root is opened, each time a scan of it starts.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

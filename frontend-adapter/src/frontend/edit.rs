@@ -42,10 +42,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
-use winx_release_engine::sys::lock;
 use winx_release_engine::{Reason, ReleaseReport, Target};
 use winx_release_frontend::request::Binding;
 use winx_release_frontend::ReleaseResult;
+use winx_release_kernel::sys::lock;
 
 use super::{Frontend, InitializedThread};
 use crate::error::{Code, FrontendError};

@@ -28,7 +28,7 @@
 
 use std::sync::Mutex;
 
-use winx_release_engine::sys::lock;
+use winx_release_kernel::sys::lock;
 use winx_release_protocol::client::{GuardianClient, Hello};
 
 /// Most connections a frontend keeps at once (one per tool call running

@@ -44,8 +44,8 @@ use crate::policy::Policy;
 use crate::receipt::ReceiptStore;
 use crate::token::TokenKey;
 use crate::wire::{InitializeArgs, ModeName};
-use winx_release_engine::sys::lock;
-use winx_release_engine::sys::random_hex;
+use winx_release_kernel::sys::lock;
+use winx_release_kernel::sys::random_hex;
 use winx_release_protocol::client::{ClientError, GuardianClient, Hello, Timeouts};
 use winx_release_protocol::socket_path::default_socket_path;
 

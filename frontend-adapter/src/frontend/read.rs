@@ -35,8 +35,8 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use winx_release_engine::preflight::place_helper;
 use winx_release_engine::read::{read_fd_until, read_pinned_all_until, Head, Keep, PinnedRead};
-use winx_release_engine::sys::lock;
 use winx_release_engine::{Identity, Reason};
+use winx_release_kernel::sys::lock;
 
 use super::{Frontend, InitializedThread};
 use crate::error::Code;

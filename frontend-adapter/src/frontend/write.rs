@@ -51,7 +51,7 @@ use winx_release_engine::Reason;
 use super::Frontend;
 use crate::error::{Code, FrontendError};
 use crate::wire::{WriteArgs, DEFAULT_WAIT_SECONDS, EDIT_OPERATION};
-use winx_release_engine::sys::random_hex;
+use winx_release_kernel::sys::random_hex;
 
 /// A write refused before anything was written.
 pub(crate) fn write_denial(paths: &[String], e: &FrontendError, own: &[Option<Code>]) -> Value {
@@ -325,7 +325,7 @@ impl Frontend {
             }
             match write_atomic(plan, e.content.as_bytes()) {
                 Ok(()) => files.push(json!({"file_path": e.file_path, "outcome": "written",
-                    "revision": winx_release_engine::revision::of_bytes(e.content.as_bytes())})),
+                    "revision": winx_release_kernel::revision::of_bytes(e.content.as_bytes())})),
                 Err(err) => {
                     stopped = true;
                     files.push(json!({"file_path": e.file_path, "outcome": "failed", "reason": "io_error",

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use winx_release_engine::executions::shell::command::read_command;
-use winx_release_engine::executions::shell::Write;
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{ok_line, CommandReport, ErrorCode, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
+use winx_release_runtime::shell::command::read_command;
+use winx_release_runtime::shell::Write;
 
 use super::{Cmd, Term};
 use crate::sessions::{Guardian, OpError, OwnedSession};
@@ -238,7 +238,7 @@ fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply,
     // A command whose shell ended before its prompt came back (a guardian
     // restart hung it up) is done once its shell's execution is resolved.
     let shell_done = || r.shell.as_deref().and_then(|s| g.runtime.lookup(s)).is_some_and(|e| e.state().is_final());
-    let done = r.state == winx_release_engine::executions::RecordState::Resolved || shell_done();
+    let done = r.state == winx_release_runtime::RecordState::Resolved || shell_done();
     Ok(ShellReply::new(CommandReport {
         status: if done { ExecStatus::Completed } else { ExecStatus::Running },
         command_id: id.to_owned(),
@@ -322,13 +322,13 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
 /// tail), and whether it was cut.
 fn new_output(c: &Cmd) -> (String, bool) {
     use std::io::{Read, Seek, SeekFrom};
-    let limit = winx_release_engine::executions::INLINE_OUTPUT_BYTES;
+    let limit = winx_release_runtime::INLINE_OUTPUT_BYTES;
     let mut delivered = lock(&c.delivered);
     let len = c.rec.output_len();
     let from = (*delivered).max(len.saturating_sub(limit)).min(len);
     let cut = from > *delivered;
     let mut buf = Vec::new();
-    if let Ok(mut f) = std::fs::File::open(c.rec.dir.join(winx_release_engine::executions::OUTPUT_FILE)) {
+    if let Ok(mut f) = std::fs::File::open(c.rec.dir.join(winx_release_runtime::OUTPUT_FILE)) {
         if f.seek(SeekFrom::Start(from)).is_ok() {
             let _ = f.take(len - from).read_to_end(&mut buf);
         }

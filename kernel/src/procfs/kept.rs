@@ -71,7 +71,7 @@ pub(crate) static KEPT: Kept = Kept::new();
 /// the soft descriptor limit (an eighth of the descriptors: the directory
 /// cache, the kernel threads' and the members' pidfds have shares of their
 /// own). Read once: each `getrlimit` was 2 % of a liveness answer.
-pub(crate) fn cap() -> usize {
+pub fn cap() -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CAP.get_or_init(|| crate::sys::cache_share(4 * MAX_KEPT) / 4)
 }

@@ -49,7 +49,7 @@ const MAX_REMEMBERED: usize = 4096;
 
 /// [`MAX_REMEMBERED`], or a quarter of the soft `RLIMIT_NOFILE` when that
 /// is smaller (`sys::cache_share`).
-pub(crate) fn max_remembered() -> usize {
+pub fn max_remembered() -> usize {
     crate::sys::cache_share(MAX_REMEMBERED)
 }
 

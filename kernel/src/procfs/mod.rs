@@ -44,8 +44,8 @@ mod kept;
 mod kthreads;
 mod shared;
 mod shared_table;
-pub(crate) use kept::cap as kept_pairs_at_most;
-pub(crate) use kthreads::max_remembered as kernel_threads_remembered_at_most;
+pub use kept::cap as kept_pairs_at_most;
+pub use kthreads::max_remembered as kernel_threads_remembered_at_most;
 pub mod stat;
 pub mod table;
 mod views;
@@ -58,7 +58,7 @@ use rustix::fs::{Mode, OFlags};
 pub use environ::{env_var, EnvLookup};
 pub use exempt::held_by;
 pub use holders::{find_holder, find_holder_of, sweep, Holder, HolderScan, HowHeld, Sweep};
-pub(crate) use shared::shared_sweep;
+pub use shared::shared_sweep;
 pub use shared_table::snapshot_shared;
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, ProcEntry, ProcTable};
@@ -114,7 +114,7 @@ pub(crate) fn is_gone(e: rustix::io::Errno) -> bool {
 /// # References
 /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
 /// - [`read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
-pub(crate) fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result<Option<usize>, rustix::io::Errno> {
+pub fn read_file(proc: impl AsFd, rel: &str, buf: &mut Vec<u8>) -> Result<Option<usize>, rustix::io::Errno> {
     let fd = match rustix::fs::openat(proc, rel, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty()) {
         Ok(fd) => fd,
         Err(e) if is_gone(e) => return Ok(None),
@@ -170,7 +170,7 @@ fn permitted_caps(status: &[u8]) -> Option<u64> {
 /// # References
 /// - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
 /// - [`ptrace(2)`](https://man7.org/linux/man-pages/man2/ptrace.2.html) ("Ptrace access mode checking")
-pub(crate) fn more_privileged(proc: impl AsFd, pid: i32) -> bool {
+pub fn more_privileged(proc: impl AsFd, pid: i32) -> bool {
     let mut buf = Vec::new();
     let theirs = match read_file(proc.as_fd(), &format!("{pid}/status"), &mut buf) {
         Ok(Some(n)) => permitted_caps(&buf[..n]),

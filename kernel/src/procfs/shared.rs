@@ -64,7 +64,7 @@ static DONE: Condvar = Condvar::new();
 /// Like [`sweep`](super::sweep), but run by one sweep shared with every
 /// release that asks at the same moment (see the module's docs): waits for
 /// the next sweep that starts after this call, or runs it.
-pub(crate) fn shared_sweep(
+pub fn shared_sweep(
     targets: &HashSet<PhysicalId>,
     uid: u32,
     exempt: &[i32],

@@ -31,7 +31,7 @@ const SLACK: usize = 1024;
 /// pidfds take a quarter each, the snapshots' kept pairs an eighth (a
 /// sixteenth of the limit in pairs of two), so that together they leave
 /// the process at least an eighth of its limit.
-pub(crate) fn cache_share(max: usize) -> usize {
+pub fn cache_share(max: usize) -> usize {
     share_of(rustix::process::getrlimit(rustix::process::Resource::Nofile).current, max)
 }
 
@@ -46,7 +46,7 @@ fn share_of(soft: Option<u64>, max: usize) -> usize {
 ///
 /// # References
 /// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
-pub(crate) fn grow_descriptor_table(cached: usize) -> io::Result<usize> {
+pub fn grow_descriptor_table(cached: usize) -> io::Result<usize> {
     let want = cached + SLACK;
     let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let want = soft.map_or(want, |s| want.min(usize::try_from(s.saturating_sub(1)).unwrap_or(want)));

@@ -59,7 +59,7 @@ fn lease_sees_mappings(fd: BorrowedFd<'_>) -> bool {
 
 /// What a lease attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OpenElsewhere {
+pub enum OpenElsewhere {
     /// The lease was granted (and dropped): no other open file description
     /// of the file exists, so no process has it open for reading or
     /// writing, runs it, or maps it.
@@ -86,7 +86,7 @@ pub(crate) enum OpenElsewhere {
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 /// - [`F_SETSIG(2const)`](https://man7.org/linux/man-pages/man2/f_setsig.2const.html)
-pub(crate) fn open_elsewhere(fd: BorrowedFd<'_>) -> OpenElsewhere {
+pub fn open_elsewhere(fd: BorrowedFd<'_>) -> OpenElsewhere {
     let raw = fd.as_raw_fd();
     // SAFETY: `fcntl(F_SETSIG)` takes an integer argument and touches only
     // the open file description `raw` names, which `fd` keeps open for the

@@ -35,13 +35,13 @@ pub fn pidfd_of(pid: i32) -> Option<OwnedFd> {
 
 /// A set of processes, each held by a pidfd (module docs).
 #[derive(Debug, Default)]
-pub(crate) struct Remembered {
+pub struct Remembered {
     map: Mutex<Option<HashMap<i32, OwnedFd>>>,
 }
 
 impl Remembered {
     /// An empty set (usable in a `static`).
-    pub(crate) const fn new() -> Remembered {
+    pub const fn new() -> Remembered {
         Remembered { map: Mutex::new(None) }
     }
 
@@ -49,7 +49,7 @@ impl Remembered {
     /// caller checked about it, unless `cap` pids are remembered already;
     /// replaces an earlier pidfd of the same pid. Returns whether it is
     /// remembered.
-    pub(crate) fn insert(&self, pid: i32, fd: OwnedFd, cap: usize) -> bool {
+    pub fn insert(&self, pid: i32, fd: OwnedFd, cap: usize) -> bool {
         let mut g = super::lock(&self.map);
         let map = g.get_or_insert_with(HashMap::new);
         if map.len() >= cap && !map.contains_key(&pid) {
@@ -62,7 +62,7 @@ impl Remembered {
     /// Whether `pid` is remembered and its process has not exited (one
     /// `poll`); forgets it when it has, or when that cannot be told.
     #[cfg(test)]
-    pub(crate) fn holds(&self, pid: i32) -> bool {
+    pub fn holds(&self, pid: i32) -> bool {
         let mut g = super::lock(&self.map);
         let Some(map) = g.as_mut() else { return false };
         let Some(fd) = map.get(&pid) else { return false };
@@ -77,7 +77,7 @@ impl Remembered {
 
     /// The remembered pids whose processes have not exited (one `poll` for
     /// all); forgets the others, and every pid when the poll fails.
-    pub(crate) fn alive(&self) -> HashSet<i32> {
+    pub fn alive(&self) -> HashSet<i32> {
         let mut g = super::lock(&self.map);
         let Some(map) = g.as_mut() else { return HashSet::new() };
         let pids: Vec<i32> = map.keys().copied().collect();

@@ -10,12 +10,12 @@ type Work = Box<dyn FnOnce() + Send>;
 /// before a step that cannot be undone (a process spawned), so that step
 /// never goes ahead without the thread that must follow it (a leader's
 /// waiter, a shell's readers). Dropped without work, the thread ends.
-pub(crate) struct Reserved(mpsc::Sender<Work>);
+pub struct Reserved(mpsc::Sender<Work>);
 
 impl Reserved {
     /// Starts the thread; fails where none can be had (the user's task
     /// limit reached).
-    pub(crate) fn thread() -> io::Result<Reserved> {
+    pub fn thread() -> io::Result<Reserved> {
         let (give, take) = mpsc::channel::<Work>();
         std::thread::Builder::new().spawn(move || {
             if let Ok(work) = take.recv() {
@@ -26,7 +26,7 @@ impl Reserved {
     }
 
     /// Runs `work` on the thread.
-    pub(crate) fn run(self, work: impl FnOnce() + Send + 'static) {
+    pub fn run(self, work: impl FnOnce() + Send + 'static) {
         // The thread holds the receiving end until it has the work.
         let _ = self.0.send(Box::new(work));
     }

@@ -19,11 +19,11 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub(crate) mod ops;
-pub(crate) mod owned;
-pub(crate) mod probe;
-pub(crate) mod read;
-pub(crate) mod ring;
+pub mod ops;
+pub mod owned;
+pub mod probe;
+pub mod read;
+pub mod ring;
 
-pub use probe::{gather, probe, probe_with, Capabilities, ProbeInputs, Unavailable, REQUIRED_OPS};
+pub use probe::{deny_io_uring_setup, gather, probe, probe_with, Capabilities, ProbeInputs, Unavailable, REQUIRED_OPS};
 pub use ring::RingConfig;

@@ -45,7 +45,7 @@ impl Op {
 /// State shared by every pipeline of one run: the switch to synchronous
 /// mode and the simulated refusal used by tests.
 #[derive(Debug, Default)]
-pub(crate) struct Shared {
+pub struct Shared {
     pub(super) degraded: AtomicBool,
     pub(super) why: OnceLock<String>,
     /// Completion number (1-based, over all pipelines) to turn into
@@ -66,13 +66,13 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// A shared state with no simulated refusal.
-    pub(crate) fn new() -> Arc<Shared> {
+    pub fn new() -> Arc<Shared> {
         Arc::new(Shared::default())
     }
 
     /// A shared state that turns completion number `n` (1-based, counted
     /// over all pipelines, `close` excluded) into `-EINVAL`.
-    pub(crate) fn with_einval_at(n: Option<u64>) -> Arc<Shared> {
+    pub fn with_einval_at(n: Option<u64>) -> Arc<Shared> {
         Arc::new(Shared { einval_at: n.unwrap_or(0), ..Shared::default() })
     }
 
@@ -115,7 +115,7 @@ impl Shared {
     pub(super) fn late_kernel_writes(&self) {}
 
     /// Whether the run switched to synchronous system calls.
-    pub(crate) fn degraded(&self) -> bool {
+    pub fn degraded(&self) -> bool {
         self.degraded.load(Ordering::Relaxed)
     }
 

@@ -27,7 +27,7 @@ use super::ring::{Op, Pipeline, RingConfig, Shared};
 /// A path for an operation: empty (`AT_EMPTY_PATH`), or the NUL-terminated
 /// name that starts at `start` in a shared buffer.
 #[derive(Clone, Debug)]
-pub(crate) enum Name {
+pub enum Name {
     /// The empty path.
     Empty,
     /// The name at `.1` in `.0`, which must hold a NUL at or after `.1`.
@@ -36,7 +36,7 @@ pub(crate) enum Name {
 
 /// A delivered completion.
 #[derive(Debug)]
-pub(crate) enum Done<'a> {
+pub enum Done<'a> {
     /// A `statx` result, or the errno.
     Statx(Result<&'a libc::statx, i32>),
     /// An `openat` result: the new descriptor, or the errno.
@@ -45,7 +45,7 @@ pub(crate) enum Done<'a> {
 
 /// Why an operation was not queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// The name has no NUL terminator in its buffer.
     BadName,
 }
@@ -59,7 +59,7 @@ struct Keep {
 }
 
 /// A pipeline whose operations own what they point to.
-pub(crate) struct Ops {
+pub struct Ops {
     pipe: Pipeline,
     keep: Vec<Option<Keep>>,
     free: Vec<usize>,
@@ -69,12 +69,12 @@ pub(crate) struct Ops {
 
 impl Ops {
     /// Operations on a new ring (or synchronous, see [`Pipeline::new`]).
-    pub(crate) fn new(config: &RingConfig, shared: Arc<Shared>) -> Ops {
+    pub fn new(config: &RingConfig, shared: Arc<Shared>) -> Ops {
         Ops::with(Pipeline::new(config, shared))
     }
 
     /// Operations carried out by system calls, on the calling thread.
-    pub(crate) fn synchronous(config: &RingConfig, shared: Arc<Shared>) -> Ops {
+    pub fn synchronous(config: &RingConfig, shared: Arc<Shared>) -> Ops {
         Ops::with(Pipeline::synchronous(config, shared))
     }
 
@@ -83,17 +83,17 @@ impl Ops {
     }
 
     /// Whether another operation can be queued now.
-    pub(crate) fn has_room(&self) -> bool {
+    pub fn has_room(&self) -> bool {
         self.pipe.has_room()
     }
 
     /// Operations queued and not yet delivered.
-    pub(crate) fn outstanding(&self) -> usize {
+    pub fn outstanding(&self) -> usize {
         self.pipe.outstanding()
     }
 
     /// Closes `fd`, on the ring when there is room (never delivered).
-    pub(crate) fn close(&mut self, fd: OwnedFd) {
+    pub fn close(&mut self, fd: OwnedFd) {
         self.pipe.close(fd);
     }
 
@@ -101,14 +101,7 @@ impl Ops {
     ///
     /// # Panics
     /// When there is no room ([`Ops::has_room`]).
-    pub(crate) fn statx(
-        &mut self,
-        dir: &Arc<OwnedFd>,
-        name: Name,
-        flags: i32,
-        mask: u32,
-        tag: u64,
-    ) -> Result<(), Refused> {
+    pub fn statx(&mut self, dir: &Arc<OwnedFd>, name: Name, flags: i32, mask: u32, tag: u64) -> Result<(), Refused> {
         self.queue(dir, name, tag, false, |dirfd, path| Op::Statx { dirfd, path, flags, mask })
     }
 
@@ -117,7 +110,7 @@ impl Ops {
     ///
     /// # Panics
     /// When there is no room ([`Ops::has_room`]).
-    pub(crate) fn openat(&mut self, dir: &Arc<OwnedFd>, name: Name, flags: i32, tag: u64) -> Result<(), Refused> {
+    pub fn openat(&mut self, dir: &Arc<OwnedFd>, name: Name, flags: i32, tag: u64) -> Result<(), Refused> {
         self.queue(dir, name, tag, true, |dirfd, path| Op::OpenAt { dirfd, path, flags })
     }
 
@@ -158,7 +151,7 @@ impl Ops {
 
     /// Delivers at least `want` completions (fewer only when fewer are
     /// outstanding) to `f(tag, done)`.
-    pub(crate) fn reap(&mut self, want: usize, f: &mut dyn FnMut(u64, Done<'_>)) -> usize {
+    pub fn reap(&mut self, want: usize, f: &mut dyn FnMut(u64, Done<'_>)) -> usize {
         let (keep, free, spent, pipe) = (&mut self.keep, &mut self.free, &mut self.spent, &mut self.pipe);
         let n = pipe.reap(want, &mut |idx, res, st| deliver(keep, free, spent, idx, res, st, f));
         self.bury();
@@ -166,14 +159,14 @@ impl Ops {
     }
 
     /// Delivers everything outstanding.
-    pub(crate) fn drain(&mut self, f: &mut dyn FnMut(u64, Done<'_>)) {
+    pub fn drain(&mut self, f: &mut dyn FnMut(u64, Done<'_>)) {
         let (keep, free, spent, pipe) = (&mut self.keep, &mut self.free, &mut self.spent, &mut self.pipe);
         pipe.drain(&mut |idx, res, st| deliver(keep, free, spent, idx, res, st, f));
         self.bury();
     }
 
     /// Waits for room, delivering what completes meanwhile.
-    pub(crate) fn make_room(&mut self, f: &mut dyn FnMut(u64, Done<'_>)) {
+    pub fn make_room(&mut self, f: &mut dyn FnMut(u64, Done<'_>)) {
         let (keep, free, spent, pipe) = (&mut self.keep, &mut self.free, &mut self.spent, &mut self.pipe);
         pipe.make_room(&mut |idx, res, st| deliver(keep, free, spent, idx, res, st, f));
         self.bury();

@@ -219,6 +219,47 @@ pub(crate) fn mark_refused(why: String) {
     }
 }
 
+/// Installs, on the calling thread only, a seccomp filter that fails
+/// `io_uring_setup` with `errno`, as a container runtime's default
+/// profile does: the way to test that a caller falls back to system calls.
+/// It cannot be removed; run it on a thread of its own.
+///
+/// # References
+/// - [`seccomp(2)`](https://man7.org/linux/man-pages/man2/seccomp.2.html)
+pub fn deny_io_uring_setup(errno: i32) -> std::io::Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let stmt = |code: u16, k: u32| libc::sock_filter { code, jt: 0, jf: 0, k };
+    let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    // struct seccomp_data { int nr; __u32 arch; ... }
+    let filter = [
+        stmt(LD_W_ABS, 4),
+        jump(JEQ_K, ARCH, 1, 0),
+        stmt(RET_K, libc::SECCOMP_RET_ALLOW),
+        stmt(LD_W_ABS, 0),
+        jump(JEQ_K, libc::SYS_io_uring_setup as u32, 0, 1),
+        stmt(RET_K, libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)),
+        stmt(RET_K, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr().cast_mut() };
+    // SAFETY: plain prctl calls; `prog` and `filter` outlive them; the
+    // filter applies to this thread only (no TSYNC).
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -312,41 +353,5 @@ pub(crate) mod tests {
         let Some(inputs) = handle.join().unwrap() else { return };
         assert_eq!(inputs.setup_errno, Some(libc::EPERM));
         assert_eq!(probe_with(&inputs), Err(Unavailable::Setup(libc::EPERM)));
-    }
-
-    /// Installs, on the calling thread only, a seccomp filter that fails
-    /// `io_uring_setup` with `errno`.
-    pub(crate) fn deny_io_uring_setup(errno: i32) -> std::io::Result<()> {
-        #[cfg(target_arch = "x86_64")]
-        const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
-        #[cfg(target_arch = "aarch64")]
-        const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
-        const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-        const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-        const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-        let stmt = |code: u16, k: u32| libc::sock_filter { code, jt: 0, jf: 0, k };
-        let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
-        // struct seccomp_data { int nr; __u32 arch; ... }
-        let filter = [
-            stmt(LD_W_ABS, 4),
-            jump(JEQ_K, ARCH, 1, 0),
-            stmt(RET_K, libc::SECCOMP_RET_ALLOW),
-            stmt(LD_W_ABS, 0),
-            jump(JEQ_K, libc::SYS_io_uring_setup as u32, 0, 1),
-            stmt(RET_K, libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)),
-            stmt(RET_K, libc::SECCOMP_RET_ALLOW),
-        ];
-        let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr().cast_mut() };
-        // SAFETY: plain prctl calls; `prog` and `filter` outlive them; the
-        // filter applies to this thread only (no TSYNC).
-        unsafe {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        Ok(())
     }
 }

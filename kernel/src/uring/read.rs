@@ -51,7 +51,7 @@ fn give_buffer(b: Box<[u8]>) {
 
 /// One file to hash.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct FileJob {
+pub struct FileJob {
     /// An open descriptor, valid for the whole run.
     pub fd: RawFd,
     /// Stop after `limit + 1` bytes: more than that cannot match.
@@ -67,10 +67,14 @@ pub(crate) struct FileJob {
 
 /// A file's digest, its length as read, and its first bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Hashed {
+pub struct Hashed {
+    /// SHA-256 of every byte read.
     pub sha256: [u8; 32],
+    /// How many bytes were read.
     pub len: u64,
+    /// The first bytes, as the job's `keep` asked.
     pub head: Head,
+    /// The BLAKE3 fingerprint, when the job asked for it.
     pub fingerprint: Option<Fingerprint>,
 }
 
@@ -85,7 +89,7 @@ struct Active {
 /// A pipeline and its read buffers (one slot per file in flight, filled
 /// on its first read). The pipeline is drained before the buffers go back
 /// to the pool (or are leaked, if the ring failed with reads in flight).
-pub(crate) struct Reader {
+pub struct Reader {
     pipe: Pipeline,
     bufs: Vec<Option<Box<[u8]>>>,
 }
@@ -93,7 +97,7 @@ pub(crate) struct Reader {
 impl Reader {
     /// A reader with `depth` buffer slots on `pipe` (at most as many as
     /// the pipeline has slots).
-    pub(crate) fn new(pipe: Pipeline, depth: usize) -> Reader {
+    pub fn new(pipe: Pipeline, depth: usize) -> Reader {
         let depth = depth.clamp(1, pipe.capacity());
         Reader { pipe, bufs: (0..depth).map(|_| None).collect() }
     }
@@ -104,7 +108,7 @@ impl Reader {
     /// issued any more: every file being read and every job `next` still
     /// hands out is reported as [`crate::hash::stopped`], and the reads in
     /// flight are reaped before this returns.
-    pub(crate) fn run(
+    pub fn run(
         &mut self,
         jobs: &[FileJob],
         next: &dyn Fn() -> Option<usize>,
@@ -265,7 +269,7 @@ impl Drop for Reader {
 /// this function owns: if the ring is abandoned with opens in flight
 /// ([`Pipeline::poisoned`]), they are leaked, never freed, so the kernel
 /// never resolves a freed name or a reused descriptor number.
-pub(crate) fn open_files_at(dir: BorrowedFd<'_>, names: &[&CStr], ring: bool) -> Vec<io::Result<OwnedFd>> {
+pub fn open_files_at(dir: BorrowedFd<'_>, names: &[&CStr], ring: bool) -> Vec<io::Result<OwnedFd>> {
     const FLAGS: i32 = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let mut opened: Vec<Option<io::Result<OwnedFd>>> = (0..names.len()).map(|_| None).collect();
     let dir = match dir.try_clone_to_owned() {

@@ -49,7 +49,8 @@ use std::sync::Arc;
 use io_uring::{opcode, types, EnterFlags, IoUring};
 
 use super::ops::run_sync;
-pub(crate) use super::ops::{Op, Shared};
+pub(crate) use super::ops::Op;
+pub use super::ops::Shared;
 
 /// How a ring is set up. The defaults are what measured fastest on the
 /// development machine (see `benches/README.md`).
@@ -115,7 +116,7 @@ impl Slot {
 }
 
 /// A bounded set of operations in flight on one ring, or run synchronously.
-pub(crate) struct Pipeline {
+pub struct Pipeline {
     ring: Option<IoUring>,
     /// Fixed for the pipeline's life: the kernel holds pointers to the
     /// `statx` buffers inside.
@@ -171,7 +172,7 @@ pub(crate) fn build_ring(config: &RingConfig) -> std::io::Result<IoUring> {
 impl Pipeline {
     /// A pipeline on a new ring, or synchronous when `shared` already
     /// switched or the ring cannot be set up (the run then switches).
-    pub(crate) fn new(config: &RingConfig, shared: Arc<Shared>) -> Pipeline {
+    pub fn new(config: &RingConfig, shared: Arc<Shared>) -> Pipeline {
         let ring = if shared.degraded() {
             None
         } else {
@@ -187,7 +188,7 @@ impl Pipeline {
     }
 
     /// A synchronous pipeline.
-    pub(crate) fn synchronous(config: &RingConfig, shared: Arc<Shared>) -> Pipeline {
+    pub fn synchronous(config: &RingConfig, shared: Arc<Shared>) -> Pipeline {
         Self::with_ring(None, config, shared)
     }
 

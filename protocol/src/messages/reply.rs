@@ -102,9 +102,9 @@ pub enum ExecutionState {
     FailedToStart,
 }
 
-impl From<winx_release_engine::executions::ExecState> for ExecutionState {
-    fn from(s: winx_release_engine::executions::ExecState) -> ExecutionState {
-        use winx_release_engine::executions::ExecState;
+impl From<winx_release_runtime::ExecState> for ExecutionState {
+    fn from(s: winx_release_runtime::ExecState) -> ExecutionState {
+        use winx_release_runtime::ExecState;
         match s {
             ExecState::Queued => ExecutionState::Queued,
             ExecState::Running => ExecutionState::Running,

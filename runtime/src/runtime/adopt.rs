@@ -9,11 +9,11 @@ use std::sync::Arc;
 use rustix::fs::{Mode, OFlags, CWD};
 
 use super::Runtime;
-use crate::executions::execution::{ExecState, Execution};
-use crate::executions::members::Members;
-use crate::executions::record::{self, is_command_id, ReadRecord, RecordState};
-use crate::scan::{on_trusted_filesystem, DirLook};
-use crate::sys::lock;
+use crate::execution::{ExecState, Execution};
+use crate::members::Members;
+use crate::record::{self, is_command_id, ReadRecord, RecordState};
+use winx_release_engine::scan::{on_trusted_filesystem, DirLook};
+use winx_release_kernel::sys::lock;
 
 impl Runtime {
     /// Adopts every execution of `D/executions` that this runtime does not

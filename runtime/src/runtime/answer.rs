@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::{Mode, Runtime};
-use crate::executions::cgroup::{self, Subtree};
-use crate::executions::execution::{ExecState, Execution};
-use crate::executions::probe::{Probe, QUIET_PROBES};
-use crate::executions::{Liveness, SessionKey};
-use crate::sys::lock;
+use crate::cgroup::{self, Subtree};
+use crate::execution::{ExecState, Execution};
+use crate::probe::{Probe, QUIET_PROBES};
+use crate::{Liveness, SessionKey};
+use winx_release_kernel::sys::lock;
 
 impl Runtime {
     /// Who of session `key` still runs, for a release. Call it under the
@@ -166,7 +166,7 @@ impl Runtime {
         execs: &[Arc<Execution>],
         shells: &[(Arc<Execution>, i32)],
         found: &mut Vec<String>,
-    ) -> Result<bool, crate::procfs::ProcError> {
+    ) -> Result<bool, winx_release_kernel::procfs::ProcError> {
         for _ in 0..QUIET_PROBES {
             let mut probe = Probe::take(self.pid)?;
             let mut here = Vec::new();
@@ -196,7 +196,7 @@ impl Runtime {
         asked: &Asked<'_>,
         probe: &mut Probe,
         here: &mut Vec<String>,
-    ) -> Result<(), crate::procfs::ProcError> {
+    ) -> Result<(), winx_release_kernel::procfs::ProcError> {
         let leaders = lock(&self.children).clone();
         for pid in probe.orphans(self.pid, &leaders) {
             if !probe.refresh(pid) || lock(&self.children).contains(&pid) {

@@ -9,10 +9,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::{Runtime, Spawn};
-use crate::executions::execution::Execution;
-use crate::executions::shell::spawn::{spawn_shell, ShellSpec};
-use crate::executions::shell::{pty, Core, OutputSink, Shell, ShellSpawn, State, Terminal, HOOK_FILE};
-use crate::sys::lock;
+use crate::execution::Execution;
+use crate::shell::spawn::{spawn_shell, ShellSpec};
+use crate::shell::{pty, Core, OutputSink, Shell, ShellSpawn, State, Terminal, HOOK_FILE};
+use winx_release_kernel::sys::lock;
 
 /// How long a reader with nothing to read waits before it looks whether
 /// the shell ended.
@@ -20,7 +20,7 @@ const OUTPUT_POLL: Duration = Duration::from_millis(500);
 
 impl Runtime {
     /// Starts a shell on a terminal as a new execution of session
-    /// `spawn.session` (see [`crate::executions::shell`]). With
+    /// `spawn.session` (see [`crate::shell`]). With
     /// [`Terminal::Open`], every chunk the terminal prints goes to `sink`.
     /// `admitted` proves the caller holds the session's admission barrier.
     ///
@@ -29,7 +29,7 @@ impl Runtime {
     /// recorded as failed to start and the error returned.
     pub fn start_shell(
         self: &Arc<Self>,
-        _admitted: &crate::admission::AdmissionGuard<'_>,
+        _admitted: &winx_release_engine::admission::AdmissionGuard<'_>,
         spawn: ShellSpawn,
         sink: Option<OutputSink>,
     ) -> io::Result<Shell> {
@@ -53,7 +53,7 @@ impl Runtime {
         lock(&self.specs).remove(&e.id);
         let hook = e.dir.join(HOOK_FILE);
         let (ours, theirs) = UnixStream::pair()?;
-        let made = fs::write(&hook, crate::executions::shell::hook_script());
+        let made = fs::write(&hook, crate::shell::hook_script());
         let env_remove = self.env_remove.clone();
         let mut readers = None;
         self.run_with(&e, |e| {
@@ -62,9 +62,9 @@ impl Runtime {
             // are had before it starts: a shell nobody reads would never be
             // seen idle, and its terminal would fill.
             let no_thread = |err: io::Error| io::Error::new(err.kind(), format!("no thread to read the shell: {err}"));
-            let reports = crate::sys::Reserved::thread().map_err(no_thread)?;
+            let reports = winx_release_kernel::sys::Reserved::thread().map_err(no_thread)?;
             let output = match (&controller, &sink) {
-                (Some(_), Some(_)) => Some(crate::sys::Reserved::thread().map_err(no_thread)?),
+                (Some(_), Some(_)) => Some(winx_release_kernel::sys::Reserved::thread().map_err(no_thread)?),
                 _ => None,
             };
             readers = Some((reports, output));
@@ -95,7 +95,7 @@ impl Runtime {
         };
         {
             let core = core.clone();
-            reports.run(move || crate::executions::shell::read_reports(core, ours));
+            reports.run(move || crate::shell::read_reports(core, ours));
         }
         if let (Some(c), Some(sink), Some(output)) = (&core.controller, sink, output) {
             let reader = c.as_fd().try_clone_to_owned()?;

@@ -3,9 +3,9 @@
 //! `union.rs`).
 
 use super::Runtime;
-use crate::executions::cgroup;
-use crate::executions::probe::Probe;
-use crate::executions::shell::Shell;
+use crate::cgroup;
+use crate::probe::Probe;
+use crate::shell::Shell;
 
 impl Runtime {
     /// The pids `shell` left running (its own process excepted): its

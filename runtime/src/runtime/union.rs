@@ -24,9 +24,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::Runtime;
-use crate::executions::cgroup;
-use crate::executions::execution::Execution;
-use crate::executions::probe::Probe;
+use crate::cgroup;
+use crate::execution::Execution;
+use crate::probe::Probe;
 
 impl Runtime {
     /// What of `e` still runs, by the union of the module's docs, not

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::{Shell, Write};
-use crate::admission::AdmissionGuard;
-use crate::executions::execution::{read_tail, INLINE_OUTPUT_BYTES};
-use crate::executions::record::{self, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
-use crate::executions::Runtime;
-use crate::sys::{create_private_dir_all, lock};
+use crate::execution::{read_tail, INLINE_OUTPUT_BYTES};
+use crate::record::{self, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
+use crate::Runtime;
+use winx_release_engine::admission::AdmissionGuard;
+use winx_release_kernel::sys::{create_private_dir_all, lock};
 
 /// One command typed into a shell.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl Shell {
     /// line itself, inside [`Shell::input`].
     pub fn record_command(&self, rt: &Runtime, text: &str) -> io::Result<CommandRecord> {
         let e = &self.core.execution;
-        let id = crate::sys::random_hex(8);
+        let id = winx_release_kernel::sys::random_hex(8);
         let dir = rt.data_dir().join("executions").join(&id);
         create_private_dir_all(&dir)?;
         fs::write(dir.join(COMMAND_FILE), text)?;

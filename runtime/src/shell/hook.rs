@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Core;
-use crate::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// The hook file's name in the shell's execution directory.
 pub const HOOK_FILE: &str = "hook.sh";

@@ -33,8 +33,8 @@
 //! - [`FIONREAD`](https://man7.org/linux/man-pages/man2/TIOCINQ.2const.html)
 
 use super::Shell;
-use crate::executions::Runtime;
-use crate::sys::lock;
+use crate::Runtime;
+use winx_release_kernel::sys::lock;
 
 impl Shell {
     /// Why the shell is busy, or `None` when it is idle (the rule above).
@@ -49,7 +49,7 @@ impl Shell {
         };
         let id = &self.core.execution.id;
         // The runtime's union, two looks in a row finding nothing.
-        for _ in 0..crate::executions::probe::QUIET_PROBES {
+        for _ in 0..crate::probe::QUIET_PROBES {
             let found = rt.still_running(&self.core.execution, &[pid]);
             if !found.is_empty() {
                 return Some(format!("shell {id}: {}", found.join("; ")));

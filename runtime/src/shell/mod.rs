@@ -1,7 +1,7 @@
 //! Shells: an interactive `bash` on a terminal, as one execution of the
 //! runtime, whose typed commands are records of that execution.
 //!
-//! [`Runtime::start_shell`](crate::executions::Runtime::start_shell) starts
+//! [`Runtime::start_shell`](crate::Runtime::start_shell) starts
 //! the shell as the leader of a new execution: session leader with the
 //! terminal's follower as its controlling terminal (util-linux `setsid
 //! --ctty`, so that the engine needs no `unsafe` `pre_exec`), in the
@@ -48,8 +48,8 @@ pub use output::{OutputFilter, Piece};
 
 use super::execution::Execution;
 use super::SessionKey;
-use crate::admission::AdmissionGuard;
-use crate::sys::lock;
+use winx_release_engine::admission::AdmissionGuard;
+use winx_release_kernel::sys::lock;
 
 /// Rows of a terminal the engine opens.
 pub const DEFAULT_ROWS: u16 = 40;

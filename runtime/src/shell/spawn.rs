@@ -21,9 +21,9 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::executions::record::Leader;
-use crate::executions::spawn::{not_found, on_path, CGROUP_JOIN_FAILED};
-use crate::executions::MARKER;
+use crate::record::Leader;
+use crate::spawn::{not_found, on_path, CGROUP_JOIN_FAILED};
+use crate::MARKER;
 
 /// What a shell's leader gets.
 pub(crate) struct ShellSpec<'a> {
@@ -86,5 +86,5 @@ pub(crate) fn spawn_shell(
     cmd.env(MARKER, spec.id);
     let child = spawn(&mut cmd)?;
     let pid = child.id() as i32;
-    Ok((child, crate::executions::probe::spawned_leader(pid, true, true)))
+    Ok((child, crate::probe::spawned_leader(pid, true, true)))
 }

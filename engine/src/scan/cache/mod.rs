@@ -64,8 +64,8 @@ use super::root::scan_opened;
 use super::waiting::refused_mount;
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use notify::Notify;
+use winx_release_kernel::identity::PhysicalId;
 
 mod choose;
 mod eval;
@@ -79,8 +79,8 @@ mod walk;
 use choose::{FillChooser, Way};
 pub(crate) use eval::evaluate;
 use fill::Fill;
-pub(crate) use handle::budget as descriptor_budget;
-pub(crate) use record::DirLook;
+pub use handle::budget as descriptor_budget;
+pub use record::DirLook;
 pub(crate) use walk::RootSnapshot;
 use walk::{
     validate, Fetched, Pending, ReadAhead, Reader, RootRecords, Step, ValidRecords, Walk, WalkCounts, DIRENT_BUF,
@@ -181,7 +181,7 @@ impl DirCache {
             tick_ns: record::coarse_tick_ns(),
             notify: OnceLock::new(),
             watch_budget: AtomicUsize::new(NEW_WATCHES),
-            chooser: FillChooser::new(crate::sys::cores()),
+            chooser: FillChooser::new(winx_release_kernel::sys::cores()),
             forced: Mutex::new(None),
             #[cfg(test)]
             late_fills: std::sync::atomic::AtomicU64::new(0),
