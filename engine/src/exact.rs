@@ -18,8 +18,6 @@ pub const MAX_NAME_BYTES: usize = 255;
 ///
 /// # Errors
 /// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
-// Hidden: public for the engine's path tests; not a supported API.
-#[doc(hidden)]
 pub fn check_exact(path: impl AsRef<OsStr>) -> Result<(), Reason> {
     // The platform's encoding of the path: its bytes on Unix.
     let path = path.as_ref().as_encoded_bytes();

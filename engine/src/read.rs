@@ -83,8 +83,6 @@ impl PinnedRead {
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the frontend adapter's read tool; not a supported API.
-#[doc(hidden)]
 pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
     read_fd_until(fd, keep, &AtomicBool::new(false))
 }
@@ -97,8 +95,6 @@ pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
 /// Those of [`read_fd`]; [`Reason::ReadRequired`] when it gave up (the
 /// file was not read: a caller that still wants it must read it again).
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the frontend adapter's read tool; not a supported API.
-#[doc(hidden)]
 pub fn read_fd_until(fd: BorrowedFd<'_>, keep: Keep, stop: &AtomicBool) -> Result<PinnedRead, Reason> {
     let mut before = Identity::of_fd(fd).map_err(|_| Reason::NotFound)?;
     let mut buf = vec![0u8; HASH_CHUNK];

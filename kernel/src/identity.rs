@@ -98,8 +98,6 @@ impl Identity {
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html) with `AT_EMPTY_PATH`
     /// - `FS_IOC_GETVERSION` (`engine/src/generation.rs`)
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    // Hidden: public for the frontend adapter, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn of_fd<Fd: AsFd>(fd: Fd) -> std::io::Result<Identity> {
         let st = rustix::fs::statx(fd.as_fd(), c"", AtFlags::EMPTY_PATH, IDENTITY_MASK)?;
         let mut id = Identity::from_statx(&st);
@@ -145,15 +143,11 @@ impl Identity {
 
     /// The object's file type.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    // Hidden: public for the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn file_type(&self) -> FileType {
         FileType::from_raw_mode(self.mode)
     }
 
     /// Whether it is a regular file (`S_IFREG` in its mode).
-    // Hidden: public for the frontend adapter's file tools; not a supported API.
-    #[doc(hidden)]
     pub fn is_regular(&self) -> bool {
         self.mode & 0o170_000 == 0o100_000
     }
@@ -192,8 +186,6 @@ pub struct Pin {
 
 impl Pin {
     /// Pins an identity and its digest.
-    // Hidden: public for the frontend library's tokens, the tools and the benches; not a supported API.
-    #[doc(hidden)]
     pub fn new(id: &Identity, sha256: [u8; 32]) -> Pin {
         Pin {
             dev: id.dev,
@@ -237,16 +229,12 @@ impl Pin {
     ///
     /// This is the one identity comparison of the release (check and
     /// recheck in quarantine) and of recovery.
-    // Hidden: public for the frontend library's tokens; not a supported API.
-    #[doc(hidden)]
     pub fn same_object(&self, id: &Identity) -> bool {
         self.dev == id.dev && self.ino == id.ino && self.btime == id.btime && self.generation == id.generation
     }
 
     /// Whether `id` is the same physical object, unchanged since the pin
     /// ([`Pin::same_object`], and the same size and change time).
-    // Hidden: public for the frontend library's tokens; not a supported API.
-    #[doc(hidden)]
     pub fn matches_identity(&self, id: &Identity) -> bool {
         self.same_object(id)
             && self.size == id.size
@@ -255,8 +243,6 @@ impl Pin {
     }
 
     /// The contract's revision string for the pinned bytes.
-    // Hidden: public for the frontend library's tokens; not a supported API.
-    #[doc(hidden)]
     pub fn revision(&self) -> String {
         crate::revision::format(&self.sha256)
     }

@@ -13,8 +13,6 @@ use std::io;
 ///
 /// # References
 /// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
-// Hidden: public for the guardian's start-up; not a supported API.
-#[doc(hidden)]
 pub fn reserve_descriptor_table() -> io::Result<usize> {
     let cached = winx_release_engine::scan::descriptor_budget()
         + winx_release_kernel::procfs::kernel_threads_remembered_at_most()

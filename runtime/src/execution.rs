@@ -51,8 +51,6 @@ impl ExecState {
     }
 
     /// Whether it may still run (started and not resolved).
-    // Hidden: public for the guardian's stop and status; not a supported API.
-    #[doc(hidden)]
     pub fn is_unresolved(self) -> bool {
         matches!(self, ExecState::Running | ExecState::Lingering(_))
     }
@@ -61,8 +59,6 @@ impl ExecState {
     /// resolved (`None` when it is not known: a record an earlier runtime
     /// left without one), 127 for a command that could not start, `None`
     /// while anything of it may run. The one rule every reply uses.
-    // Hidden: public for the guardian's and the frontend adapter's replies; not a supported API.
-    #[doc(hidden)]
     pub fn exit_code(self) -> Option<i64> {
         match self {
             ExecState::Resolved(code) => code.map(i64::from),
@@ -182,8 +178,6 @@ impl Execution {
 
     /// Whether its leader has exited (the shell is done; what it left
     /// behind may still run).
-    // Hidden: public for the guardian's exec replies and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn leader_exited(&self) -> bool {
         lock(&self.leader_exited_unix).is_some()
     }
@@ -213,8 +207,6 @@ impl Execution {
 
     /// The last [`INLINE_OUTPUT_BYTES`] of its output (lossy UTF-8), and
     /// whether earlier output was cut.
-    // Hidden: public for the guardian's and the frontend adapter's replies; not a supported API.
-    #[doc(hidden)]
     pub fn output_tail(&self) -> (String, bool) {
         read_tail(&self.dir.join(OUTPUT_FILE), INLINE_OUTPUT_BYTES)
     }

@@ -1,4 +1,12 @@
-//! Executions: commands a session runs, and who of them still runs.
+//! The process runtime of winx-release: the commands a session runs (its
+//! persistent shell included), who of them still runs, their durable
+//! records, and their adoption by a restarted guardian. It sits on the
+//! release engine (`winx-release-engine`), whose [`RuntimeOwner`] it
+//! answers ([`OwnerAnswer`]) and whose admission barrier guards every
+//! write that can start something, and on the kernel toolkit
+//! (`winx-release-kernel`), which reads `/proc` and holds pidfds for it.
+//!
+//! [`RuntimeOwner`]: winx_release_engine::RuntimeOwner
 //!
 //! A guardian runs each command of a session as an *execution* of a
 //! [`Runtime`]: [`Runtime::submit`] admits it (an id, a directory
@@ -53,6 +61,94 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Example: a minimal guardian
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//!
+//! use winx_release_runtime::{ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn};
+//! use winx_release_engine::read::{read_pinned, Keep};
+//! use winx_release_engine::{recovery, release, Admission, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let workspace = tmp.path().canonicalize()?.join("ws");
+//! std::fs::create_dir(&workspace)?;
+//! let layout = Layout::new(workspace, tmp.path().canonicalize()?.join("data"))?;
+//!
+//! // Once, when the guardian starts: put back what a crash left in
+//! // quarantine, and start the execution runtime, which adopts what an
+//! // earlier guardian left running. (A guardian runs the default options:
+//! // a cgroup per execution where it can, moving itself into its subtree.)
+//! let recovered = recovery::recover(layout.data_dir(), &[layout.workspace().to_path_buf()])?;
+//! assert!(recovered.restored.is_empty());
+//! let opts = RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, ..Default::default() };
+//! let runtime = Runtime::start(layout.data_dir(), &opts);
+//!
+//! // A session: its directory, its identity, its admission barrier.
+//! let session = SessionKey::of_dir(layout.create_session_dir("thread-1")?)?;
+//! let barrier = Admission::new();
+//!
+//! // The agent wrote a helper and read it: the read pinned the object it
+//! // read and the bytes it returned (no-follow, one link, identity stable).
+//! let helper = layout.session_dir("thread-1").join("helper.py");
+//! std::fs::write(&helper, "print('hi')\n")?;
+//! let read = read_pinned(&layout.session_dir("thread-1"), &helper, Keep::Text(4096))?;
+//! assert_eq!(read.head.into_text(false).as_deref(), Some("print('hi')\n"));
+//! let targets = [Target::new(&helper, read.pin)];
+//! let request = ReleaseRequest { layout: &layout, thread_id: "thread-1", targets: &targets };
+//!
+//! // A command of the session, started under the barrier, leaves a process behind.
+//! let command = {
+//!     let _admission = barrier.enter();
+//!     let e = runtime.submit(Spawn {
+//!         thread: "thread-1".into(),
+//!         workspace: layout.workspace().into(),
+//!         cwd: None,
+//!         session,
+//!         command: "sleep 1 &".into(),
+//!         background: false,
+//!         env: vec![],
+//!     })?;
+//!     runtime.run(&e)?;
+//!     e
+//! };
+//!
+//! // The release asks the runtime who still runs, under the barrier.
+//! let release_now = || {
+//!     let admission = barrier.enter();
+//!     let owner = OwnerAnswer {
+//!         liveness: runtime.thread_liveness(&session, "thread-1"),
+//!         pending: 0,
+//!         exempt: vec![std::process::id() as i32],
+//!         session: Some(session),
+//!     };
+//!     release(&request, &admission, &owner, &ReleaseOptions::default())
+//! };
+//! let report = release_now();
+//! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
+//! // A report reads as one line for the request, then one per target.
+//! assert!(report.to_string().starts_with("release denied (execution_active): 0 bytes reclaimed; "), "{report}");
+//! assert!(helper.exists());
+//!
+//! // Once nothing the command started runs, the pinned helper is released.
+//! assert_eq!(command.wait_until(Duration::from_secs(20), ExecState::is_final), ExecState::Resolved(Some(0)));
+//! let report = release_now();
+//! assert_eq!(report.status, Status::Completed, "{report}");
+//! assert_eq!(report.files[0].outcome, Outcome::Released);
+//! assert!(!helper.exists());
+//! println!("{report}");
+//! assert!(report.to_string().contains(&format!("\n  released {}", helper.display())), "{report}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `runtime/examples/tokio_guardian.rs` shows the same from an async guardian:
+//! everything blocking runs with `tokio::task::spawn_blocking` (the barrier
+//! taken there), and a command's end is awaited on the reactor through
+//! `Execution::end_signal` (Linux).
+//!
 
 // Spawning, `/proc` and cgroups are Linux's: elsewhere (and with `--cfg
 // winx_foreign`) the crate is empty, and a host links it only on Linux.
@@ -148,8 +244,6 @@ impl SessionKey {
     }
 
     /// The identity of the directory at `path` (following links).
-    // Hidden: public for the guardian and the frontend adapter; not a supported API.
-    #[doc(hidden)]
     pub fn of_path(path: &Path) -> io::Result<SessionKey> {
         SessionKey::of_dir(std::fs::File::open(path)?)
     }

@@ -43,8 +43,6 @@ thread_local! {
 
 /// How many `/proc` snapshots this thread has taken for the union (what a
 /// liveness answer costs grows with them: each reads every process).
-// Hidden: public for the engine's shell tests; not a supported API.
-#[doc(hidden)]
 pub fn snapshots_taken_here() -> u64 {
     TAKEN.with(|t| t.get())
 }

@@ -219,8 +219,6 @@ impl Runtime {
     }
 
     /// The data directory.
-    // Hidden: public for the guardian and the frontend adapter; not a supported API.
-    #[doc(hidden)]
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
     }
@@ -234,8 +232,6 @@ impl Runtime {
     /// Sets what is called when an execution's leader exits (or it fails
     /// to start), and when an execution resolves. Both run on the
     /// runtime's threads and must not block for long.
-    // Hidden: public for the guardian's shell hooks; not a supported API.
-    #[doc(hidden)]
     pub fn set_hooks(&self, leader_exited: Option<Hook>, resolved: Option<Hook>) {
         *lock(&self.hooks) = Hooks { leader_exited, resolved };
     }
@@ -510,15 +506,11 @@ impl Runtime {
     }
 
     /// Every execution this runtime knows.
-    // Hidden: public for the guardian's status and stop; not a supported API.
-    #[doc(hidden)]
     pub fn executions(&self) -> Vec<Arc<Execution>> {
         lock(&self.table).values().cloned().collect()
     }
 
     /// The executions of session `key` (and those of unknown session).
-    // Hidden: public for the guardian's session table; not a supported API.
-    #[doc(hidden)]
     pub fn executions_of(&self, key: &SessionKey) -> Vec<Arc<Execution>> {
         let mut v: Vec<Arc<Execution>> = self.executions().into_iter().filter(|e| e.is_of(key)).collect();
         v.sort_by(|a, b| a.started_unix.cmp(&b.started_unix).then_with(|| a.id.cmp(&b.id)));
@@ -545,8 +537,6 @@ impl Runtime {
     }
 
     /// The start time of `pid` (for recording peers), if it runs.
-    // Hidden: public for the guardian's peer checks; not a supported API.
-    #[doc(hidden)]
     pub fn start_time_of(pid: i32) -> Option<u64> {
         probe::start_time_of(pid)
     }

@@ -86,8 +86,6 @@ pub struct Held<'a> {
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 /// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
-// Hidden: public for the engine's in_use cost test; not a supported API.
-#[doc(hidden)]
 pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
     let mut held = check(targets, exempt)?;
     // A hold can last a moment only: a child forked by another thread (of

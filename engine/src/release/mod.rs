@@ -217,8 +217,6 @@ impl ReleaseReport {
     /// a denial or invalid input; for a run that failed before anything
     /// moved (`failed`, not touched), the reason of its failed target
     /// (`no_space` or `io_error`); `None` otherwise.
-    // Hidden: public for the frontend library's results; not a supported API.
-    #[doc(hidden)]
     pub fn request_code(&self) -> Option<TargetCode> {
         match self.status {
             Status::Denied | Status::InvalidInput => Some(self.error_code.unwrap_or(Reason::InvalidInput).into()),
@@ -242,8 +240,6 @@ impl ReleaseReport {
 
     /// A report refusing every target with `reason`; per-target reasons
     /// override it where a target has its own.
-    // Hidden: public for the frontend library, the frontend adapter and the guardian; not a supported API.
-    #[doc(hidden)]
     pub fn denied(targets: &[String], reason: Reason, own: &[Option<Reason>], detail: impl Into<String>) -> Self {
         let files = targets
             .iter()

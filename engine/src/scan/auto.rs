@@ -208,16 +208,12 @@ impl ScanBackend for AutoBackend {
 static AUTO: AutoBackend = AutoBackend;
 
 /// The `auto` backend ([`AutoBackend`]).
-// Hidden: public for the scan tool and the benches; not a supported API.
-#[doc(hidden)]
 pub fn auto_backend() -> &'static dyn ScanBackend {
     &AUTO
 }
 
 /// The backend for `choice`, falling back to [`SyncBackend`] (with a
 /// `tracing` line saying why) where io_uring is unavailable.
-// Hidden: public for the scan tool; not a supported API.
-#[doc(hidden)]
 pub fn backend_for(choice: BackendChoice) -> &'static dyn ScanBackend {
     match choice {
         BackendChoice::Sync => &SYNC,

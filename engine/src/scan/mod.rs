@@ -45,6 +45,7 @@ pub use auto::{auto_backend, backend_for, AutoBackend, BackendChoice};
 pub use cache::{CacheStats, DirCache};
 pub use shared::{RootSpec, SharedScanner, SharedStats};
 
+// Hidden: a test hook (a mount made mid-scan).
 #[doc(hidden)]
 pub use lean::after_next_mount_table_read;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS, WAITING_FILESYSTEMS};
@@ -138,8 +139,6 @@ pub struct ScanReport {
 
 impl ScanReport {
     /// Whether the scan failed closed.
-    // Hidden: public for the scan tool and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn failed_closed(&self) -> bool {
         self.verdict == Verdict::FailClosed
     }

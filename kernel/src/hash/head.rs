@@ -53,9 +53,7 @@ enum Kept {
 
 impl Head {
     /// An empty head that keeps what `keep` says.
-    // Hidden: public for the frontend adapter's read tool; not a supported API.
-    #[doc(hidden)]
-    pub fn new(keep: Keep) -> Head {
+    pub(crate) fn new(keep: Keep) -> Head {
         Head::sized(keep, u64::MAX)
     }
 
@@ -71,9 +69,7 @@ impl Head {
     }
 
     /// Bytes kept so far.
-    // Hidden: public for the frontend adapter's read tool; not a supported API.
-    #[doc(hidden)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match &self.kept {
             Kept::Bytes(b) => b.len(),
             Kept::Text { text, carry } => text.len() + carry.len(),
@@ -82,16 +78,12 @@ impl Head {
     }
 
     /// Whether nothing is kept.
-    // Hidden: public for the frontend adapter's read tool; not a supported API.
-    #[doc(hidden)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Adds the next bytes read (from where the last ones ended).
-    // Hidden: public for the frontend adapter's read tool; not a supported API.
-    #[doc(hidden)]
-    pub fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         let room = self.limit.saturating_sub(self.len());
         if room == 0 {
             return;
@@ -124,8 +116,6 @@ impl Head {
     }
 
     /// The bytes kept, by value.
-    // Hidden: public for the engine's read tests; not a supported API.
-    #[doc(hidden)]
     pub fn into_bytes(self) -> Vec<u8> {
         match self.kept {
             Kept::Bytes(b) => b,

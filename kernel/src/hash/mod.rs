@@ -59,7 +59,7 @@ pub struct ReadBytes {
 /// The hash and the kept bytes come from the same reads of the same
 /// descriptor, so the content a caller returns is the content it hashed.
 /// This is the one synchronous SHA-256 read; the io_uring pipeline is in
-/// [`crate::rehash`].
+/// the release engine's `rehash`, on [`crate::uring`].
 ///
 /// # References
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)

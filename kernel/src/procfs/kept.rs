@@ -67,7 +67,7 @@ pub(crate) struct Kept(Mutex<Option<Pairs>>);
 /// The pairs the snapshots keep.
 pub(crate) static KEPT: Kept = Kept::new();
 
-/// How many pairs may be kept: [`MAX_KEPT`], and at most a sixteenth of
+/// How many pairs may be kept: `MAX_KEPT`, and at most a sixteenth of
 /// the soft descriptor limit (an eighth of the descriptors: the directory
 /// cache, the kernel threads' and the members' pidfds have shares of their
 /// own). Read once: each `getrlimit` was 2 % of a liveness answer.

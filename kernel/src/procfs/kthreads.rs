@@ -47,7 +47,7 @@ use crate::sys::{pidfd_of, Remembered};
 /// them. The threads past the cap are read in full, as before.
 const MAX_REMEMBERED: usize = 4096;
 
-/// [`MAX_REMEMBERED`], or a quarter of the soft `RLIMIT_NOFILE` when that
+/// `MAX_REMEMBERED`, or a quarter of the soft `RLIMIT_NOFILE` when that
 /// is smaller (`sys::cache_share`).
 pub fn max_remembered() -> usize {
     crate::sys::cache_share(MAX_REMEMBERED)

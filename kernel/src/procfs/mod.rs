@@ -1,7 +1,6 @@
-//! Reading `/proc`: the one module that reads processes' state, for the
-//! runtime's liveness answer (`crate::executions`, which says who still
-//! runs) and for the release's `in_use` step (which process holds a
-//! target open or mapped).
+//! Reading `/proc`: the one module that reads processes' state: who runs
+//! (a process runtime's liveness answer is made of these reads) and which
+//! process holds an object open or mapped (a release's `in_use` step).
 //!
 //! One operation per file:
 //! - [`stat`]: one process's `/proc/<pid>/stat` (state, parent, process

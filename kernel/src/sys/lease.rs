@@ -71,7 +71,7 @@ pub enum OpenElsewhere {
     /// them, a file of another owner without `CAP_LEASE`, a descriptor
     /// opened for writing), or was granted on a filesystem where that does
     /// not rule out a mapping (`EOPNOTSUPP`: not one of
-    /// [`LEASE_SEES_MAPPINGS`]): the caller must look another way.
+    /// `LEASE_SEES_MAPPINGS`): the caller must look another way.
     CannotTell(rustix::io::Errno),
 }
 

@@ -26,8 +26,6 @@ const SO_PEERPIDFD: libc::c_int = 77;
 ///
 /// # References
 /// - [`unix(7)`](https://man7.org/linux/man-pages/man7/unix.7.html) (`SO_PEERPIDFD`)
-// Hidden: public for the guardian's peer checks; not a supported API.
-#[doc(hidden)]
 pub fn peer_pidfd(socket: BorrowedFd<'_>) -> Option<OwnedFd> {
     let mut fd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;

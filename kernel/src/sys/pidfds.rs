@@ -27,8 +27,6 @@ use rustix::process::{pidfd_open, Pid, PidfdFlags};
 /// Opens a pidfd of `pid` (of this process's PID namespace); `None` when
 /// the process is gone or pidfds are not available (Linux before 5.3, a
 /// seccomp filter).
-// Hidden: public for the guardian's peer checks; not a supported API.
-#[doc(hidden)]
 pub fn pidfd_of(pid: i32) -> Option<OwnedFd> {
     pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
 }

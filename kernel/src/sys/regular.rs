@@ -19,8 +19,6 @@ use rustix::fs::{FileType, Mode, OFlags};
 /// # References
 /// - [`open(2)`](https://man7.org/linux/man-pages/man2/open.2.html) (`O_NONBLOCK` on a fifo)
 /// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html) (`F_SETFL`)
-// Hidden: public for the frontend's receipts; not a supported API.
-#[doc(hidden)]
 pub fn open_regular(path: &Path) -> io::Result<File> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = rustix::fs::open(path, flags, Mode::empty())?;

@@ -9,7 +9,7 @@
 //!
 //! - `owned`: `openat`/`statx` whose paths and descriptors the pipeline
 //!   holds until completion, so the scan backend
-//!   (`UringBackend`, in `crate::scan::uring`) needs no `unsafe`;
+//!   (the release engine's `UringBackend`) needs no `unsafe`;
 //! - [`probe()`], [`probe_with`], [`gather`]: availability and the reason
 //!   it is missing;
 //! - [`RingConfig`]: ring set-up knobs;

@@ -3,7 +3,7 @@
 //! the synchronous form of each operation.
 //!
 //! The ownership rules of `ring.rs` hold here too: a path, buffer or
-//! descriptor named by an [`Op`] stays valid until its completion is
+//! descriptor named by an `Op` stays valid until its completion is
 //! delivered.
 //!
 //! # References

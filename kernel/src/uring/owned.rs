@@ -1,16 +1,16 @@
 //! Safe `openat`/`statx` on a [`Pipeline`]: the pipeline owns what each
 //! operation points to until its completion.
 //!
-//! [`Pipeline::push`] is unsafe because the caller must keep a path and a
+//! `Pipeline::push` is unsafe because the caller must keep a path and a
 //! descriptor alive until the completion. [`Ops`] takes that duty over: an
 //! operation is given shared handles ([`Arc<OwnedFd>`] for the directory, an
 //! [`Arc`]ed name buffer for the path), and `Ops` holds clones of them until
 //! the completion has been delivered. If the ring was abandoned
-//! ([`Pipeline::poisoned`]), those clones are leaked instead of dropped, as
+//! (`Pipeline::poisoned`), those clones are leaked instead of dropped, as
 //! the kernel may still hold the pointers. An `openat` completion is
 //! delivered as an [`OwnedFd`], so no caller ever handles a raw descriptor.
 //!
-//! With this, the io_uring scan backend (`crate::scan::uring`) needs no
+//! With this, the release engine's io_uring scan backend needs no
 //! `unsafe` of its own.
 //!
 //! # References

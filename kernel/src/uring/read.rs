@@ -6,7 +6,7 @@
 //! process-wide pool and go back to it, so repeated rehashes reuse them; a
 //! slot takes its buffer when it first reads, so a worker that never has
 //! `depth` files in flight (large files go two by two, see
-//! [`IN_FLIGHT_BYTES`]) never holds `depth` buffers.
+//! `IN_FLIGHT_BYTES`) never holds `depth` buffers.
 //!
 //! # References
 //! - [`io_uring_enter(2)`](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
@@ -267,7 +267,7 @@ impl Drop for Reader {
 ///
 /// The ring is handed copies of the names and a duplicate of `dir` that
 /// this function owns: if the ring is abandoned with opens in flight
-/// ([`Pipeline::poisoned`]), they are leaked, never freed, so the kernel
+/// (`Pipeline::poisoned`), they are leaked, never freed, so the kernel
 /// never resolves a freed name or a reused descriptor number.
 pub fn open_files_at(dir: BorrowedFd<'_>, names: &[&CStr], ring: bool) -> Vec<io::Result<OwnedFd>> {
     const FLAGS: i32 = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;

@@ -8,7 +8,7 @@
 //!
 //! The same interface runs without a ring: in synchronous mode each
 //! operation is carried out by the matching system call when it is pushed,
-//! and its result is delivered by the next [`Pipeline::reap`]. A pipeline
+//! and its result is delivered by the next `Pipeline::reap`. A pipeline
 //! switches to synchronous mode for good when a completion reports `EINVAL`
 //! (what gVisor answers for operations it does not implement): that
 //! operation is run again synchronously, its synchronous result is the one
@@ -27,9 +27,9 @@
 //!   the completion is delivered;
 //! - [`Pipeline`]'s `Drop` waits for every submitted operation (it never
 //!   submits queued ones); if that wait fails, the slots are leaked rather
-//!   than freed under the kernel, and [`Pipeline::poisoned`] tells the owner
+//!   than freed under the kernel, and `Pipeline::poisoned` tells the owner
 //!   of read buffers to leak them too.
-//! - when `io_uring_enter` fails for good ([`Pipeline::poisoned`] becomes
+//! - when `io_uring_enter` fails for good (`Pipeline::poisoned` becomes
 //!   true), every operation then outstanding is delivered with `-EIO`
 //!   although the kernel may still carry it out: its `statx` slot is
 //!   leaked here, and whoever owns its read buffer, path or descriptor must

@@ -116,8 +116,6 @@ impl Runtime {
 
     /// The execution `id`: known to this runtime, adopted now from
     /// `D/executions`, or a resolved record there.
-    // Hidden: public for the guardian's exec ops and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn lookup(&self, id: &str) -> Option<Arc<Execution>> {
         if let Some(e) = lock(&self.table).get(id).cloned() {
             return Some(e);

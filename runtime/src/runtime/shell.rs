@@ -115,8 +115,6 @@ impl Runtime {
     /// Whether `e` is a live shell of this runtime that is idle
     /// ([`Shell::busy`] finds nothing): its own process then counts as
     /// running for nobody (a guardian's `stop` asks it).
-    // Hidden: public for the guardian's stop; not a supported API.
-    #[doc(hidden)]
     pub fn is_idle_shell(&self, e: &Execution) -> bool {
         matches!(self.shell_answer(e), Some(None))
     }

@@ -12,8 +12,6 @@ impl Runtime {
     /// cgroup's processes, the `/proc` members of its execution and their
     /// descendants, its remembered members; an error when that cannot be
     /// told.
-    // Hidden: public for the engine's shell tests; not a supported API.
-    #[doc(hidden)]
     pub fn shell_jobs(&self, shell: &Shell) -> Result<Vec<i32>, String> {
         let e = shell.execution();
         let own: Vec<i32> = shell.pid().into_iter().collect();

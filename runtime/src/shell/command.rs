@@ -48,8 +48,6 @@ impl Shell {
     /// Records `text` as a command of this shell and types the line that
     /// runs it. The caller holds the session's admission barrier and has
     /// checked [`Shell::at_prompt`].
-    // Hidden: public for the engine's shell tests; not a supported API.
-    #[doc(hidden)]
     pub fn type_command(&self, rt: &Runtime, admitted: &AdmissionGuard<'_>, text: &str) -> io::Result<CommandRecord> {
         let c = self.record_command(rt, text)?;
         self.write(admitted, Write::Line, c.typed_line().as_bytes())?;
@@ -103,15 +101,11 @@ impl CommandRecord {
     /// prompt, read late by a reader that lags behind the terminal, ends
     /// nothing; nor does one the command printed itself before its prompt
     /// was reported.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn ended_by(&self, prompt: u64, reported: u64) -> bool {
         prompt > self.prompts_before && prompt <= reported
     }
 
     /// Appends what the command printed to its `output`.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn append_output(&self, bytes: &[u8]) -> io::Result<()> {
         match lock(&self.out).as_mut() {
             Some(f) => f.write_all(bytes),
@@ -121,29 +115,21 @@ impl CommandRecord {
 
     /// The last [`INLINE_OUTPUT_BYTES`] of its output, and whether earlier
     /// output was cut.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn output_tail(&self) -> (String, bool) {
         read_tail(&self.dir.join(OUTPUT_FILE), INLINE_OUTPUT_BYTES)
     }
 
     /// The size of its output so far.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn output_len(&self) -> u64 {
         fs::metadata(self.dir.join(OUTPUT_FILE)).map(|m| m.len()).unwrap_or(0)
     }
 
     /// Its exit code, once finished.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn exit_code(&self) -> Option<i32> {
         lock(&self.record).exit_code
     }
 
     /// Whether it is back at the prompt (recorded resolved).
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn finished(&self) -> bool {
         lock(&self.record).state == RecordState::Resolved
     }
@@ -176,8 +162,6 @@ impl CommandRecord {
 
 /// A command record of `D/executions/<id>` read back (a finished command
 /// of an earlier look or guardian): the record and its output's tail.
-// Hidden: public for the guardian's shell ops; not a supported API.
-#[doc(hidden)]
 pub fn read_command(data_dir: &Path, id: &str) -> Option<(Record, (String, bool))> {
     if !record::is_command_id(id) {
         return None;

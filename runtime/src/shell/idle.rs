@@ -40,8 +40,6 @@ impl Shell {
     /// Why the shell is busy, or `None` when it is idle (the rule above).
     /// Call it under the session's admission barrier, so that nothing is
     /// written to the terminal meanwhile.
-    // Hidden: public for the engine's shell tests; not a supported API.
-    #[doc(hidden)]
     pub fn busy(&self, rt: &Runtime) -> Option<String> {
         let pid = match self.busy_before_union() {
             Ok(pid) => pid,

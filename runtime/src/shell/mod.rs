@@ -139,16 +139,12 @@ pub enum Write {
 
 impl Shell {
     /// The shell's execution.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn execution(&self) -> &Arc<Execution> {
         &self.core.execution
     }
 
     /// The shell's pid, once spawned.
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
-    pub fn pid(&self) -> Option<i32> {
+    pub(crate) fn pid(&self) -> Option<i32> {
         self.core.execution.leader().map(|l| l.pid)
     }
 
@@ -160,8 +156,6 @@ impl Shell {
     }
 
     /// How many prompts the hook reported so far.
-    // Hidden: public for the guardian's shell ops and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn prompts(&self) -> u64 {
         lock(&self.core.state).prompts
     }
@@ -172,8 +166,6 @@ impl Shell {
     }
 
     /// Whether the shell's process has exited (or its hook channel closed).
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     pub fn ended(&self) -> bool {
         self.core.execution.leader_exited() || lock(&self.core.state).hook_gone
     }
@@ -203,8 +195,6 @@ impl Shell {
     ///
     /// # References
     /// - [`write(2)`](https://man7.org/linux/man-pages/man2/write.2.html)
-    // Hidden: public for the guardian's shell ops; not a supported API.
-    #[doc(hidden)]
     ///
     /// The controller is non-blocking: a write the terminal cannot take now
     /// (a program that does not read its input, ~20 KB of lines queued)

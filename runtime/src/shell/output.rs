@@ -48,8 +48,6 @@ pub struct OutputFilter {
 
 impl OutputFilter {
     /// Filters `bytes`, returning text and markers in order.
-    // Hidden: public for the guardian's shell output and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Piece> {
         let mut out = Vec::new();
         let mut text = Vec::new();

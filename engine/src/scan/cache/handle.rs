@@ -35,7 +35,7 @@ const MAX_KEPT: usize = 16_384;
 static KEPT: AtomicUsize = AtomicUsize::new(0);
 
 /// How many descriptors the cache may keep: a quarter of the soft
-/// `RLIMIT_NOFILE` (read once; `sys::cache_share`), at most [`MAX_KEPT`].
+/// `RLIMIT_NOFILE` (read once; `sys::cache_share`), at most `MAX_KEPT`.
 pub fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
     *BUDGET.get_or_init(|| winx_release_kernel::sys::cache_share(MAX_KEPT))

@@ -129,8 +129,6 @@ pub struct UringBackend {
 
 impl UringBackend {
     /// A backend with `config`.
-    // Hidden: public for the benches and the engine's scan tests; not a supported API.
-    #[doc(hidden)]
     pub fn new(config: UringConfig) -> UringBackend {
         UringBackend { config }
     }
