@@ -1,12 +1,13 @@
-//! The engine's public API changes only on purpose.
+//! Each library crate's public API changes only on purpose.
 //!
-//! This test lists every public item the crate exposes — items of `pub mod`
+//! This test lists, for every library crate of the workspace (`CRATES`),
+//! every public item the crate exposes — items of `pub mod`
 //! modules reachable from `lib.rs`, `pub use` re-exports, public methods of
 //! inherent impls and public struct fields — by reading the sources, and
-//! compares the list with `engine/public-api.txt`. A change to the API makes
-//! it fail with the difference; accept a deliberate change with
-//! `UPDATE_PUBLIC_API=1 cargo test -p winx-release-engine --test public_api`
-//! and commit the new list with the change. `PUBLIC_API_COUNT=1` prints the
+//! compares the list with the crate's `public-api.txt` (`engine/public-api.txt`,
+//! …). A change to an API makes it fail with the difference; accept a
+//! deliberate change with `UPDATE_PUBLIC_API=1 cargo test --test public_api`
+//! and commit the new lists with the change. `PUBLIC_API_COUNT=1` prints the
 //! counts instead (a supported function is an ` fn` line without `(hidden)`).
 //!
 //! The reader is line-based and knows this crate's formatting (rustfmt's):
@@ -608,41 +609,52 @@ fn public_items(src: &Path) -> BTreeSet<String> {
     lister.out
 }
 
+/// Every library crate of the workspace, bottom up: each keeps its list in
+/// `<dir>/public-api.txt`.
+const CRATES: &[&str] =
+    &["kernel", "runtime", "engine", "protocol", "guardian", "frontend", "frontend-adapter", "stress", "tools"];
+
 #[test]
 fn the_public_api_is_the_listed_one() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = std::env::var_os("PUBLIC_API_SRC").map(PathBuf::from).unwrap_or_else(|| manifest.join("src"));
-    let items = public_items(&src);
-    let listed_path = manifest.join("public-api.txt");
-    let now: String = items.iter().map(|i| format!("{i}\n")).collect();
-    if std::env::var_os("PUBLIC_API_COUNT").is_some() {
-        let hidden = items.iter().filter(|i| i.ends_with("(hidden)")).count();
-        let fns: Vec<_> = items.iter().filter(|i| i.contains(" fn")).collect();
-        let supported = fns.iter().filter(|i| !i.ends_with("(hidden)")).count();
-        eprintln!(
-            "{} public items ({} hidden) in {}; {} functions, {} supported",
-            items.len(),
-            hidden,
-            src.display(),
-            fns.len(),
-            supported
-        );
-        return;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut changed = Vec::new();
+    for dir in CRATES {
+        let manifest = root.join(dir);
+        let src = manifest.join("src");
+        let items = public_items(&src);
+        let listed_path = manifest.join("public-api.txt");
+        let now: String = items.iter().map(|i| format!("{i}\n")).collect();
+        if std::env::var_os("PUBLIC_API_COUNT").is_some() {
+            let hidden = items.iter().filter(|i| i.ends_with("(hidden)")).count();
+            let fns: Vec<_> = items.iter().filter(|i| i.contains(" fn")).collect();
+            let supported = fns.iter().filter(|i| !i.ends_with("(hidden)")).count();
+            eprintln!(
+                "{} public items ({} hidden) in {}; {} functions, {} supported",
+                items.len(),
+                hidden,
+                src.display(),
+                fns.len(),
+                supported
+            );
+            continue;
+        }
+        if std::env::var_os("UPDATE_PUBLIC_API").is_some() {
+            std::fs::write(&listed_path, &now).unwrap();
+            continue;
+        }
+        let listed = std::fs::read_to_string(&listed_path).unwrap_or_default();
+        let listed: BTreeSet<String> = listed.lines().map(str::to_owned).collect();
+        let added: Vec<_> = items.difference(&listed).map(|i| format!("  {i}")).collect();
+        let removed: Vec<_> = listed.difference(&items).map(|i| format!("  {i}")).collect();
+        if !added.is_empty() || !removed.is_empty() {
+            changed.push(format!("{dir}:\nadded:\n{}\nremoved:\n{}", added.join("\n"), removed.join("\n")));
+        }
     }
-    if std::env::var_os("UPDATE_PUBLIC_API").is_some() {
-        std::fs::write(&listed_path, &now).unwrap();
-        return;
-    }
-    let listed = std::fs::read_to_string(&listed_path).unwrap_or_default();
-    let listed: BTreeSet<String> = listed.lines().map(str::to_owned).collect();
-    let added: Vec<_> = items.difference(&listed).collect();
-    let removed: Vec<_> = listed.difference(&items).collect();
     assert!(
-        added.is_empty() && removed.is_empty(),
-        "the engine's public API changed.\nadded:\n  {}\nremoved:\n  {}\nIf this is deliberate, run \
-         UPDATE_PUBLIC_API=1 cargo test -p winx-release-engine --test public_api and commit engine/public-api.txt.",
-        added.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
-        removed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
+        changed.is_empty(),
+        "a crate's public API changed.\n{}\nIf this is deliberate, run UPDATE_PUBLIC_API=1 cargo test --test \
+         public_api and commit the crates' public-api.txt.",
+        changed.join("\n")
     );
 }
 
