@@ -15,8 +15,8 @@ use std::path::Path;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::error::FrontendError;
 use crate::wire::{AllOrList, CodeWriterConfig, ModeName};
+use winx_release_frontend::error::FrontendError;
 
 /// The compiled policy of one session.
 #[derive(Clone, Debug)]

@@ -31,7 +31,7 @@ pub use winx_release_protocol::shell::ShellAction;
 
 pub use crate::bash_args::{BashAction, BashCommandArgs, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS};
 
-use crate::error::FrontendError;
+use winx_release_frontend::error::FrontendError;
 
 pub use winx_release_frontend::request::{EditFilesArgs, ReleaseArgs, ReleaseEntry};
 pub use winx_release_frontend::result::RELEASE_MODE;

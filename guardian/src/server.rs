@@ -21,11 +21,11 @@ use winx_release_runtime::{ExecState, LivenessChoice, Runtime, RuntimeOptions};
 use crate::activation;
 use crate::error::context;
 use crate::exec;
+use crate::hello::{CAPABILITIES, PROTOCOL};
 use crate::in_flight::{caught, Counted};
 use crate::pool::Pool;
 use crate::sessions::{layout_of, Guardian, OpError, RecordedPolicy};
 use crate::sync::lock;
-use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
     guardian: Arc<Guardian>,

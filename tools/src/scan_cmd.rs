@@ -26,7 +26,7 @@ use winx_release_engine::scan::{
 };
 use winx_release_kernel::identity::PhysicalId;
 
-use crate::{print_json, EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
+use crate::common::{print_json, EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
 
 /// Which scan backend to use.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]

@@ -48,9 +48,9 @@ use winx_release_frontend::ReleaseResult;
 use winx_release_kernel::sys::lock;
 
 use super::{Frontend, InitializedThread};
-use crate::error::{Code, FrontendError};
-use crate::receipt::Fingerprint;
 use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs};
+use winx_release_frontend::error::{Code, FrontendError};
+use winx_release_frontend::receipt::Fingerprint;
 
 impl Frontend {
     pub(super) fn edit(&self, args: &Value) -> Value {

@@ -39,11 +39,11 @@ use winx_release_engine::quota;
 use winx_release_engine::Reason;
 
 use crate::embedded::ExecTable;
-use crate::error::{Code, FrontendError};
 use crate::policy::Policy;
-use crate::receipt::ReceiptStore;
-use crate::token::TokenKey;
 use crate::wire::{InitializeArgs, ModeName};
+use winx_release_frontend::error::{Code, FrontendError};
+use winx_release_frontend::receipt::ReceiptStore;
+use winx_release_frontend::token::TokenKey;
 use winx_release_kernel::sys::lock;
 use winx_release_kernel::sys::random_hex;
 use winx_release_protocol::client::{ClientError, GuardianClient, Hello, Timeouts};

@@ -30,18 +30,18 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::error::FrontendError;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use winx_release_engine::preflight::place_helper;
 use winx_release_engine::read::{read_fd_until, read_pinned_all_until, Head, Keep, PinnedRead};
 use winx_release_engine::{Identity, Reason};
+use winx_release_frontend::error::FrontendError;
 use winx_release_kernel::sys::lock;
 
 use super::{Frontend, InitializedThread};
-use crate::error::Code;
-use crate::token::TokenSubject;
 use crate::wire::ReadFilesArgs;
+use winx_release_frontend::error::Code;
+use winx_release_frontend::token::TokenSubject;
 
 /// Most content bytes returned per file.
 pub const CONTENT_LIMIT: usize = 256 * 1024;

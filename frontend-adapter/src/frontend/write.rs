@@ -49,8 +49,8 @@ use winx_release_engine::resolve::{mkdir_beneath, open_dir_abs};
 use winx_release_engine::Reason;
 
 use super::Frontend;
-use crate::error::{Code, FrontendError};
 use crate::wire::{WriteArgs, DEFAULT_WAIT_SECONDS, EDIT_OPERATION};
+use winx_release_frontend::error::{Code, FrontendError};
 use winx_release_kernel::sys::random_hex;
 
 /// A write refused before anything was written.

@@ -94,5 +94,5 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
     // A tool call still blocked in the adapter (a long command wait) must not
     // keep the process alive once the client is gone.
     runtime.shutdown_timeout(Duration::from_millis(200));
-    result.map(|()| crate::EXIT_OK)
+    result.map(|()| crate::common::EXIT_OK)
 }
