@@ -65,9 +65,9 @@
 //! identities, pins and revisions this crate's API takes come from it.
 //!
 //! An MCP server that offers releases also links the frontend library,
-//! `winx-release-frontend`: generation tokens ([`Pin`] bound to a thread,
+//! `winx-release-host`: generation tokens ([`Pin`] bound to a thread,
 //! workspace and path), receipts, the request's checks in the contract's
-//! order and the result JSON; `frontend/examples/winx_host.rs` is a host
+//! order and the result JSON; `host/examples/winx_host.rs` is a host
 //! that is frontend and runtime in one process, with glue only. What an
 //! embedder must get right (the barrier's contract, the owner's answers,
 //! async hosts, `RuntimeOptions` in a process with children of its own,

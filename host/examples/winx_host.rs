@@ -4,10 +4,10 @@
 //! the same request again (a replay). It has no safety code of its own: the
 //! generation token, the receipts and their keys, every request check, the
 //! admission barrier, the rules on paths and the release itself are library
-//! calls (`winx-release-frontend` and `winx-release-engine`); what is here
+//! calls (`winx-release-host` and `winx-release-engine`); what is here
 //! is glue: holding the state, building JSON, calling the steps in order.
 //!
-//! Run: `cargo run -p winx-release-frontend --example winx_host` (Linux; it
+//! Run: `cargo run -p winx-release-host --example winx_host` (Linux; it
 //! works in a temporary directory and exits 0 when every step answered as
 //! the contract says).
 
@@ -21,8 +21,8 @@ mod host {
     use serde_json::{json, Value};
     use winx_release_engine::read::{read_pinned, Keep};
     use winx_release_engine::{recovery, release, Admission, Layout, ReleaseOptions, ReleaseRequest};
-    use winx_release_frontend::request::{self, Binding};
-    use winx_release_frontend::{Code, FrontendError, ReceiptStore, ReleaseResult, TokenKey, TokenSubject};
+    use winx_release_host::request::{self, Binding};
+    use winx_release_host::{Code, FrontendError, ReceiptStore, ReleaseResult, TokenKey, TokenSubject};
     use winx_release_runtime::{
         ExecState, Execution, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
     };

@@ -1,6 +1,6 @@
-//! The frontend half of winx-release as a library: what an MCP server that
-//! offers guarded release of temporary helpers links, whatever its own
-//! transport, tools and runtime.
+//! The host library of winx-release: what an MCP server that offers
+//! guarded release of temporary helpers links (as the frontend half of
+//! it), whatever its own transport, tools and runtime.
 //!
 //! - [`token`]: generation tokens. A [`TokenKey`] is the process secret;
 //!   [`TokenKey::mint`] binds a thread, workspace, exact path and the
@@ -16,9 +16,11 @@
 //!   codes.
 //!
 //! With the engine (`winx-release-engine`: reads that pin, the
-//! [`Admission`](winx_release_engine::Admission) barrier, executions,
-//! `release()`) a server writes glue only: see
-//! `frontend/examples/winx_host.rs`, one process that is frontend and
+//! [`Admission`](winx_release_engine::Admission) barrier, `release()`) and,
+//! where it runs commands itself, the process runtime
+//! (`winx-release-runtime`: executions and their liveness) a server writes
+//! glue only: see
+//! `host/examples/winx_host.rs`, one process that is frontend and
 //! runtime at once, and `docs/DESIGN.md`, section "Embedding".
 //!
 //! # A release, in the contract's order
@@ -26,8 +28,8 @@
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use winx_release_engine::{release, Admission, IdleOwner, Layout, ReleaseOptions, ReleaseRequest};
-//! use winx_release_frontend::request::{self, Binding};
-//! use winx_release_frontend::{Code, Fingerprint, FrontendError, ReceiptStore, ReleaseResult, TokenKey};
+//! use winx_release_host::request::{self, Binding};
+//! use winx_release_host::{Code, Fingerprint, FrontendError, ReceiptStore, ReleaseResult, TokenKey};
 //!
 //! # let (layout, key, barrier, args): (Layout, TokenKey, Admission, serde_json::Value) = todo!();
 //! let receipts = ReceiptStore::new(layout.data_dir());

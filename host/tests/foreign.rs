@@ -6,8 +6,8 @@
 
 use serde_json::json;
 use winx_release_engine::Layout;
-use winx_release_frontend::request::{self, Binding};
-use winx_release_frontend::{ReceiptStore, ReleaseResult, TokenKey};
+use winx_release_host::request::{self, Binding};
+use winx_release_host::{ReceiptStore, ReleaseResult, TokenKey};
 
 #[test]
 fn checks_run_and_targets_are_unsupported_platform() {

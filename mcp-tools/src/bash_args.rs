@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::wire::{from_value, ShellAction};
-use winx_release_frontend::error::FrontendError;
+use winx_release_host::error::FrontendError;
 
 /// Default `wait_for_seconds` of `BashCommand`.
 pub const DEFAULT_WAIT_SECONDS: f64 = 5.0;

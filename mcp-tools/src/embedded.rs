@@ -25,7 +25,7 @@ use winx_release_engine::layout::Layout;
 use winx_release_engine::Reason;
 use winx_release_runtime::{ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 
-use winx_release_frontend::error::{Code, FrontendError};
+use winx_release_host::error::{Code, FrontendError};
 
 /// Where and for whom a command runs.
 pub(crate) struct ExecContext<'a> {

@@ -1,10 +1,12 @@
-//! This project's own MCP frontend, independent of the MCP transport: the
-//! tools over this project's guardian protocol.
+//! The MCP tools of this project's frontend (`Initialize`, `ReadFiles`,
+//! `EditFiles`, `BashCommand`), independent of the MCP transport, over this
+//! project's guardian protocol; `tools/src/mcp` is the thin rmcp server
+//! around them.
 //!
-//! The rules it shares with any other MCP server live in the frontend
-//! library, `winx-release-frontend`, and are re-exported here: [`token`],
+//! The rules it shares with any other MCP server live in the host
+//! library, `winx-release-host`, and are re-exported here: [`token`],
 //! [`receipt`], [`error`], and the release request checks and result
-//! ([`winx_release_frontend::request`], [`ReleaseResult`]). Another server
+//! ([`winx_release_host::request`], [`ReleaseResult`]). Another server
 //! links that library and the engine, not this crate.
 //!
 //! - [`wire`]: tool arguments, parsed from JSON with unknown fields refused,
@@ -29,7 +31,7 @@ pub mod policy;
 pub mod schema;
 pub mod wire;
 
-pub use winx_release_frontend::{error, receipt, token};
+pub use winx_release_host::{error, receipt, token};
 
 mod bash_args;
 mod command_result;
@@ -41,5 +43,5 @@ pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher
 pub use receipt::{Fingerprint, ReceiptStore};
 pub use schema::{tool_specs, ToolSpec};
 pub use token::{TokenKey, TokenSubject};
-pub use winx_release_frontend::{ReleaseCode, ReleaseResult};
+pub use winx_release_host::{ReleaseCode, ReleaseResult};
 pub use wire::EditRequest;

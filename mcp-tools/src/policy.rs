@@ -16,7 +16,7 @@ use std::path::Path;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::wire::{AllOrList, CodeWriterConfig, ModeName};
-use winx_release_frontend::error::FrontendError;
+use winx_release_host::error::FrontendError;
 
 /// The compiled policy of one session.
 #[derive(Clone, Debug)]

@@ -26,15 +26,15 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use winx_release_frontend::request;
+use winx_release_host::request;
 pub use winx_release_protocol::shell::ShellAction;
 
 pub use crate::bash_args::{BashAction, BashCommandArgs, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS};
 
-use winx_release_frontend::error::FrontendError;
+use winx_release_host::error::FrontendError;
 
-pub use winx_release_frontend::request::{EditFilesArgs, ReleaseArgs, ReleaseEntry};
-pub use winx_release_frontend::result::RELEASE_MODE;
+pub use winx_release_host::request::{EditFilesArgs, ReleaseArgs, ReleaseEntry};
+pub use winx_release_host::result::RELEASE_MODE;
 /// The `mode` of a whole-file write.
 pub const REPLACE_MODE: &str = "replace";
 /// The explicit `operation` of a non-release `EditFiles` request.

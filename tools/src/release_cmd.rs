@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
-use winx_release_frontend_adapter::{Frontend, FrontendConfig};
+use winx_release_mcp_tools::{Frontend, FrontendConfig};
 use winx_release_protocol::client::GuardianClient;
 
 use crate::common::{print_json, EXIT_FAILURE, EXIT_OK};

@@ -25,7 +25,7 @@ use super::{unreachable_detail, Frontend, InitializedThread};
 use crate::command_result::CommandResult;
 use crate::embedded::ExecContext;
 use crate::wire::{BashCommandArgs, ShellAction};
-use winx_release_frontend::error::FrontendError;
+use winx_release_host::error::FrontendError;
 use winx_release_protocol::client::{ClientError, ExecRequest};
 use winx_release_protocol::messages::{ExecReply, ExecStatus};
 use winx_release_protocol::shell::{special_bytes, ShellReply};

@@ -30,7 +30,7 @@
 //! - when the guardian reports that the run touched the filesystem, the
 //!   receipt is written durably, then the result is returned. When the
 //!   receipt cannot be written, the result's `status` is `failed` with
-//!   `errorCode: "receipt_unavailable"` ([`winx_release_frontend::ReleaseCode::ReceiptUnavailable`])
+//!   `errorCode: "receipt_unavailable"` ([`winx_release_host::ReleaseCode::ReceiptUnavailable`])
 //!   and a `receipt_error` message; the per-target outcomes (what was
 //!   released, restored or preserved) are still returned.
 //!
@@ -43,14 +43,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use winx_release_engine::{Reason, ReleaseReport, Target};
-use winx_release_frontend::request::Binding;
-use winx_release_frontend::ReleaseResult;
+use winx_release_host::request::Binding;
+use winx_release_host::ReleaseResult;
 use winx_release_kernel::sys::lock;
 
 use super::{Frontend, InitializedThread};
 use crate::wire::{parse_edit_files, EditRequest, ReleaseArgs};
-use winx_release_frontend::error::{Code, FrontendError};
-use winx_release_frontend::receipt::Fingerprint;
+use winx_release_host::error::{Code, FrontendError};
+use winx_release_host::receipt::Fingerprint;
 
 impl Frontend {
     pub(super) fn edit(&self, args: &Value) -> Value {

@@ -21,7 +21,7 @@ pub use crate::command_result::CommandResult;
 
 pub use read::{read_files_result, read_status, FailedFile, ReadEntry, ReadFile, TemporaryArtifact};
 pub use summary::{is_error, summary};
-pub use winx_release_frontend::{ReleaseCode, ReleaseResult};
+pub use winx_release_host::{ReleaseCode, ReleaseResult};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -41,9 +41,9 @@ use winx_release_engine::Reason;
 use crate::embedded::ExecTable;
 use crate::policy::Policy;
 use crate::wire::{InitializeArgs, ModeName};
-use winx_release_frontend::error::{Code, FrontendError};
-use winx_release_frontend::receipt::ReceiptStore;
-use winx_release_frontend::token::TokenKey;
+use winx_release_host::error::{Code, FrontendError};
+use winx_release_host::receipt::ReceiptStore;
+use winx_release_host::token::TokenKey;
 use winx_release_kernel::sys::lock;
 use winx_release_kernel::sys::random_hex;
 use winx_release_protocol::client::{ClientError, GuardianClient, Hello, Timeouts};

@@ -35,13 +35,13 @@ use serde_json::{json, Map, Value};
 use winx_release_engine::preflight::place_helper;
 use winx_release_engine::read::{read_fd_until, read_pinned_all_until, Head, Keep, PinnedRead};
 use winx_release_engine::{Identity, Reason};
-use winx_release_frontend::error::FrontendError;
+use winx_release_host::error::FrontendError;
 use winx_release_kernel::sys::lock;
 
 use super::{Frontend, InitializedThread};
 use crate::wire::ReadFilesArgs;
-use winx_release_frontend::error::Code;
-use winx_release_frontend::token::TokenSubject;
+use winx_release_host::error::Code;
+use winx_release_host::token::TokenSubject;
 
 /// Most content bytes returned per file.
 pub const CONTENT_LIMIT: usize = 256 * 1024;

@@ -50,7 +50,7 @@ use winx_release_engine::Reason;
 
 use super::Frontend;
 use crate::wire::{WriteArgs, DEFAULT_WAIT_SECONDS, EDIT_OPERATION};
-use winx_release_frontend::error::{Code, FrontendError};
+use winx_release_host::error::{Code, FrontendError};
 use winx_release_kernel::sys::random_hex;
 
 /// A write refused before anything was written.

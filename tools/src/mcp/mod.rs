@@ -1,7 +1,7 @@
 //! `winx-release mcp`: the frontend, an MCP server on stdio.
 //!
 //! The tools (`Initialize`, `ReadFiles`, `EditFiles`, `BashCommand`) are
-//! implemented by `winx-release-frontend-adapter`; this module only carries
+//! implemented by `winx-release-mcp-tools`; this module only carries
 //! them over MCP with the `rmcp` crate: it lists their JSON Schemas, hands
 //! each call's raw argument object to the adapter on a blocking thread, and
 //! wraps the adapter's JSON result as `structuredContent` plus one text
@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use rmcp::ServiceExt;
-use winx_release_frontend_adapter::{Frontend, FrontendConfig};
+use winx_release_mcp_tools::{Frontend, FrontendConfig};
 
 pub use launcher::launch_guardian;
 pub use result::TextResult;
