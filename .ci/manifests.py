@@ -87,6 +87,8 @@ for member in meta["workspace_members"]:
 # The README's crates table: each crate it names in a place is a direct
 # dependency of that place (cargo metadata), and every place it lists exists.
 PLACES = {
+    "kernel": ["winx-release-kernel"],
+    "runtime": ["winx-release-runtime"],
     "engine": ["winx-release-engine"],
     "protocol": ["winx-release-protocol"],
     "guardian": ["winx-release-guardian"],
