@@ -160,145 +160,22 @@ pub(crate) mod cgroup;
 mod descriptors;
 mod end;
 mod execution;
+mod liveness;
 mod members;
 pub(crate) use members::members_held_at_most;
 pub(crate) mod probe;
 pub(crate) mod record;
 mod runtime;
+mod session;
 pub mod shell;
 mod spawn;
-
-use std::io;
-use std::os::fd::AsFd;
-use std::path::Path;
-
-use serde::{Deserialize, Serialize};
 
 pub use descriptors::reserve_descriptor_table;
 pub use end::EndSignal;
 pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+pub use liveness::{Liveness, LivenessMode, OwnerAnswer, MARKER};
 pub use probe::snapshots_taken_here;
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
 pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
+pub use session::SessionKey;
 pub use spawn::CGROUP_JOIN_FAILED;
-
-/// The environment variable that marks every process of an execution.
-pub const MARKER: &str = "WINX_EXECUTION_ID";
-
-/// How a runtime tells that a command still runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LivenessMode {
-    /// Every execution in a cgroup of its own.
-    Cgroup,
-    /// The `/proc` signals, failing closed.
-    Proc,
-}
-
-impl LivenessMode {
-    /// `"cgroup"` or `"proc"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LivenessMode::Cgroup => "cgroup",
-            LivenessMode::Proc => "proc",
-        }
-    }
-}
-
-/// The identity of a session directory (device, inode and birth time): a
-/// session is the same whichever path (a bind mount, a renamed workspace)
-/// reaches it, and a directory made later with a freed inode number (ext4
-/// hands a removed directory's number to the next one made beside it) is
-/// another session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SessionKey {
-    /// The device.
-    pub dev: u64,
-    /// The inode.
-    pub ino: u64,
-    /// Its birth time in nanoseconds since the epoch (`statx`
-    /// `STATX_BTIME`); 0 where the filesystem keeps none, and in records
-    /// written before it was kept.
-    #[serde(default)]
-    pub born: u64,
-}
-
-impl SessionKey {
-    /// The identity of the directory open as `fd`.
-    ///
-    /// # References
-    /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
-    pub fn of_dir(fd: impl AsFd) -> io::Result<SessionKey> {
-        let id = winx_release_kernel::identity::Identity::of_fd(fd)?;
-        let born = id.btime.map_or(0, |(s, ns)| {
-            u64::try_from(s).unwrap_or(0).saturating_mul(1_000_000_000).saturating_add(u64::from(ns))
-        });
-        Ok(SessionKey { dev: id.dev, ino: id.ino, born })
-    }
-
-    /// Whether `other` names the same session directory: the same device
-    /// and inode, and the same birth time where both know one (a record
-    /// written before birth times were kept matches its directory still).
-    pub fn same_directory(&self, other: &SessionKey) -> bool {
-        self.dev == other.dev && self.ino == other.ino && (self.born == 0 || other.born == 0 || self.born == other.born)
-    }
-
-    /// The identity of the directory at `path` (following links).
-    pub fn of_path(path: &Path) -> io::Result<SessionKey> {
-        SessionKey::of_dir(std::fs::File::open(path)?)
-    }
-}
-
-/// Who of a session still runs ([`Runtime::liveness`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Liveness {
-    /// How many things were found running (executions, processes, cgroups,
-    /// doubts).
-    pub running: usize,
-    /// What was found, naming pids and cgroups, for the denial's message.
-    pub detail: Option<String>,
-}
-
-/// The answers a release asks of a session's owner, taken under the
-/// session's admission barrier: implements [`winx_release_engine::RuntimeOwner`].
-#[derive(Clone, Debug, Default)]
-pub struct OwnerAnswer {
-    /// Who still runs.
-    pub liveness: Liveness,
-    /// Queued actions of the session.
-    pub pending: usize,
-    /// Processes whose descriptors never make a target `in_use` (the
-    /// guardian and its frontends).
-    pub exempt: Vec<i32>,
-    /// The session directory these answers are about (the key whose
-    /// barrier is held): a release whose session directory is another one
-    /// when it opens it (a directory renamed into place meanwhile) is
-    /// refused `other_session`. `None` checks nothing.
-    pub session: Option<SessionKey>,
-}
-
-impl winx_release_engine::RuntimeOwner for OwnerAnswer {
-    fn supports_temporary_release(&self) -> bool {
-        true
-    }
-
-    fn running_executions(&self, _thread_id: &str) -> usize {
-        self.liveness.running
-    }
-
-    fn pending_actions(&self, _thread_id: &str) -> usize {
-        self.pending
-    }
-
-    fn running_detail(&self, _thread_id: &str) -> Option<String> {
-        self.liveness.detail.clone()
-    }
-
-    fn in_use_exempt(&self) -> Vec<i32> {
-        self.exempt.clone()
-    }
-
-    fn session_dir(&self) -> Option<(u64, u64)> {
-        self.session.map(|k| (k.dev, k.ino))
-    }
-}
