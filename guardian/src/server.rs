@@ -398,7 +398,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
             g.retention.kick(Some(&workspace));
             r
         }
-        Request::ExecStatus { command_id, wait_for_seconds, .. } => {
+        Request::CommandStatus { command_id, wait_for_seconds, .. } => {
             let r = exec_status(g, id, &command_id, wait_for_seconds);
             g.retention.kick(None);
             r

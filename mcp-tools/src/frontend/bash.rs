@@ -26,15 +26,15 @@ use crate::command_result::CommandResult;
 use crate::embedded::ExecContext;
 use crate::wire::{BashCommandArgs, ShellAction};
 use winx_release_host::error::FrontendError;
-use winx_release_protocol::client::{ClientError, ExecRequest};
-use winx_release_protocol::messages::{ExecReply, ExecStatus};
+use winx_release_protocol::client::{ClientError, CommandRequest};
+use winx_release_protocol::messages::{CommandReply, CommandStatus};
 use winx_release_protocol::shell::{special_bytes, ShellReply};
 
-fn pass_through(r: ExecReply) -> Value {
+fn pass_through(r: CommandReply) -> Value {
     let mut command = r.command;
-    let queued = command.status == ExecStatus::Queued;
+    let queued = command.status == CommandStatus::Queued;
     if queued {
-        command.status = ExecStatus::Running;
+        command.status = CommandStatus::Running;
     }
     CommandResult {
         command,
@@ -127,7 +127,7 @@ impl Frontend {
         let (mut client, _) = self.guardian(false).map_err(|e| self.guardian_refusal(e))?;
         match action {
             ShellAction::Command { command, is_background } => {
-                let req = ExecRequest {
+                let req = CommandRequest {
                     workspace: session.workspace.clone(),
                     thread_id: session.thread_id.clone(),
                     command,

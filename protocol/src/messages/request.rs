@@ -36,7 +36,7 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code_writer_config: Option<Value>,
     },
-    /// Runs `bash -c command`; answered with [`ExecReply`](super::ExecReply).
+    /// Runs `bash -c command`; answered with [`CommandReply`](super::CommandReply).
     Exec {
         /// The exact workspace root (the command's cwd).
         workspace: String,
@@ -52,8 +52,8 @@ pub enum Request {
         #[serde(default)]
         is_background: bool,
     },
-    /// Reports on a command; answered with [`ExecReply`](super::ExecReply).
-    ExecStatus {
+    /// Reports on a command; answered with [`CommandReply`](super::CommandReply).
+    CommandStatus {
         /// The thread (informational).
         #[serde(default)]
         thread_id: Option<String>,
@@ -121,7 +121,7 @@ impl Request {
             Request::Hello { .. } => "hello",
             Request::SessionOpen { .. } => "session_open",
             Request::Exec { .. } => "exec",
-            Request::ExecStatus { .. } => "exec_status",
+            Request::CommandStatus { .. } => "exec_status",
             Request::Release { .. } => "release",
             Request::Status { .. } => "status",
             Request::GuardianStatus {} => "guardian_status",
