@@ -167,12 +167,27 @@ impl Layout {
     }
 }
 
-/// The guardian socket path when none is given (contract section 1):
-/// `$WINX_GUARDIAN_SOCKET`, else `$XDG_RUNTIME_DIR/winx/guardian.sock`,
-/// else `/run/user/<uid>/winx/guardian.sock` when `/run/user/<uid>` is a
-/// directory (not a link) owned by this user with mode 0700, else
-/// `/tmp/winx-<uid>/guardian.sock`. Empty and, for `XDG_RUNTIME_DIR`,
-/// relative values are ignored.
+/// The guardian socket path when none is given (contract section 1), the
+/// first of:
+/// 1. `$WINX_GUARDIAN_SOCKET`;
+/// 2. `$XDG_RUNTIME_DIR/winx/guardian.sock`;
+/// 3. `/run/user/<uid>/winx/guardian.sock` when `/run/user/<uid>` is a
+///    directory (not a link) owned by this user with mode 0700;
+/// 4. `/tmp/winx-<uid>/guardian.sock` when `/tmp/winx-<uid>` is a directory
+///    (not a link) owned by this user, or is missing and this user may
+///    create it (`/tmp` writable);
+/// 5. `D/run/guardian.sock` (`D` the data directory, [`default_data_dir`])
+///    when that path fits a socket address (at most 107 bytes);
+/// 6. `<cache>/winx-<hash>/guardian.sock`, `<cache>` the user's cache
+///    directory (`$XDG_CACHE_HOME`, else `$HOME/.cache`, else the password
+///    database's home's) and `<hash>` 16 hex digits of SHA-256 of `D` (so
+///    data directories keep their guardians apart), when it fits;
+/// 7. else step 5's path (which the guardian refuses as too long, naming it).
+///
+/// Empty and, for `XDG_RUNTIME_DIR` and `XDG_CACHE_HOME`, relative values
+/// are ignored. Steps 5-7 make directories the user owns (0700, by whoever
+/// listens first), where `/tmp` is not world-writable or another user made
+/// `/tmp/winx-<uid>` first.
 ///
 /// MCP clients often start servers with a minimal environment, without
 /// `XDG_RUNTIME_DIR`: the `/run/user` step lets such a frontend, a guardian
@@ -181,9 +196,11 @@ impl Layout {
 /// frontend and every subcommand call it.
 ///
 /// # References
-/// - [`lstat(2)`](https://man7.org/linux/man-pages/man2/lstat.2.html)
+/// - [`lstat(2)`](https://man7.org/linux/man-pages/man2/lstat.2.html),
+///   [`access(2)`](https://man7.org/linux/man-pages/man2/access.2.html)
+/// - [`unix(7)`](https://man7.org/linux/man-pages/man7/unix.7.html) (`sun_path`: 108 bytes)
 /// - [XDG Base Directory Specification](https://specifications.freedesktop.org/basedir-spec/latest/)
-///   (`XDG_RUNTIME_DIR`, which `pam_systemd` sets to `/run/user/<uid>`)
+///   (`XDG_RUNTIME_DIR`, which `pam_systemd` sets to `/run/user/<uid>`; `XDG_CACHE_HOME`)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub fn default_socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("WINX_GUARDIAN_SOCKET").filter(|v| !v.is_empty()) {
@@ -200,7 +217,65 @@ pub fn default_socket_path() -> PathBuf {
     if private_dir_of(&run_user, uid) {
         return run_user.join("winx").join("guardian.sock");
     }
-    PathBuf::from(format!("/tmp/winx-{}/guardian.sock", uid.as_raw()))
+    let tmp = PathBuf::from(format!("/tmp/winx-{}", uid.as_raw()));
+    if own_or_can_make(&tmp, uid) {
+        return tmp.join("guardian.sock");
+    }
+    let data = default_data_dir();
+    let in_data = data.join("run").join("guardian.sock");
+    if fits_socket_address(&in_data) {
+        return in_data;
+    }
+    if let Some(cache) = cache_dir() {
+        let digest = Sha256::digest(data.as_os_str().as_encoded_bytes());
+        let hashed = cache.join(format!("winx-{}", hex::encode(&digest[..8]))).join("guardian.sock");
+        if fits_socket_address(&hashed) {
+            return hashed;
+        }
+    }
+    in_data
+}
+
+/// The longest socket path `bind(2)` takes: `sun_path` holds 108 bytes,
+/// the last one its NUL.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+const SOCKET_PATH_MAX: usize = 107;
+
+/// Whether `path` fits a Unix socket address.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+fn fits_socket_address(path: &Path) -> bool {
+    path.as_os_str().len() <= SOCKET_PATH_MAX
+}
+
+/// Whether `dir` is a directory (not a link) owned by `uid`, or is missing
+/// and its parent is writable by this process.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+fn own_or_can_make(dir: &Path, uid: rustix::process::Uid) -> bool {
+    match rustix::fs::lstat(dir) {
+        Ok(st) => {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+                && st.st_uid == uid.as_raw()
+        }
+        Err(rustix::io::Errno::NOENT) => dir
+            .parent()
+            .is_some_and(|p| rustix::fs::access(p, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK).is_ok()),
+        Err(_) => false,
+    }
+}
+
+/// The user's cache directory: `$XDG_CACHE_HOME` (absolute), else
+/// `$HOME/.cache`, else the password database's home's `.cache`.
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from) {
+        if x.is_absolute() {
+            return Some(x);
+        }
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(h).join(".cache"));
+    }
+    std::env::home_dir().filter(|h| h.is_absolute()).map(|h| h.join(".cache"))
 }
 
 /// Whether `dir` is a directory, not a link, owned by `uid`, mode 0700.

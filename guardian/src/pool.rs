@@ -2,8 +2,9 @@
 //!
 //! Every accepted connection is served on a thread of its own for as long
 //! as it stays open: a connection that blocks (an inline wait for a
-//! command, a slow release) never holds up another, and there is no upper
-//! bound on threads. What the pool adds is the end: a thread whose
+//! command, a slow release) never holds up another; the pool sets no
+//! bound on threads, the accept loop bounds the connections it hands over
+//! (`server.rs`: 64 of one process, 256 in all). What the pool adds is the end: a thread whose
 //! connection closed waits up to [`IDLE`] for the next one instead of
 //! exiting, so a guardian serving one short connection per request does
 //! not create and tear down a thread (its stack, its allocator cache) per

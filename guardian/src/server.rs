@@ -35,6 +35,64 @@ struct Shared {
     next_conn: std::sync::atomic::AtomicU64,
     /// The threads connections are served on.
     pool: Pool,
+    /// Open connections, in all and per peer process.
+    conns: Conns,
+}
+
+/// Most connections open at once, from all peers (each is served on a
+/// thread of its own and holds a descriptor or three).
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Most connections open at once from one peer process (a frontend opens
+/// one per tool call in progress).
+pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
+
+/// The connections open: in all, and by the peer's pid.
+#[derive(Clone, Debug, Default)]
+struct Conns(Arc<std::sync::Mutex<(usize, std::collections::HashMap<i32, usize>)>>);
+
+/// One open connection's place among [`Conns`], given back on drop.
+#[derive(Debug)]
+struct Slot {
+    conns: Conns,
+    pid: Option<i32>,
+}
+
+impl Conns {
+    /// A place for one more connection from `pid` within `all` connections
+    /// in all and `per_peer` of one process, or why there is none.
+    fn take(&self, pid: Option<i32>, all: usize, per_peer: usize) -> Result<Slot, String> {
+        let mut c = lock(&self.0);
+        if c.0 >= all {
+            return Err(format!("the guardian serves at most {all} connections at once; try again"));
+        }
+        if let Some(pid) = pid {
+            let n = c.1.entry(pid).or_default();
+            if *n >= per_peer {
+                return Err(format!(
+                    "the guardian serves at most {per_peer} connections of one process at once; close one and try again"
+                ));
+            }
+            *n += 1;
+        }
+        c.0 += 1;
+        Ok(Slot { conns: self.clone(), pid })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut c = lock(&self.conns.0);
+        c.0 = c.0.saturating_sub(1);
+        if let Some(pid) = self.pid {
+            if let Some(n) = c.1.get_mut(&pid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    c.1.remove(&pid);
+                }
+            }
+        }
+    }
 }
 
 /// How a guardian runs.
@@ -125,6 +183,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
         in_flight: AtomicUsize::new(0),
         next_conn: std::sync::atomic::AtomicU64::new(1),
         pool: Pool::default(),
+        conns: Conns::default(),
     });
     // Retention's staging directory exists before the guardian serves, so
     // that the first background pass never changes the data directory's
@@ -233,9 +292,24 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                     continue;
                 }
                 let peer = Peer::of(&stream, shared.next_conn.fetch_add(1, Ordering::Relaxed));
+                let slot = match shared.conns.take(peer.pid, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER) {
+                    Ok(slot) => slot,
+                    Err(msg) => {
+                        // Over a bound: one error line, and the connection
+                        // is closed before any thread serves it.
+                        tracing::warn!(pid = ?peer.pid, "{msg}");
+                        let mut s = stream;
+                        let _ = s.set_nonblocking(true);
+                        let _ = s.write_all(&error_line(0, ErrorCode::IoError, &msg));
+                        continue;
+                    }
+                };
                 let served = shared.clone();
                 let refuse = stream.try_clone();
-                if let Err(e) = shared.pool.run(move || connection(served, stream, peer)) {
+                if let Err(e) = shared.pool.run(move || {
+                    let _slot = slot;
+                    connection(served, stream, peer);
+                }) {
                     // No thread for it (the task limit): one error line and
                     // the connection is closed; the accept loop goes on.
                     tracing::warn!(error = %e, "no thread to serve a connection");
@@ -519,4 +593,26 @@ fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Resul
         None => (None, None),
     };
     Ok(ok_line(id, &StatusReply { known: true, running, pending, executions, mode_name, code_writer_config }))
+}
+
+#[cfg(test)]
+mod conn_tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_bounded_per_process_and_in_all_and_given_back() {
+        let conns = Conns::default();
+        let a: Vec<Slot> = (0..2).map(|_| conns.take(Some(1), 3, 2).unwrap()).collect();
+        assert!(conns.take(Some(1), 3, 2).unwrap_err().contains("at most 2 connections of one process"));
+        let b = conns.take(Some(2), 3, 2).unwrap();
+        assert!(conns.take(Some(3), 3, 2).unwrap_err().contains("at most 3 connections at once"));
+        assert!(conns.take(None, 3, 2).is_err());
+        drop(b);
+        let c = conns.take(None, 3, 2).unwrap();
+        drop(a);
+        drop(c);
+        assert_eq!(lock(&conns.0).0, 0);
+        assert!(lock(&conns.0).1.is_empty());
+        assert!(conns.take(Some(1), 3, 2).is_ok());
+    }
 }

@@ -253,8 +253,8 @@ pub(crate) type OpError = (ErrorCode, String);
 /// The layout of `workspace` over the guardian's data directory, for an op
 /// of `thread` (whose id must be 1–256 bytes).
 pub(crate) fn layout_of(g: &Guardian, workspace: &str, thread: &str) -> Result<Layout, OpError> {
-    if thread.is_empty() || thread.len() > 256 {
-        return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes".into()));
+    if thread.is_empty() || !winx_release_protocol::messages::thread_id_shape_ok(thread) {
+        return Err((ErrorCode::InvalidInput, "thread_id must be 1-256 bytes without control characters".into()));
     }
     Layout::new(workspace, &g.data_dir).map_err(|d| (ErrorCode::Reason(d.reason), d.to_string()))
 }

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::wire::{from_value, ShellAction};
 use winx_release_host::error::FrontendError;
+use winx_release_protocol::shell::{MAX_INPUT_BYTES, MAX_SPECIAL_KEYS};
 
 /// Default `wait_for_seconds` of `BashCommand`.
 pub const DEFAULT_WAIT_SECONDS: f64 = 5.0;
@@ -116,6 +117,7 @@ impl BashCommandArgs {
             }
             None => self.flat()?,
         };
+        check_bounds(&action)?;
         let wait = match wait {
             None => DEFAULT_WAIT_SECONDS,
             Some(w) if w.is_finite() && w >= 0.0 => w.min(MAX_WAIT_SECONDS),
@@ -189,6 +191,29 @@ impl BashCommandArgs {
 }
 
 /// The actions' names, in the order of `flat`'s `given`.
+/// Refuses an action the guardian's request line could not carry (over
+/// [`MAX_INPUT_BYTES`] of text or codes, over [`MAX_SPECIAL_KEYS`] keys),
+/// and `screen` with `lines: 0` (the schema's minimum is 1).
+fn check_bounds(action: &ShellAction) -> Result<(), FrontendError> {
+    let (what, n, max) = match action {
+        ShellAction::Command { command, .. } => ("command", command.len(), MAX_INPUT_BYTES),
+        ShellAction::SendText { send_text, .. } => ("send_text", send_text.len(), MAX_INPUT_BYTES),
+        ShellAction::SendAscii { send_ascii, .. } => ("send_ascii", send_ascii.len(), MAX_INPUT_BYTES),
+        ShellAction::SendSpecials { send_specials, .. } => ("send_specials", send_specials.len(), MAX_SPECIAL_KEYS),
+        ShellAction::Screen { lines: Some(0), .. } => {
+            return Err(FrontendError::invalid("lines must be at least 1 (the last rows of the screen to show)"));
+        }
+        ShellAction::StatusCheck { .. } | ShellAction::Screen { .. } => return Ok(()),
+    };
+    if n > max {
+        let unit = if what == "command" || what == "send_text" { "bytes" } else { "items" };
+        return Err(FrontendError::invalid(format!(
+            "{what} is {n} {unit} long; the limit is {max} {unit} (the guardian's 1 MiB request line); nothing was sent"
+        )));
+    }
+    Ok(())
+}
+
 const ACTION_TYPES: [&str; 6] = ["command", "status_check", "send_text", "send_specials", "send_ascii", "screen"];
 
 /// Brings one of winx's action objects to the protocol's shape: a missing

@@ -38,6 +38,11 @@ pub struct CommandResult {
     /// The terminal as rendered, for `screen`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<String>,
+    /// Why the thread's shell, back at its prompt, still keeps releases
+    /// refused by itself (a trap or `TMOUT` of its own, an `exec`'d
+    /// program).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell_busy: Option<String>,
 }
 
 impl CommandResult {

@@ -141,6 +141,7 @@ fn reply(layout: &Layout, e: &Execution, wait: f64) -> Value {
         still_running: vec![],
         bg_command_id: None,
         screen: None,
+        shell_busy: None,
     }
     .to_value()
 }

@@ -211,6 +211,8 @@ pub(crate) fn bash_command() -> Value {
             "bg_command_id": string("The background shell of an is_background command: pass it to status_check, \
                 send_text, send_specials, send_ascii or screen"),
             "screen": string("With screen: the terminal as rendered now, ANSI stripped"),
+            "shell_busy": string("Why the thread's shell, back at its prompt, still keeps releases refused by \
+                itself: a trap or TMOUT of its own (remove it: trap - SIGNAL, unset TMOUT), an exec'd program"),
             "output_path": string("Where the whole output was dropped (W/.winx/scratch) when too long to inline")
         }),
     )

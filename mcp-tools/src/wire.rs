@@ -26,6 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use winx_release_engine::Reason;
 use winx_release_host::request;
 pub use winx_release_protocol::shell::ShellAction;
 
@@ -160,12 +161,12 @@ impl InitializeArgs {
 }
 
 /// Longest accepted thread id, in bytes.
-pub const MAX_THREAD_ID_BYTES: usize = 256;
+pub const MAX_THREAD_ID_BYTES: usize = winx_release_protocol::messages::MAX_THREAD_ID_BYTES;
 
 /// A thread id is at most 256 bytes without control characters (empty means
 /// "none" at `Initialize`).
 pub fn check_thread_id(t: &str) -> Result<(), FrontendError> {
-    if t.len() > MAX_THREAD_ID_BYTES || t.chars().any(char::is_control) {
+    if !winx_release_protocol::messages::thread_id_shape_ok(t) {
         return Err(FrontendError::invalid("thread_id must be at most 256 bytes without control characters"));
     }
     Ok(())
@@ -181,9 +182,23 @@ pub struct ReadFilesArgs {
     pub file_paths: Vec<String>,
 }
 
+/// Most paths one `ReadFiles` request names; more are refused
+/// `file_count` before any path is looked at (a request of 1,000,000 paths
+/// had taken 15.9 s and 1.71 GB).
+pub const MAX_READ_PATHS: usize = 1000;
+
 impl ReadFilesArgs {
-    /// Parses `ReadFiles` arguments.
+    /// Parses `ReadFiles` arguments; more than [`MAX_READ_PATHS`] paths
+    /// are `file_count`, counted before they are parsed.
     pub fn parse(v: &Value) -> Result<ReadFilesArgs, FrontendError> {
+        if let Some(n) = v.get("file_paths").and_then(Value::as_array).map(Vec::len) {
+            if n > MAX_READ_PATHS {
+                return Err(FrontendError::new(
+                    Reason::FileCount,
+                    format!("file_paths names {n} paths; one ReadFiles reads at most {MAX_READ_PATHS}"),
+                ));
+            }
+        }
         from_value("ReadFiles arguments", v)
     }
 }

@@ -9,6 +9,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::CommandReport;
 
+/// Longest `command` or `send_text` a shell action carries, in bytes, and
+/// most `send_ascii` codes (128 KiB): with JSON's widest escape (`\u0001`,
+/// six bytes for one) and the request's other members the request stays
+/// within the guardian's line limit ([`crate::messages::MAX_REQUEST_BYTES`],
+/// 1 MiB). The frontend refuses a longer one (`invalid_input`) before
+/// anything is sent.
+pub const MAX_INPUT_BYTES: usize = 128 * 1024;
+
+/// Most key names one `send_specials` carries.
+pub const MAX_SPECIAL_KEYS: usize = 4096;
+
 /// One action on a shell (`type` names it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -143,13 +154,25 @@ pub struct ShellReply {
     /// Where the whole output was dropped, beyond the inline limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_path: Option<String>,
+    /// Why the shell, back at its prompt, still counts as busy by itself
+    /// (releases refused): a trap or `TMOUT` of its own, an `exec`'d
+    /// program, more than one thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell_busy: Option<String>,
 }
 
 impl ShellReply {
     /// A reply about `command` alone: no processes left behind, no
     /// background shell, no screen, nothing dropped.
     pub fn new(command: CommandReport) -> ShellReply {
-        ShellReply { command, still_running: vec![], bg_command_id: None, screen: None, output_path: None }
+        ShellReply {
+            command,
+            still_running: vec![],
+            bg_command_id: None,
+            screen: None,
+            output_path: None,
+            shell_busy: None,
+        }
     }
 }
 

@@ -10,7 +10,9 @@ use crate::trust;
 /// The guardian socket when none is given on the command line:
 /// `$WINX_GUARDIAN_SOCKET`, else `$XDG_RUNTIME_DIR/winx/guardian.sock`, else
 /// `/run/user/<uid>/winx/guardian.sock` when that directory is the user's
-/// and 0700, else `/tmp/winx-<uid>/guardian.sock` (contract section 1; the
+/// and 0700, else `/tmp/winx-<uid>/guardian.sock` when the user owns or can
+/// make that directory, else `D/run/guardian.sock` or a hashed name under
+/// the user's cache directory (contract section 1; the
 /// rule is [`winx_release_engine::layout::default_socket_path`]). Empty and, for
 /// `XDG_RUNTIME_DIR`, relative values are ignored.
 pub fn default_socket_path() -> PathBuf {

@@ -54,6 +54,11 @@ struct Member {
     start_time: u64,
     /// Its pidfd, when the budget had one.
     fd: Option<OwnedFd>,
+    /// Seen as a member by what the kernel keeps and no process chooses
+    /// (the leader's group or session, descent from the leader or from
+    /// another such member), not only by its marker or its cgroup, which a
+    /// process can take from another execution ([`Members::note_kin`]).
+    kin: bool,
 }
 
 impl Drop for Member {
@@ -116,21 +121,38 @@ impl Members {
         m
     }
 
-    /// Remembers the processes `seen` (pid, start time) as members. Returns
+    /// Remembers the processes `seen` (pid, start time) as members, found
+    /// by a signal a process can choose (its marker, its cgroup). Returns
     /// how many were new.
     pub(crate) fn note(&self, seen: impl IntoIterator<Item = (i32, u64)>) -> usize {
+        self.note_as(seen, false)
+    }
+
+    /// [`Members::note`] for processes found by what the kernel keeps and
+    /// no process chooses: the leader's group or session (a process can
+    /// leave them, never join them from outside), descent from the leader
+    /// or from another kin member. Only kin membership says that an orphan
+    /// is certainly this execution's (`runtime/answer.rs`).
+    pub(crate) fn note_kin(&self, seen: impl IntoIterator<Item = (i32, u64)>) -> usize {
+        self.note_as(seen, true)
+    }
+
+    fn note_as(&self, seen: impl IntoIterator<Item = (i32, u64)>, kin: bool) -> usize {
         let mut g = lock(&self.inner);
         let mut new = 0;
         for (pid, start_time) in seen {
-            if g.recorded.get(&pid) == Some(&start_time) && g.live.contains_key(&pid) {
-                continue;
+            if g.recorded.get(&pid) == Some(&start_time) {
+                if let Some(m) = g.live.get_mut(&pid).filter(|m| m.start_time == start_time) {
+                    m.kin |= kin;
+                    continue;
+                }
             }
             if g.recorded.len() >= MAX_MEMBERS && !g.recorded.contains_key(&pid) {
                 g.overflow = true;
                 continue;
             }
             let fd = hold(pid, start_time);
-            g.live.insert(pid, Member { start_time, fd });
+            g.live.insert(pid, Member { start_time, fd, kin });
             if g.recorded.insert(pid, start_time) != Some(start_time) {
                 g.unwritten = true;
                 new += 1;
@@ -176,6 +198,18 @@ impl Members {
         lock(&self.inner).live.get(&pid).is_some_and(|m| m.start_time == start_time)
     }
 
+    /// Whether `pid` (with `start_time`) is a kin member known alive
+    /// ([`Members::note_kin`]).
+    pub(crate) fn contains_kin(&self, pid: i32, start_time: u64) -> bool {
+        lock(&self.inner).live.get(&pid).is_some_and(|m| m.start_time == start_time && m.kin)
+    }
+
+    /// The kin members known alive (pids) as of the last
+    /// [`Members::alive`].
+    pub(crate) fn kin(&self) -> Vec<i32> {
+        lock(&self.inner).live.iter().filter(|(_, m)| m.kin).map(|(p, _)| *p).collect()
+    }
+
     /// Writes the members seen since the last write durably into
     /// `dir/members` (nothing when none is new).
     ///
@@ -218,7 +252,10 @@ impl Members {
             for (pid, start_time) in seen {
                 g.recorded.insert(pid, start_time);
                 if runs(pid, start_time) != Some(false) {
-                    g.live.insert(pid, Member { start_time, fd: hold(pid, start_time) });
+                    // Read back, a member is no longer known to be kin: an
+                    // orphan of a runtime that restarted is not this one's
+                    // anyway (`runtime/answer.rs`).
+                    g.live.insert(pid, Member { start_time, fd: hold(pid, start_time), kin: false });
                 }
             }
         }
@@ -267,6 +304,29 @@ mod tests {
         let other = Members::default();
         other.note([(me, start_time(me) + 1)]);
         assert!(other.alive().0.is_empty(), "a reused pid is not the member");
+    }
+
+    /// Kin membership (found by what the kernel keeps) is what says that
+    /// an orphan is certainly an execution's; a claim (marker, cgroup)
+    /// never makes a member kin, a later kin look does, and a reload from
+    /// the file knows no kin.
+    #[test]
+    fn only_a_kin_look_makes_a_member_kin() {
+        let tmp = tempfile::tempdir().unwrap();
+        let me = std::process::id() as i32;
+        let st = start_time(me);
+        let m = Members::default();
+        assert_eq!(m.note([(me, st)]), 1);
+        assert!(m.contains(me, st) && !m.contains_kin(me, st));
+        assert!(m.kin().is_empty());
+        assert_eq!(m.note_kin([(me, st)]), 0, "known already: not new");
+        assert!(m.contains_kin(me, st));
+        assert_eq!(m.kin(), vec![me]);
+        m.note([(me, st)]);
+        assert!(m.contains_kin(me, st), "a later claim takes nothing away");
+        m.persist(tmp.path()).unwrap();
+        let again = Members::load(tmp.path()).unwrap();
+        assert!(again.contains(me, st) && !again.contains_kin(me, st));
     }
 
     #[test]

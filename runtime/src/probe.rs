@@ -14,7 +14,11 @@
 //!   that made itself non-dumpable is still the user's) carries
 //!   `WINX_EXECUTION_ID=<command_id>` in its environment;
 //! - a process of this user started after the leader whose environment
-//!   cannot be read: it could carry the marker.
+//!   cannot be read: it could carry the marker (the runtime asks this only
+//!   where ancestry cannot decide, `runtime/union.rs`).
+//!
+//! The marker is the process's own to set: it adds a process to an
+//! execution and takes it from none ([`Parts`]).
 //!
 //! `/proc` is read as snapshots: a process can fork a successor and exit
 //! between the listing and the reads. Callers therefore ask twice in a row
@@ -81,6 +85,22 @@ fn read_marker(table: &ProcTable, pid: i32, buf: &mut Vec<u8>) -> Option<Marker>
         }
     }
     Some(Marker::Unknown)
+}
+
+/// The processes of one execution in a snapshot, by how they were found
+/// ([`Probe::members_parts`]); each list sorted, no pid in two.
+#[derive(Debug, Default)]
+pub struct Parts {
+    /// Its leader, and in the leader's own session its group and session:
+    /// what the kernel keeps and no process chooses.
+    pub kin: Vec<i32>,
+    /// Processes that carry its marker, and in a session the leader
+    /// shares, its group: signals a process can take from another
+    /// execution. They add a process to the execution, never take it away
+    /// from another.
+    pub marked: Vec<i32>,
+    /// Processes started after its leader whose marker cannot be read.
+    pub doubtful: Vec<i32>,
 }
 
 /// One look at every process, with the markers read on demand.
@@ -223,23 +243,45 @@ impl Probe {
     /// only could be (their marker cannot be read). Only the first are
     /// remembered as members; both count as running.
     pub fn members_split(&mut self, id: &str, leader: Option<Leader>) -> Result<(Vec<i32>, Vec<i32>), ProcError> {
+        let parts = self.members_parts(id, leader)?;
+        let mut v = parts.kin;
+        v.extend(parts.marked);
+        v.sort_unstable();
+        v.dedup();
+        Ok((v, parts.doubtful))
+    }
+
+    /// [`Probe::members_split`] with the members in two parts by how they
+    /// were found: [`Parts::kin`] by what the kernel keeps, which no
+    /// process chooses, and [`Parts::marked`] by the marker alone, which a
+    /// process can set to any execution's.
+    pub fn members_parts(&mut self, id: &str, leader: Option<Leader>) -> Result<Parts, ProcError> {
         let own = self.own;
-        let mut pids: HashSet<i32> = HashSet::new();
+        let mut kin: HashSet<i32> = HashSet::new();
+        let mut marked: HashSet<i32> = HashSet::new();
         let mut doubtful: HashSet<i32> = HashSet::new();
         if let Some(l) = leader {
             let reused = self.table.get(l.pid).is_some_and(|e| !l.may_be(e.stat.start_time));
             if !reused {
-                let candidates: Vec<i32> = self
+                // A session is joined only by birth, and a group only from
+                // inside its session: in the leader's own session both are
+                // its kin. A group in a session the leader shares with
+                // others (no `setsid`) can be joined by those others.
+                let candidates: Vec<(i32, bool)> = self
                     .table
                     .iter()
                     .map(|e| e.stat)
                     .filter(|s| s.pid != own)
                     .filter(|s| s.pid == l.pid || (l.own_group && s.pgid == l.pid) || (l.own_session && s.sid == l.pid))
-                    .map(|s| s.pid)
+                    .map(|s| (s.pid, s.pid == l.pid || l.own_session))
                     .collect();
-                for pid in candidates {
+                for (pid, is_kin) in candidates {
                     if self.alive(pid)? {
-                        pids.insert(pid);
+                        if is_kin {
+                            kin.insert(pid);
+                        } else {
+                            marked.insert(pid);
+                        }
                     }
                 }
             }
@@ -250,7 +292,7 @@ impl Probe {
         for (pid, m) in self.markers(since)? {
             match m {
                 Marker::Value(v) if v.as_slice() == id.as_bytes() => {
-                    pids.insert(*pid);
+                    marked.insert(*pid);
                 }
                 Marker::Unknown => {
                     doubtful.insert(*pid);
@@ -258,12 +300,14 @@ impl Probe {
                 Marker::Value(_) => {}
             }
         }
-        let mut v: Vec<i32> = pids.into_iter().collect();
-        v.sort_unstable();
-        let mut d: Vec<i32> = doubtful.into_iter().filter(|p| !v.contains(p)).collect();
+        let mut kin: Vec<i32> = kin.into_iter().collect();
+        kin.sort_unstable();
+        let mut marked: Vec<i32> = marked.into_iter().filter(|p| !kin.contains(p)).collect();
+        marked.sort_unstable();
+        let mut d: Vec<i32> = doubtful.into_iter().filter(|p| !kin.contains(p) && !marked.contains(p)).collect();
         d.retain(|&p| !self.descends_from_another(p, id));
         d.sort_unstable();
-        Ok((v, d))
+        Ok(Parts { kin, marked, doubtful: d })
     }
 
     /// Whether `pid`'s nearest ancestor (by parent, in this snapshot) that

@@ -166,20 +166,23 @@ impl Runtime {
                 }
             },
         };
-        if opts.subreaper {
-            if let Err(e) =
-                rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(std::process::id() as i32))
-            {
-                tracing::warn!(error = %e, "PR_SET_CHILD_SUBREAPER failed; orphans go to init and are found by marker only");
-            }
-        }
+        // Only a subreaper that the kernel made one: ancestry decides for
+        // its executions (`runtime/union.rs`).
+        let subreaper = opts.subreaper
+            && match rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(std::process::id() as i32)) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "PR_SET_CHILD_SUBREAPER failed; orphans go to init and are found by marker only");
+                    false
+                }
+            };
         let rt = Arc::new(Runtime {
             data_dir: data_dir.to_path_buf(),
             mode,
             reason,
             pid: std::process::id() as i32,
             adopt: opts.adopt,
-            subreaper: opts.subreaper,
+            subreaper,
             env_remove: opts.env_remove.clone(),
             table: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashSet::new()),

@@ -81,10 +81,14 @@ async fn cgroup_a_scrubbed_daemon_blocks_release_across_a_guardian_restart() {
     mcp.stop().await;
 }
 
-/// In cgroup mode a process left behind belongs to its execution's
-/// cgroup: it blocks its own session, and no other.
+/// A process left behind that was orphaned at once (its parent exited
+/// before any look saw it) lost its ancestry: its cgroup says t1's, but a
+/// process can move itself into any execution's cgroup, so it counts for
+/// every session until it exits (issue 54: a signal a process controls
+/// adds it to an execution, never takes it away from another). Before
+/// issue 54 this test asserted that t2's release completed meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cgroup_a_left_behind_process_blocks_its_session_only() {
+async fn cgroup_an_orphan_left_behind_blocks_every_session_until_it_exits() {
     let Some((env, mcp)) = world("cgroup").await else { return };
     mcp.init(&env.ws, "t1").await;
     mcp.init(&env.ws, "t2").await;
@@ -97,7 +101,9 @@ async fn cgroup_a_left_behind_process_blocks_its_session_only() {
     )
     .await;
     denied(&env, &mcp, "t1", &h1, "execution_active").await;
-    completes_after(&env, &mcp, "t2", &h2, "execution_active", Duration::from_secs(2)).await;
+    let d = denied(&env, &mcp, "t2", &h2, "execution_active").await;
+    assert!(d["message"].as_str().is_some_and(|m| m.contains("reparented to the guardian")), "{d}");
+    completes_after(&env, &mcp, "t2", &h2, "execution_active", Duration::from_secs(15)).await;
     completes_after(&env, &mcp, "t1", &h1, "execution_active", Duration::from_secs(15)).await;
     mcp.stop().await;
 }

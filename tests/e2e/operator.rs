@@ -226,3 +226,49 @@ async fn audit_names_threads_and_helpers_and_counts_empty_sessions() {
     assert_eq!(v["empty_sessions"], 1, "{v}");
     mcp.stop().await;
 }
+
+/// A batch is one request: `release H_hardlinked H_plain` (and `--all`)
+/// denies both with nothing touched, no receipt, and the table and `--json`
+/// say `denied`; `H_plain` alone is then released. (On c4cb753 the tool sent
+/// `H_plain` on its own, released it and still answered `denied`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_batch_with_one_refused_target_releases_nothing() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "mix").await;
+    let dir = env.session_dir("mix");
+    let (linked, plain) = (dir.join("a_linked.txt"), dir.join("b_plain.txt"));
+    fs::write(&linked, b"linked helper").unwrap();
+    fs::hard_link(&linked, env.root.join("elsewhere")).unwrap();
+    fs::write(&plain, vec![b'p'; 4096]).unwrap();
+    let (sock, ws) = (p(&env.sock).to_owned(), p(&env.ws).to_owned());
+    let roots = [env.ws.clone(), env.data.join("receipts"), env.data.join("journal")];
+    let watched = || snapshot(&roots.iter().map(|r| r.as_path()).collect::<Vec<_>>());
+    let before = watched();
+    let base = ["release", "--workspace", &ws, "--thread", "mix", "--socket", &sock];
+    for extra in [&[p(&linked), p(&plain), "--json"][..], &["--all", "--json"][..]] {
+        let out = env.command(&[&base[..], extra].concat()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let v = stdout_json(&out);
+        assert_eq!((v["status"].clone(), v["bytes_reclaimed"].clone()), (json!("denied"), json!(0)), "{v}");
+        let files = v["files"].as_array().unwrap();
+        assert_eq!(files.len(), 2, "{v}");
+        assert!(files.iter().all(|f| f["outcome"] == "denied" && f["bytes_reclaimed"] == 0), "{v}");
+        assert_eq!((files[0]["reason"].clone(), files[1]["reason"].clone()), (json!("hardlink"), json!("hardlink")));
+        assert!(v["batches"].as_array().unwrap().iter().all(|b| b["receipt_id"].is_null()), "{v}");
+        assert!(plain.exists() && linked.exists(), "{v}");
+        assert_eq!(watched(), before, "a denied batch changed something: {v}");
+    }
+    let out = env.command(&[&base[..], &[p(&linked), p(&plain)][..]].concat()).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!table.contains("released") && table.contains("denied: 2 helper(s), 0 bytes"), "{table}");
+    assert!(plain.exists(), "{table}");
+
+    let out = env.command(&[&base[..], &[p(&plain), "--json"][..]].concat()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = stdout_json(&out);
+    assert_eq!((v["status"].clone(), v["files"][0]["outcome"].clone()), (json!("completed"), json!("released")));
+    assert!(!plain.exists() && linked.exists(), "{v}");
+    mcp.stop().await;
+}

@@ -12,7 +12,8 @@ use crate::common::EXIT_OK;
 #[derive(Args, Debug)]
 pub struct GuardianArgs {
     /// Socket path (default: `$WINX_GUARDIAN_SOCKET`, `$XDG_RUNTIME_DIR/winx/guardian.sock`,
-    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`).
+    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`,
+    /// `D/run/guardian.sock`, `<cache>/winx-<hash>/guardian.sock`).
     #[arg(long)]
     pub socket: Option<PathBuf>,
     /// Resolved executions whose payloads are kept in `D/executions`; older

@@ -20,6 +20,10 @@ mod status_cmd;
 mod stress_cmd;
 
 pub use common::{EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
+/// Sets what `winx-release mcp` calls once it has been idle for a moment
+/// after answering (the binary gives the allocator's free memory back to
+/// the system there); the first call wins.
+pub use mcp::set_idle_hook;
 
 #[derive(Parser, Debug)]
 #[command(name = "winx-release", version, about = "Fail-closed release of temporary helpers left by coding agents")]

@@ -167,9 +167,10 @@ fn release(args: &ReleaseArgs, socket: &Path, ws: &str) -> anyhow::Result<Value>
         "bytes_reclaimed": bytes}))
 }
 
-/// One batch: `ReadFiles`, then `EditFiles` of the helpers it gave tokens
-/// for. A path that could not be read, or is not a helper of the session
-/// (no token), is `denied` with its code and the batch is not `completed`.
+/// One batch: `ReadFiles`, then one `EditFiles` of every helper in it. A
+/// path that could not be read, or is not a helper of the session (no
+/// token), is `denied` with its code, and so is the whole batch: every other
+/// target is `denied` with that code and nothing is sent (no receipt).
 fn release_batch(frontend: &Frontend, ws: &str, thread: &str, batch: &[String]) -> (Vec<Value>, String, Value) {
     let read = frontend.read_files(json!({"thread_id": thread, "file_paths": batch}));
     let mut own: Vec<Option<Value>> = vec![None; batch.len()];
@@ -203,7 +204,25 @@ fn release_batch(frontend: &Frontend, ws: &str, thread: &str, batch: &[String]) 
             .collect();
         return (out, "denied".into(), Value::Null);
     }
-    let mut status = if own.iter().any(Option::is_some) { "denied".to_owned() } else { "completed".to_owned() };
+    // One request: a target refused here denies the whole batch, and the
+    // others are not sent (the seed checks every target before any removal).
+    if let Some(first) = own.iter().flatten().next().cloned() {
+        let (code, named) = (first["reason"].clone(), first["file_path"].as_str().unwrap_or("?").to_owned());
+        let message = format!("{named}: {}; nothing in this batch was released", code.as_str().unwrap_or("refused"));
+        let out = own
+            .into_iter()
+            .zip(batch)
+            .map(|(f, p)| {
+                f.unwrap_or_else(|| json!({"file_path": p, "outcome": "denied", "reason": code, "bytes_reclaimed": 0}))
+            })
+            .map(|mut f| {
+                f["message"] = json!(message);
+                f
+            })
+            .collect();
+        return (out, "denied".into(), Value::Null);
+    }
+    let mut status = "completed".to_owned();
     let mut receipt = Value::Null;
     if !entries.is_empty() {
         let r = frontend.edit_files(json!({"thread_id": thread, "workspace_root": ws,
@@ -223,9 +242,7 @@ fn release_batch(frontend: &Frontend, ws: &str, thread: &str, batch: &[String]) 
             }
             own[i] = Some(f);
         }
-        if status == "completed" || result_status != "completed" {
-            status = result_status;
-        }
+        status = result_status;
     }
     let out = own
         .into_iter()

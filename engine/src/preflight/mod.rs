@@ -48,7 +48,7 @@ mod rules;
 pub use reserved::write_reaches_reserved;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use rules::in_reserved_namespace;
-pub use rules::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
+pub use rules::{check_exact, check_kernel_shape, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TARGETS};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use rules::{place_helper, HelperPath};
 

@@ -16,7 +16,7 @@ use crate::error::Reason;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::layout::{self, Layout};
 
-pub use crate::exact::{check_exact, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use crate::exact::{check_exact, check_kernel_shape, MAX_NAME_BYTES, MAX_PATH_BYTES};
 
 /// Most targets of one release request.
 pub const MAX_TARGETS: usize = 100;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use super::check::{Checked, Opened};
+use super::freed::Freed;
 use super::{failed_untouched, fault, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, TargetResult};
 use crate::error::{Reason, TargetReason};
 use crate::fault::FaultPoint;
@@ -149,12 +150,21 @@ struct Place<'a> {
     qpath: PathBuf,
     /// Set when a restore's `fsync` failed (see [`Run::unsynced`]).
     unsynced: &'a std::cell::RefCell<Option<String>>,
+    /// The watches that tell what each removal freed.
+    freed: &'a Freed,
 }
 
 /// Captures every target in order; after a failure the rest are
 /// `not_attempted`. Returns the per-target results and whether any target
-/// moved.
-pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[Checked]) -> (Vec<TargetResult>, bool) {
+/// moved. A released target's `bytes_reclaimed` is 0 here: `freed` watches
+/// it, and [`Freed::settle`] sets it once the release closed its
+/// descriptors.
+pub(super) fn capture_all(
+    run: &mut Run,
+    opts: &ReleaseOptions<'_>,
+    targets: &[Checked],
+    freed: &Freed,
+) -> (Vec<TargetResult>, bool) {
     let mut files: Vec<TargetResult> = Vec::with_capacity(targets.len());
     // One read buffer for every recheck.
     let mut buf = vec![0u8; HASH_CHUNK];
@@ -171,7 +181,8 @@ pub(super) fn capture_all(run: &mut Run, opts: &ReleaseOptions<'_>, targets: &[C
         if !stopped {
             let qname = entry_name(i);
             let Run { q, journal, unsynced } = &mut *run;
-            let place = Place { q, target: c, index: i, qpath: q.entry_path(&qname), qname, unsynced: &*unsynced };
+            let place =
+                Place { q, target: c, index: i, qpath: q.entry_path(&qname), qname, unsynced: &*unsynced, freed };
             let step = capture_one(journal, opts, &place, &mut buf, &mut result);
             touched |= step.moved;
             stopped = !step.go_on;
@@ -218,17 +229,15 @@ fn capture_one(
     match verdict {
         Ok(Some(id)) => {
             let removed = journal.mark(&JournalMark::Verified { index: i }).and_then(|()| {
+                // What the removal frees is known once the release closed
+                // its descriptors (`Freed::settle`).
+                p.freed.watch(i, c.file.as_fd(), &id);
                 rustix::fs::unlinkat(q.dir.as_fd(), p.qname.as_str(), AtFlags::empty()).map_err(Into::into)
             });
             match removed {
                 Ok(()) => {
                     result.outcome = Outcome::Released;
                     result.reason = None;
-                    // Its blocks are freed when the last open file
-                    // description goes: counted only when the release's
-                    // own descriptor is the last one now.
-                    result.bytes_reclaimed =
-                        if super::in_use::only_ours(c.file.as_fd()) { id.allocated_bytes() } else { 0 };
                     if let Err(e) = fault(opts, FaultPoint::AfterUnlink { index: i }) {
                         tracing::warn!(error = %e, "failure after unlink");
                         return stop;

@@ -152,11 +152,3 @@ fn check(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
         )
     })
 }
-
-/// Whether nothing but the release's own descriptor `file` holds its file
-/// now (a lease is granted on it): after the file's last name is removed,
-/// its blocks are freed when `file` closes. `false` when a lease is
-/// refused or cannot be tried: then the blocks may outlive the release.
-pub(crate) fn only_ours(file: BorrowedFd<'_>) -> bool {
-    open_elsewhere(file) == OpenElsewhere::No
-}

@@ -22,6 +22,8 @@
 //!   knows of no holder that no descriptor table shows;
 //! - `capture.rs` (step `capture`): quarantine and journal, then per target
 //!   rename, recheck, unlink or restore;
+//! - `freed.rs`: what each removal freed, as the kernel tells it (inotify's
+//!   `IN_DELETE_SELF` once the release closed its descriptors);
 //! - `finish.rs` (step `finish`): durability and the report;
 //! - `descriptors.rs`: the descriptor table a long-lived owner grows once
 //!   for the caches of steps `scan` and `in_use`.
@@ -65,6 +67,8 @@ mod check;
 mod display;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod freed;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod in_use;
 // Every platform but Linux: `release()` answers `unsupported_platform`.
@@ -439,9 +443,15 @@ pub fn release(
             )
         }
     };
-    let (files, touched) = capture::capture_all(&mut run, opts, &opened.targets);
+    let freed = freed::Freed::new();
+    let (mut files, touched) = capture::capture_all(&mut run, opts, &opened.targets, &freed);
+    // Every descriptor the release holds of a target closed: what is freed
+    // now is what the removals freed.
+    let check::Opened { session, targets, .. } = opened;
+    drop(targets);
+    freed.settle(&mut files);
     steps.mark("capture");
-    let report = finish::finish(run, opts, &opened.session, files, touched);
+    let report = finish::finish(run, opts, &session, files, touched);
     steps.mark("finish");
     steps.log(req.targets.len());
     report

@@ -303,6 +303,9 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
         Part::New => new_output(c),
     };
     let still_running = if done { g.runtime.shell_jobs(&term.shell).unwrap_or_default() } else { vec![] };
+    // Back at its prompt, the shell may still count as busy by itself: say
+    // why (a trap or `TMOUT` of its own, an `exec`'d program).
+    let shell_busy = if done && term.shell.at_prompt() { term.shell.holds() } else { None };
     ShellReply {
         command: CommandReport {
             status: if done { CommandStatus::Completed } else { CommandStatus::Running },
@@ -315,6 +318,7 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
         bg_command_id: lock(&term.bg_id).clone(),
         screen: None,
         output_path: lock(&c.dropped).as_ref().map(|p| p.display().to_string()),
+        shell_busy,
     }
 }
 

@@ -32,7 +32,9 @@
 //! A non-dumpable process of the user has root-owned views (and, on some
 //! kernels, a root-owned `/proc/<pid>`, whose owner is then read from
 //! `Status: Uid`): they are unreadable to a guardian that is not root, so
-//! the process counts as holding a target.
+//! the process counts as holding a target. So are a zombie's (it has no
+//! memory map any more), but a process whose every thread is a zombie has
+//! exited and holds nothing: it is passed over.
 //!
 //! A thread that unshared its descriptor table (`unshare(CLONE_FILES)`)
 //! has a table of its own, which `/proc/<pid>/fd` does not show: a sweep
@@ -354,6 +356,11 @@ fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
                 // A process of this user whose descriptors or mappings
                 // cannot be read (an LSM, a race with a credential change):
                 // it could hold a target, so it counts as holding one.
+                // A process that has exited holds nothing: every thread
+                // of it dropped its descriptor table and memory map before
+                // it became a zombie, whose views are root's (no memory
+                // map: `task_dump_owner`) until its parent reaps it.
+                Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) if has_exited(proc, pid) => break,
                 Err(rustix::io::Errno::ACCESS) | Err(rustix::io::Errno::PERM) => {
                     scan.uninspectable += 1;
                     if super::more_privileged(proc, pid) {
@@ -370,6 +377,35 @@ fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
         }
     }
     Ok(scan)
+}
+
+/// Whether process `pid` has exited as a whole: gone, or a zombie whose
+/// every thread is a zombie or gone. Such a process holds no descriptor and
+/// no mapping (`do_exit` drops both before `exit_notify` makes the thread
+/// a zombie). A zombie leader with a live thread has not exited: that
+/// thread still holds the table and the map.
+///
+/// # References
+/// - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html) (`state`)
+/// - [`proc_pid_task(5)`](https://man7.org/linux/man-pages/man5/proc_pid_task.5.html)
+fn has_exited(proc: &OwnedFd, pid: i32) -> bool {
+    let mut buf = Vec::new();
+    // `Some(true)`: gone; `Some(false)`: a zombie; `None`: neither, or
+    // cannot tell.
+    let mut state = |rel: String| match super::read_file(proc, &rel, &mut buf) {
+        Ok(None) | Ok(Some(0)) => Some(true),
+        Ok(Some(n)) => super::stat::ProcStat::parse(&buf[..n]).filter(|st| st.is_zombie()).map(|_| false),
+        Err(_) => None,
+    };
+    match state(format!("{pid}/stat")) {
+        Some(true) => return true,
+        Some(false) => {}
+        None => return false,
+    }
+    // Listed after the leader was a zombie: each thread listed is looked
+    // at (a zombie's list still holds the leader; an empty one cannot tell).
+    let threads = threads_of(proc, pid);
+    !threads.is_empty() && threads.into_iter().all(|t| state(format!("{pid}/task/{t}/stat")).is_some())
 }
 
 /// One of `targets`, for a holder that could hold any of them.

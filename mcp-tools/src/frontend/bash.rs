@@ -46,6 +46,7 @@ fn pass_through(r: CommandReply) -> Value {
         still_running: vec![],
         bg_command_id: None,
         screen: None,
+        shell_busy: None,
     }
     .to_value()
 }
@@ -61,6 +62,7 @@ fn shell_result(r: ShellReply) -> Value {
         still_running: r.still_running,
         bg_command_id: r.bg_command_id,
         screen: r.screen,
+        shell_busy: r.shell_busy,
     }
     .to_value()
 }

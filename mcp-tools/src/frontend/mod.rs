@@ -34,7 +34,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use winx_release_engine::audit::{audit, DELETION_DEFERRED};
 use winx_release_engine::layout::{default_data_dir, Layout};
-use winx_release_engine::preflight::open_session_dir;
+use winx_release_engine::preflight::{check_kernel_shape, open_session_dir};
 use winx_release_engine::quota;
 use winx_release_engine::Reason;
 
@@ -484,6 +484,10 @@ fn canonical_workspace(p: &str) -> Result<String, FrontendError> {
     if !path.is_absolute() {
         return Err(FrontendError::new(Reason::PathNotExact, format!("{p:?} is not an absolute path")));
     }
+    // Before any system call: a path the kernel cannot take.
+    check_kernel_shape(p).map_err(|r| {
+        FrontendError::new(r, "the path holds a NUL, is over 4,095 bytes or has a component over 255 bytes")
+    })?;
     let canon = path.canonicalize().map_err(|e| {
         let code = if e.kind() == io::ErrorKind::NotFound { Code::Reason(Reason::NotFound) } else { Code::IoError };
         FrontendError::new(code, format!("{p}: {e}"))

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use winx_release_engine::preflight::place_helper;
+use winx_release_engine::preflight::{check_kernel_shape, place_helper};
 use winx_release_engine::read::{read_fd_until, read_pinned_all_until, Head, Keep, PinnedRead};
 use winx_release_engine::{Identity, Reason};
 use winx_release_host::error::FrontendError;
@@ -140,10 +140,29 @@ fn content_of(head: Head, size: u64) -> (Option<String>, bool, bool) {
     (text, binary, truncated)
 }
 
-fn read_plain(path: &str, stop: &AtomicBool) -> Result<Value, Code> {
-    if !Path::new(path).is_absolute() || path.contains('\0') {
+/// Refuses, before any system call, a path the kernel cannot take (a
+/// NUL, over 4,095 bytes, a component over 255) or that names no file (a
+/// trailing `/`): `path_not_exact`.
+fn check_read_path(path: &str) -> Result<(), Code> {
+    if !Path::new(path).is_absolute() || (path.len() > 1 && path.ends_with('/')) {
         return Err(Reason::PathNotExact.into());
     }
+    check_kernel_shape(path).map_err(Code::from)
+}
+
+/// What a helper the engine could not open is: `not_found` only when the
+/// path names nothing now. The engine says `not_found` for any failure to
+/// open (out of descriptors, `EMFILE`/`ENFILE`, included); `lstat(2)`
+/// needs no descriptor, and a path that is there was an `io_error`.
+fn not_found_or_io(path: &str) -> Code {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Reason::NotFound.into(),
+        _ => Code::IoError,
+    }
+}
+
+fn read_plain(path: &str, stop: &AtomicBool) -> Result<Value, Code> {
+    check_read_path(path)?;
     let flags = (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC).bits();
     let file = OpenOptions::new().read(true).custom_flags(flags as i32).open(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Code::Reason(Reason::NotFound),
@@ -245,6 +264,10 @@ impl Frontend {
         // Other paths one by one, then the helpers as one batch.
         let mut helpers: Vec<usize> = Vec::new();
         for (i, p) in a.file_paths.iter().enumerate() {
+            if let Err(code) = check_read_path(p) {
+                each(i, Err(FailedFile::value(p, code)));
+                continue;
+            }
             match place_helper(&session.layout, &session.thread_id, p) {
                 Ok(_) => helpers.push(i),
                 Err(_) if stop.load(Ordering::Relaxed) => each(i, Err(given_up(p))),
@@ -270,6 +293,7 @@ impl Frontend {
                 let entry = match r {
                     Ok(read) => Ok(self.helper_value(&session, path, read)),
                     Err(_) if stop.load(Ordering::Relaxed) => Err(given_up(path)),
+                    Err(Reason::NotFound) => Err(FailedFile::value(path, not_found_or_io(path))),
                     Err(reason) => Err(FailedFile::value(path, reason)),
                 };
                 each(i, entry);

@@ -35,3 +35,12 @@ pub const CAP_TEMPORARY_RELEASE: &str = "temporary_release";
 pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
 /// Longest reply line a client accepts, in bytes.
 pub const MAX_REPLY_BYTES: u64 = 16 * 1024 * 1024;
+/// Longest thread id, in bytes.
+pub const MAX_THREAD_ID_BYTES: usize = 256;
+
+/// Whether `thread_id` has a thread id's shape: at most
+/// [`MAX_THREAD_ID_BYTES`] bytes, no control character (NUL included).
+/// The frontend and the guardian hold thread ids to this one rule.
+pub fn thread_id_shape_ok(thread_id: &str) -> bool {
+    thread_id.len() <= MAX_THREAD_ID_BYTES && !thread_id.chars().any(char::is_control)
+}

@@ -24,7 +24,8 @@ impl Runtime {
     /// session: in cgroup mode every process in the subtree's root or in
     /// `executions/` itself and every populated cgroup below `executions/`
     /// that no execution accounts for; when this process is a subreaper,
-    /// every process reparented to it that no execution accounts for. Any
+    /// every process reparented to it, unless a look saw it as kin of
+    /// executions before (then for their threads alone). Any
     /// doubt is counted, `D/executions` that cannot be listed among it.
     /// Every member seen is recorded durably before this returns.
     ///
@@ -87,12 +88,11 @@ impl Runtime {
         if let Mode::Cgroup(s) = &self.mode {
             self.unaccounted_cgroups(s, &mut found);
         }
-        // The `/proc` part: needed for every candidate, and in `/proc` mode
-        // for orphans when this process is a subreaper (in cgroup mode an
-        // orphan is in its execution's cgroup, and orphans are looked at
-        // whenever a snapshot is taken anyway).
-        let proc_mode = matches!(self.mode, Mode::Proc);
-        if !candidates.is_empty() || !shells.is_empty() || (proc_mode && self.subreaper) {
+        // The `/proc` part: needed for every candidate, and in both modes
+        // for orphans when this process is a subreaper (an orphan may have
+        // moved itself into another execution's cgroup: that adds it to
+        // the other, and it still counts here).
+        if !candidates.is_empty() || !shells.is_empty() || self.subreaper {
             match self.proc_check(asked, &candidates, &shells, &mut found) {
                 Ok(true) => {
                     // Two snapshots in a row found nothing of them.
@@ -188,9 +188,13 @@ impl Runtime {
     }
 
     /// Processes reparented to this process (a subreaper) that are not
-    /// leaders: each is counted for the execution it belongs to (by its
-    /// remembered membership, its cgroup, marker, group or session), and
-    /// one that no execution accounts for is counted for every session.
+    /// leaders. An orphan lost its ancestry: whoever it says it is (its
+    /// marker, its cgroup, whatever it claimed before) adds it to those
+    /// executions and takes it from none, so it counts for every session
+    /// until it ends, unless a look saw it as a kin member of executions
+    /// before it was orphaned (`members.rs`, `Members::note_kin`):
+    /// then it is certainly theirs, and counts for each of their threads
+    /// and for whatever else claims it.
     fn orphans(
         &self,
         asked: &Asked<'_>,
@@ -204,21 +208,35 @@ impl Runtime {
             }
             let start = probe.start_time(pid).unwrap_or(0);
             let cgroup_of = cgroup::dir_of(pid);
-            let mut owner = None;
+            let mut kin_of = Vec::new();
+            let mut claimed_by = Vec::new();
             for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
                 let in_cgroup = matches!((&e.cgroup, &cgroup_of), (Some(cg), Some(d)) if d.starts_with(cg));
-                if e.members.contains(pid, start) || in_cgroup || probe.belongs(pid, &e.id, e.leader())? {
-                    owner = Some(e);
-                    break;
+                if e.members.contains_kin(pid, start) {
+                    kin_of.push(e);
+                } else if e.members.contains(pid, start) || in_cgroup || probe.belongs(pid, &e.id, e.leader())? {
+                    claimed_by.push(e);
                 }
             }
-            match owner {
-                Some(e) if asked.owns(&e) => here.push(format!("process {pid} of command {} still runs", e.id)),
-                Some(_) => {}
-                None => here.push(format!(
-                    "process {pid} was reparented to the guardian and no execution accounts for it; \
+            if kin_of.is_empty() {
+                let claims: Vec<&str> = claimed_by.iter().map(|e| e.id.as_str()).collect();
+                let claims = if claims.is_empty() {
+                    "no execution accounts for it".to_owned()
+                } else {
+                    format!(
+                        "it claims command(s) {claims:?} (a marker or cgroup a process can take from any execution)"
+                    )
+                };
+                here.push(format!(
+                    "process {pid} was reparented to the guardian and {claims}; it counts for every session: \
                      releases wait until it exits"
-                )),
+                ));
+                continue;
+            }
+            let ours: Vec<&str> =
+                kin_of.iter().chain(&claimed_by).filter(|e| asked.owns(e)).map(|e| e.id.as_str()).collect();
+            if let Some(id) = ours.first() {
+                here.push(format!("process {pid} of command {id} still runs"));
             }
         }
         Ok(())

@@ -26,7 +26,9 @@ impl Runtime {
         roots.extend(&remembered);
         pids.extend(probe.descendants(&roots));
         pids.extend(sure);
-        pids.extend(doubtful);
+        if !self.ancestry_decides(e) {
+            pids.extend(doubtful);
+        }
         pids.extend(remembered);
         Ok(pids.into_iter().filter(|p| !own.contains(p)).collect())
     }

@@ -14,11 +14,18 @@
 //! ordinary use (`systemd-run --user --scope`, a tmux built with systemd
 //! support), and a daemon drops its group, session and environment. Every
 //! process seen is remembered, so that a later move, `setsid`, cleared
-//! environment or guardian restart does not lose it. What still escapes is a
-//! process that leaves its cgroup *and* drops marker, group and session
-//! before any look saw it, and whose parent is gone: nothing the kernel
-//! keeps ties it to the execution any more (docs/DESIGN.md, "What still
-//! escapes").
+//! environment or guardian restart does not lose it.
+//!
+//! A process's marker and cgroup are its own to set, so they only add it to
+//! an execution: a look splits what it finds into kin (the leader, its own
+//! group and session, their descendants and remembered kin) and claims
+//! (the marker, the cgroup, and what descends from those), and remembers
+//! each as such (`members.rs`). Where ancestry decides (this runtime is a
+//! subreaper and started the execution), a process whose environment
+//! cannot be read is not counted for it: what the execution started
+//! descends from its members or was reparented to this process, where it
+//! counts for every session (`answer.rs`). What still escapes is in
+//! docs/DESIGN.md, "What still escapes".
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -69,18 +76,40 @@ impl Runtime {
                 Err(err) => found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display())),
             }
         }
-        match probe.members_split(&e.id, e.leader()) {
-            Ok((mut sure, doubtful)) => {
+        match probe.members_parts(&e.id, e.leader()) {
+            Ok(parts) => {
                 let (remembered, _) = e.members.alive();
-                let mut roots = sure.clone();
-                roots.extend(&remembered);
-                roots.extend(e.leader().map(|l| l.pid));
-                sure.extend(probe.descendants(&roots));
-                e.members.note(not_leader(e, sure.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
+                let kin_remembered = e.members.kin();
+                // Kin: what the kernel keeps (the leader, its own group and
+                // session) and their descendants. The rest is a process's
+                // own claim (a marker, a remembered claim) and what
+                // descends from it: it adds to this execution, and says
+                // nothing about whose else a process is.
+                let mut kin_roots = parts.kin.clone();
+                kin_roots.extend(&kin_remembered);
+                let mut kin = parts.kin.clone();
+                kin.extend(probe.descendants(&kin_roots));
+                let mut other_roots = parts.marked.clone();
+                other_roots.extend(remembered.iter().filter(|p| !kin_remembered.contains(p)));
+                other_roots.extend(e.leader().map(|l| l.pid).filter(|p| !kin.contains(p)));
+                let mut marked = parts.marked.clone();
+                marked.extend(probe.descendants(&other_roots));
+                marked.retain(|p| !kin.contains(p));
+                e.members.note_kin(not_leader(e, kin.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
+                e.members.note(not_leader(e, marked.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
+                let mut sure = kin;
+                sure.extend(marked);
+                sure.sort_unstable();
+                sure.dedup();
                 let left: Vec<i32> = sure.into_iter().filter(|p| reported.insert(*p)).collect();
                 if !left.is_empty() {
                     found.push(format!("command {} left process(es) {left:?} running", e.id));
                 }
+                // Where ancestry decides, a process whose environment cannot
+                // be read is not made this execution's: what it started
+                // descends from its members above, or was reparented to
+                // this process (an orphan, counted for every session).
+                let doubtful = if self.ancestry_decides(e) { Vec::new() } else { parts.doubtful };
                 let unsure: Vec<i32> = doubtful.into_iter().filter(|p| reported.insert(*p)).collect();
                 if !unsure.is_empty() {
                     found.push(format!(
@@ -105,6 +134,15 @@ impl Runtime {
             found.push(format!("cannot tell whether every process of command {} has ended", e.id));
         }
         found
+    }
+
+    /// Whether the kernel's ancestry decides what of `e` runs: this process
+    /// is a child subreaper and started `e` itself, so that everything `e`
+    /// started descends from `e`'s leader or members, or was reparented
+    /// to this process. An execution an earlier runtime started (adopted)
+    /// lost that: its orphans went elsewhere.
+    pub(super) fn ancestry_decides(&self, e: &Execution) -> bool {
+        self.subreaper && !e.adopted
     }
 
     /// Records the members of `e` seen so far durably (a release proceeds

@@ -3,6 +3,14 @@
 //!
 //! Idle only when every one of these holds, each checked where the kernel
 //! keeps it:
+//! 0. the shell's process still runs the program it ran at its first
+//!    prompt (the same device and inode of `/proc/<pid>/exe`), with one
+//!    thread: an `exec`'d program can write the hook's report itself and
+//!    then wait like the line editor while another thread of it works;
+//! 0b. at its last report the shell held no trap with an action and no
+//!    `TMOUT` (the hook writes them before each report, `hook.rs`): bash
+//!    logs itself out after `TMOUT` seconds at the prompt and runs its
+//!    `EXIT` trap, with nobody typing;
 //! 1. the hook reported the prompt after the last byte written to the
 //!    terminal (the engine's state: every write goes through
 //!    [`super::Shell::write`] or [`super::Shell::input`], each taking the
@@ -71,6 +79,9 @@ impl Shell {
         if !lock(&self.core.state).at_prompt {
             return Err(format!("shell {id} is not back at its prompt (a command or program runs in it)"));
         }
+        if let Some(why) = self.holds() {
+            return Err(format!("shell {id} {why}"));
+        }
         match rustix::io::ioctl_fionread(&self.core.follower) {
             Ok(0) => {}
             Ok(n) => return Err(format!("shell {id}: {n} bytes of input wait in its terminal")),
@@ -88,6 +99,61 @@ impl Shell {
             }
         }
     }
+}
+
+impl Shell {
+    /// Why the shell's own process is not the idle shell it was started
+    /// as, however back at its prompt it says it is (rules 0 and 0b of the
+    /// module's docs): it holds a trap with an action or a `TMOUT` (the
+    /// hook's last report named them), it no longer runs the program it
+    /// ran at its first prompt (same device and inode of
+    /// `/proc/<pid>/exe`: an `exec`'d program can forge the hook's report),
+    /// or it runs more than one thread. `None` when none of these holds.
+    /// Cheap (a `stat` and a read of `status`): a caller that says why a
+    /// shell back at its prompt keeps releases refused asks it.
+    pub fn holds(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let (held, binary) = {
+            let st = lock(&self.core.state);
+            (st.held.clone(), st.binary)
+        };
+        if !held.is_empty() {
+            return Some(format!(
+                "holds an action of its own that can run at any time: {}; releases wait until it is removed \
+                 (`trap - SIGNAL`, `unset TMOUT`)",
+                held.join("; ")
+            ));
+        }
+        let Some(pid) = self.pid() else { return Some("has not started".to_owned()) };
+        let Some(binary) = binary else {
+            return Some("has not reported the program it runs".to_owned());
+        };
+        match std::fs::metadata(format!("/proc/{pid}/exe")) {
+            Ok(m) if (m.dev(), m.ino()) == binary => {}
+            Ok(_) => {
+                let now = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string());
+                return Some(format!(
+                    "(pid {pid}) no longer runs the shell it was started as (it runs {}): an `exec`'d program",
+                    now.unwrap_or_else(|e| format!("a program that cannot be named: {e}"))
+                ));
+            }
+            Err(e) => return Some(format!("(pid {pid}): cannot tell which program it runs (/proc/{pid}/exe: {e})")),
+        }
+        match threads_of(pid) {
+            Ok(1) => None,
+            Ok(n) => Some(format!("(pid {pid}) runs {n} threads; the shell runs one")),
+            Err(e) => Some(format!("(pid {pid}): cannot count its threads (/proc/{pid}/status: {e})")),
+        }
+    }
+}
+
+/// `Threads:` of `/proc/<pid>/status`.
+fn threads_of(pid: i32) -> std::io::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no Threads line"))
 }
 
 /// How long the kernel's checks may take to hold after the hook's report.

@@ -126,6 +126,14 @@ pub(crate) struct State {
     pub(crate) input_since_line: bool,
     /// The report reader ended (the shell exited).
     pub(crate) hook_gone: bool,
+    /// What the shell held at its last report besides the hook: its traps
+    /// with an action and a `TMOUT` (`hook.rs`); each is an action of its
+    /// own that can run at any time, so the shell is busy.
+    pub(crate) held: Vec<String>,
+    /// The device and inode of the program the shell's process ran at its
+    /// first report (bash itself: nothing was typed before the first
+    /// prompt); `None` until then or when it could not be read.
+    pub(crate) binary: Option<(u64, u64)>,
 }
 
 /// What is written to a shell's terminal.

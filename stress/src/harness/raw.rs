@@ -88,6 +88,11 @@ impl RawClient {
             .map_err(|error| RecvError::NotJson { line: String::from_utf8_lossy(&line).trim_end().to_owned(), error })
     }
 
+    /// The child's stdin, to write to from another thread.
+    pub fn stdin_writer(&self) -> LineWriter {
+        self.stdin.clone()
+    }
+
     /// Closes stdin (EOF for the frontend).
     pub fn close_stdin(&self) {
         self.stdin.close();

@@ -27,6 +27,14 @@ impl LineWriter {
         stdin.write_all(&line).and_then(|()| stdin.flush())
     }
 
+    /// Writes `bytes` as they are (no newline), and flushes: part of a line
+    /// a client is still writing.
+    pub fn write_part(&self, bytes: &[u8]) -> io::Result<()> {
+        let mut guard = lock(&self.0);
+        let stdin = guard.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "closed"))?;
+        stdin.write_all(bytes).and_then(|()| stdin.flush())
+    }
+
     /// Closes stdin: the child reads EOF.
     pub fn close(&self) {
         lock(&self.0).take();

@@ -119,8 +119,18 @@ impl Env {
         Env::with_turn(Turn::take(true))
     }
 
+    /// A fresh world below `base` instead of the system's temporary
+    /// directory (for a test that hides `/tmp` from its processes).
+    pub fn new_in(base: &Path) -> Env {
+        Env::with_turn_in(Turn::take(false), Some(base))
+    }
+
     fn with_turn(turn: Turn) -> Env {
-        let dirs = PrivateDirs::create("winx-e2e-", None).expect("private tempdir");
+        Env::with_turn_in(turn, None)
+    }
+
+    fn with_turn_in(turn: Turn, base: Option<&Path>) -> Env {
+        let dirs = PrivateDirs::create("winx-e2e-", base).expect("private tempdir");
         Env { dirs, guardian: None, logs: AtomicUsize::new(0), ready: None, _turn: turn }
     }
 

@@ -1,16 +1,16 @@
-//! Standard input in large chunks: one reader thread, and an [`AsyncRead`]
-//! that hands its chunks to rmcp's line reader.
+//! Standard input in large chunks: one reader thread, and an
+//! [`AsyncBufRead`] that hands its chunks to the line reader (`lines.rs`).
 //!
 //! `tokio::io::stdin()` runs every read as a task on tokio's blocking pool,
-//! each as large as the caller's buffer. rmcp reads lines through a
-//! `BufReader` of 8 KiB, so a 500 KB `EditFiles` request took some 60
-//! blocking-pool round trips, each two context switches and a task: under
-//! the 16-session stress the frontends switched about 6,500 times a
-//! second, more than all other processes together.
+//! each as large as the caller's buffer; rmcp's reader asked for 8 KiB at
+//! a time, so a 500 KB `EditFiles` request took some 60 blocking-pool
+//! round trips, each two context switches and a task: under the
+//! 16-session stress the frontends switched about 6,500 times a second,
+//! more than all other processes together.
 //!
 //! Here one thread reads standard input `CHUNK` bytes at a time (whatever
-//! the pipe holds) and sends each chunk through a bounded channel; rmcp's
-//! 8 KiB reads are then copies out of memory. When standard input is a
+//! the pipe holds) and sends each chunk through a bounded channel; the line
+//! reader looks for line ends in the chunks themselves. When standard input is a
 //! pipe it is also asked to hold 1 MiB (best effort, as for standard
 //! output), so a client writes a large request with fewer wake-ups.
 //!
@@ -29,7 +29,7 @@ use std::io::{self, Read};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncBufRead, AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 
 /// The most one `read(2)` of standard input asks for.
@@ -88,12 +88,13 @@ fn read_loop(mut source: impl Read, tx: &mpsc::Sender<io::Result<Vec<u8>>>) {
     }
 }
 
-impl AsyncRead for Incoming {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
+impl AsyncBufRead for Incoming {
+    /// The rest of the current chunk, or the next one (empty at the end).
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        let this = self.get_mut();
         while this.at == this.chunk.len() {
             if this.done {
-                return Poll::Ready(Ok(()));
+                return Poll::Ready(Ok(&[]));
             }
             match this.rx.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -105,9 +106,26 @@ impl AsyncRead for Incoming {
                 Poll::Ready(None) => this.done = true,
             }
         }
-        let n = buf.remaining().min(this.chunk.len() - this.at);
-        buf.put_slice(&this.chunk[this.at..this.at + n]);
-        this.at += n;
+        Poll::Ready(Ok(&this.chunk[this.at..]))
+    }
+
+    fn consume(mut self: Pin<&mut Self>, amt: usize) {
+        self.at = (self.at + amt).min(self.chunk.len());
+    }
+}
+
+impl AsyncRead for Incoming {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let n = match self.as_mut().poll_fill_buf(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Ready(Ok(bytes)) => {
+                let n = buf.remaining().min(bytes.len());
+                buf.put_slice(&bytes[..n]);
+                n
+            }
+        };
+        self.consume(n);
         Poll::Ready(Ok(()))
     }
 }

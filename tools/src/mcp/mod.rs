@@ -17,6 +17,7 @@ mod escape;
 mod frame;
 mod incoming;
 mod launcher;
+mod lines;
 mod render;
 mod result;
 mod server;
@@ -36,17 +37,22 @@ use winx_release_mcp_tools::{Frontend, FrontendConfig};
 pub use launcher::launch_guardian;
 pub use result::TextResult;
 pub use server::WinxServer;
+pub use transport::set_idle_hook;
 
-/// Longest JSON-RPC request line accepted on stdin (160 MiB): a 32 MiB
-/// helper's text fits even when every byte needs a two-character escape;
-/// longer lines are dropped by the transport.
-pub const MAX_REQUEST_LINE: usize = 160 * 1024 * 1024;
+/// Longest JSON-RPC request line accepted on stdin for a `tools/call`
+/// request (65 MiB): a 32 MiB helper's text written through `EditFiles`
+/// fits even when every byte needs a two-character escape, with 1 MiB for
+/// the rest of the request. Other lines may be 1 MiB
+/// (`lines::SMALL_LINE`). A longer line is answered with an Invalid
+/// Request error and skipped.
+pub const MAX_REQUEST_LINE: usize = 65 * 1024 * 1024;
 
 /// Arguments of `winx-release mcp`.
 #[derive(Args, Debug)]
 pub struct McpArgs {
     /// Guardian socket (default: `$WINX_GUARDIAN_SOCKET`, `$XDG_RUNTIME_DIR/winx/guardian.sock`,
-    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`). A guardian is started
+    /// `/run/user/<uid>/winx/guardian.sock`, `/tmp/winx-<uid>/guardian.sock`,
+    /// `D/run/guardian.sock`, `<cache>/winx-<hash>/guardian.sock`). A guardian is started
     /// there at `Initialize` when none answers.
     #[arg(long)]
     pub socket: Option<PathBuf>,
@@ -81,7 +87,7 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let result = runtime.block_on(async move {
         let streams = transport::Streams::default();
         // Room for a whole 32 MiB helper written through EditFiles, with
-        // JSON escaping; rmcp drops longer lines without an answer.
+        // JSON escaping; a longer line is answered and skipped.
         let transport = transport::Stdio::new(MAX_REQUEST_LINE, streams.clone()).context("stdio transport")?;
         let service = WinxServer::streaming(frontend, streams, args.text_result)
             .serve(transport)

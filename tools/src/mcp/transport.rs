@@ -23,10 +23,14 @@
 //!
 //! Messages leave in the order [`Transport::send`] was called: the message
 //! is queued in the call, before its future is polled. The reader side is
-//! rmcp's [`AsyncRwTransport`] (bounded lines, malformed input ignored or
-//! answered with an Invalid Request error); the few bytes it writes itself
-//! (those error replies) go through the same writer thread, whole, so no
-//! line is ever interleaved with another.
+//! `lines.rs` (bounded lines; every line that is not a message answered
+//! with its JSON-RPC error); those error lines go through the same writer
+//! thread, whole, so no line is ever interleaved with another.
+//!
+//! Once the writer has been idle for [`IDLE`] after writing anything, it
+//! calls the idle hook (`set_idle_hook`; the binary's gives the
+//! allocator's free memory back to the system), so what a request
+//! allocated does not stay resident after it.
 //!
 //! # References
 //! - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
@@ -37,18 +41,16 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsFd;
-use std::pin::Pin;
-use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use rmcp::model::{JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
-use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
 use super::incoming::Incoming;
+use super::lines::{decode, oversized, Decoded, Lines, Read};
 
 /// Bytes the writer thread buffers before a `write(2)` to stdout.
 pub const WRITE_BUFFER: usize = 256 * 1024;
@@ -56,6 +58,18 @@ pub const WRITE_BUFFER: usize = 256 * 1024;
 /// The pipe size asked for when stdout is a pipe (the unprivileged
 /// maximum, `/proc/sys/fs/pipe-max-size`, is 1 MiB by default).
 const PIPE_SIZE: usize = 1024 * 1024;
+
+/// How long the writer waits with nothing to write before it calls the
+/// idle hook (once per busy spell).
+pub const IDLE: Duration = Duration::from_millis(500);
+
+static IDLE_HOOK: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what the writer calls once it has been idle for `IDLE` after a
+/// busy spell (the first call wins).
+pub fn set_idle_hook(hook: fn()) {
+    let _ = IDLE_HOOK.set(hook);
+}
 
 enum Outgoing {
     /// A message to serialise; the result of writing it goes back.
@@ -85,14 +99,14 @@ impl Streams {
 
 /// The MCP transport on stdin and stdout.
 pub struct Stdio {
-    read: AsyncRwTransport<RoleServer, Incoming, Forward>,
+    lines: Lines<Incoming>,
     out: Option<mpsc::Sender<Outgoing>>,
 }
 
 impl Stdio {
     /// A transport over this process's stdin and stdout; incoming lines
-    /// longer than `max_line` bytes are dropped by the reader; replies to
-    /// the ids in `streams` are streamed.
+    /// longer than `max_line` bytes are answered with an Invalid Request
+    /// error and skipped; replies to the ids in `streams` are streamed.
     pub fn new(max_line: usize, streams: Streams) -> io::Result<Stdio> {
         let stdout = File::from(io::stdout().as_fd().try_clone_to_owned()?);
         if rustix::fs::fstat(&stdout).is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_fifo()) {
@@ -101,8 +115,16 @@ impl Stdio {
         }
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new().name("winx-mcp-out".into()).spawn(move || write_loop(stdout, rx, &streams))?;
-        let read = AsyncRwTransport::new_server(Incoming::stdin()?, Forward(tx.clone())).with_max_line_length(max_line);
-        Ok(Stdio { read, out: Some(tx) })
+        let lines = Lines::new(Incoming::stdin()?, max_line);
+        Ok(Stdio { lines, out: Some(tx) })
+    }
+
+    /// Queues an error line the reader answers a line with.
+    fn answer(&self, mut line: Vec<u8>) {
+        line.push(b'\n');
+        if let Some(tx) = &self.out {
+            let _ = tx.send(Outgoing::Bytes(line));
+        }
     }
 }
 
@@ -110,7 +132,28 @@ impl Stdio {
 /// is gone.
 fn write_loop(stdout: File, rx: mpsc::Receiver<Outgoing>, streams: &Streams) {
     let mut w = BufWriter::with_capacity(WRITE_BUFFER, stdout);
-    for item in rx {
+    // Whether anything was written since the idle hook last ran.
+    let mut busy = false;
+    loop {
+        let item = if busy {
+            match rx.recv_timeout(IDLE) {
+                Ok(item) => item,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    busy = false;
+                    if let Some(hook) = IDLE_HOOK.get() {
+                        hook();
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            match rx.recv() {
+                Ok(item) => item,
+                Err(_) => return,
+            }
+        };
+        busy = true;
         match item {
             Outgoing::Message(m, done) => {
                 let r = write_message(&mut w, &m, streams).and_then(|()| w.write_all(b"\n")).and_then(|()| w.flush());
@@ -164,32 +207,39 @@ impl Transport<RoleServer> for Stdio {
         }
     }
 
-    fn receive(&mut self) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        self.read.receive()
+    /// The next message; each line that is not one is answered here.
+    /// Cancel-safe: the line reader keeps a partial line, and a whole
+    /// line is decoded and answered with no await in between.
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.lines.next().await {
+                Read::Line => {}
+                Read::Oversized => {
+                    tracing::warn!(max_line = self.lines.max_line(), "request line over the limit, skipped");
+                    self.answer(oversized(self.lines.max_line()));
+                    continue;
+                }
+                Read::Eof => return None,
+                Read::Failed(e) => {
+                    tracing::error!(error = %e, "reading stdin failed");
+                    return None;
+                }
+            }
+            let decoded = decode(self.lines.line());
+            self.lines.clear();
+            match decoded {
+                Decoded::Message(m) => return Some(*m),
+                Decoded::Ignored => {}
+                Decoded::Answer(line) => {
+                    tracing::debug!(answer = %String::from_utf8_lossy(&line), "a line that is not a request");
+                    self.answer(line);
+                }
+            }
+        }
     }
 
     async fn close(&mut self) -> Result<(), io::Error> {
-        let r = self.read.close().await;
         self.out = None;
-        r
-    }
-}
-
-/// The reader side's writer: hands what it writes to the writer thread.
-/// rmcp's codec writes whole lines and this accepts every byte at once, so
-/// a line is never split.
-struct Forward(mpsc::Sender<Outgoing>);
-
-impl AsyncWrite for Forward {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Poll::Ready(self.0.send(Outgoing::Bytes(buf.to_vec())).map(|()| buf.len()).map_err(|_| closed()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+        Ok(())
     }
 }
