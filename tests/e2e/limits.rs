@@ -274,9 +274,14 @@ fn paths_the_kernel_cannot_take_and_bad_thread_ids_are_refused() {
         "operation": "release_temporary", "files": [entry]}),
     );
     assert_eq!(v["errorCode"], "path_not_exact", "{v}");
-    // screen with lines: 0.
+    // screen with lines: 0, to a thread whose shell runs (a thread without
+    // one is refused invalid_input anyway; c4cb753 answered this one
+    // completed).
+    let v = call(&mut raw, "true", "BashCommand", json!({"thread_id": "p", "command": "true", "wait_for_seconds": 20}));
+    assert_eq!(v["status"], "completed", "{v}");
     let v = call(&mut raw, "screen", "BashCommand", json!({"thread_id": "p", "screen": true, "lines": 0}));
     assert_eq!(v["status"], "invalid_input", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("lines"), "{v}");
 
     // The guardian itself: a thread id with a NUL or another control
     // character is refused, and no session directory is made for it.

@@ -72,7 +72,20 @@ async fn status_and_stop() {
         let v = stdout_json(&env.command(&["status", "--json", "--socket", &sock]).output().unwrap());
         v["running_executions"] == json!([])
     });
-    let out = env.command(&["guardian", "--stop", "--socket", &sock]).output().unwrap();
+    // The background shell, idle once its command ended, is then ended by
+    // the retention worker (`guardian/src/shell/retire.rs`): while it exits
+    // it is busy, and a stop in that moment is refused. Retried for up to
+    // 10 s; it must end in exit 0 (it failed about every other run on
+    // c4cb753 when the status above caught the shell idle before its end).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let out = loop {
+        let out = env.command(&["guardian", "--stop", "--socket", &sock]).output().unwrap();
+        if out.status.code() == Some(0) || std::time::Instant::now() > deadline {
+            break out;
+        }
+        assert!(stderr(&out).contains("execution_active"), "{}", stderr(&out));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("stopped"), "{out:?}");
     let out = env.command(&["status", "--json", "--socket", &sock]).output().unwrap();

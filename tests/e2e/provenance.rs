@@ -5,6 +5,9 @@
 //!   environment and takes thread B's shell's marker (and, in cgroup mode,
 //!   joins B's shell's cgroup): orphaned to the guardian, it still keeps
 //!   A's releases refused while it runs, and then reads A's helper;
+//! - a job a look saw as a child of thread A's shell, orphaned when the
+//!   shell exits, stays A's alone (the exception to "an orphan counts for
+//!   every session");
 //! - a process of the user outside the guardian whose environment cannot
 //!   be read (a zombie leader with a live thread) does not refuse a
 //!   thread's releases: ancestry decides, and it descends from no process
@@ -198,4 +201,41 @@ async fn proc_an_unreadable_process_outside_the_thread_does_not_refuse_its_relea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cgroup_an_unreadable_process_outside_the_thread_does_not_refuse_its_release() {
     an_unreadable_stranger_does_not_refuse("cgroup").await;
+}
+
+/// The exception to "an orphan counts for every session": a job a look saw
+/// as kin of thread A's shell (a child of the shell, whatever its marker)
+/// that is orphaned when the shell exits stays A's alone: A's releases are
+/// refused while it runs, B's are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_seen_as_kin_before_counts_for_its_thread_alone() {
+    let Some((env, mcp)) = world("proc").await else { return };
+    mcp.init(&env.ws, "t1").await;
+    mcp.init(&env.ws, "t2").await;
+    let h1 = helper(&env, &mcp, "t1", "k1.py").await;
+    let h2 = helper(&env, &mcp, "t2", "k2.py").await;
+    let dir = env.root.join("kin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = format!("while [ -d {} ] && [ ! -e {}/stop ]; do sleep 0.05; done", dir.display(), dir.display());
+    let v = call(
+        &mcp,
+        "BashCommand",
+        json!({"thread_id": "t1", "command": format!("nohup sh -c '{job}' >/dev/null 2>&1 & disown; echo \"job=$!.\"")}),
+    )
+    .await;
+    let out = v["output"].as_str().unwrap_or_default();
+    let pid: i32 = out.split("job=").nth(1).and_then(|r| r.split('.').next()).and_then(|p| p.parse().ok()).unwrap();
+    // A look sees it as a child of the shell: kin.
+    let d = denied(&env, &mcp, "t1", &h1, "execution_active").await;
+    assert!(d["message"].as_str().unwrap_or_default().contains(&pid.to_string()), "{d}");
+    // The shell exits; the job is reparented to the guardian.
+    call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": "exit", "wait_for_seconds": 2})).await;
+    let guardian = env.ready.as_ref().unwrap()["pid"].as_i64().unwrap() as i32;
+    eventually(10, "the job to be an orphan of the guardian", || ppid_of(pid) == Some(guardian));
+    let d = denied(&env, &mcp, "t1", &h1, "execution_active").await;
+    assert!(d["message"].as_str().unwrap_or_default().contains(&pid.to_string()), "{d}");
+    completes_after(&env, &mcp, "t2", &h2, "execution_active", Duration::from_secs(10)).await;
+    std::fs::write(dir.join("stop"), "").unwrap();
+    completes_after(&env, &mcp, "t1", &h1, "execution_active", Duration::from_secs(20)).await;
+    mcp.stop().await;
 }
