@@ -472,7 +472,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
             g.retention.kick(Some(&workspace));
             r
         }
-        Request::CommandStatus { command_id, wait_for_seconds, .. } => {
+        Request::ExecStatus { command_id, wait_for_seconds, .. } => {
             let r = exec_status(g, id, &command_id, wait_for_seconds);
             g.retention.kick(None);
             r

@@ -244,7 +244,7 @@ impl GuardianClient {
         command_id: &str,
         wait_for_seconds: f64,
     ) -> Result<CommandReply, ClientError> {
-        let req = Request::CommandStatus {
+        let req = Request::ExecStatus {
             thread_id: Some(thread_id.to_owned()),
             command_id: command_id.to_owned(),
             wait_for_seconds: Some(wait_for_seconds),

@@ -53,7 +53,7 @@ pub enum Request {
         is_background: bool,
     },
     /// Reports on a command; answered with [`CommandReply`](super::CommandReply).
-    CommandStatus {
+    ExecStatus {
         /// The thread (informational).
         #[serde(default)]
         thread_id: Option<String>,
@@ -121,7 +121,7 @@ impl Request {
             Request::Hello { .. } => "hello",
             Request::SessionOpen { .. } => "session_open",
             Request::Exec { .. } => "exec",
-            Request::CommandStatus { .. } => "exec_status",
+            Request::ExecStatus { .. } => "exec_status",
             Request::Release { .. } => "release",
             Request::Status { .. } => "status",
             Request::GuardianStatus {} => "guardian_status",

@@ -32,7 +32,7 @@ fn every_request_round_trips() {
         wait_for_seconds: Some(1.5),
         is_background: true,
     });
-    round_trip(Request::CommandStatus { thread_id: Some("t".into()), command_id: "ab".into(), wait_for_seconds: None });
+    round_trip(Request::ExecStatus { thread_id: Some("t".into()), command_id: "ab".into(), wait_for_seconds: None });
     round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![], dry_run: false });
     round_trip(Request::Release { workspace: "/w".into(), thread_id: "t".into(), targets: vec![], dry_run: true });
     round_trip(Request::Status { workspace: "/w".into(), thread_id: "t".into() });
