@@ -409,10 +409,14 @@ fn a_guardian_connection_is_kept_between_calls_until_the_guardian_closes_it() {
         let fe = env.guarded();
         let g = answering_guardian(&env, close);
         init(&fe, ws, "t1");
-        for name in ["a.py", "b.py", "c.py"] {
+        for (i, name) in ["a.py", "b.py", "c.py"].into_iter().enumerate() {
             let h = env.helper("t1", name, b"x");
             let v = fe.edit_files(release_req("t1", ws, vec![entry(&read_one(&fe, "t1", &h))]));
             assert_eq!(code(&v), "policy_denied", "{v}");
+            if close {
+                // The close comes after the answer: the next call must see it.
+                g.wait_closes(i + 1);
+            }
         }
         let hellos_after_init = g.ops().iter().skip(2).filter(|o| *o == "hello").count();
         // Kept: one hello for the three releases; closed after each answer:

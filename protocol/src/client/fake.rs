@@ -19,6 +19,8 @@ pub type Handler = dyn Fn(&str, &Value) -> Option<Value> + Send + Sync;
 pub struct FakeGuardian {
     pub path: PathBuf,
     pub ops: Arc<Mutex<Vec<String>>>,
+    /// How many connections it closed after a `"_close": true` reply.
+    pub closes: Arc<std::sync::atomic::AtomicUsize>,
     _thread: JoinHandle<()>,
 }
 
@@ -27,11 +29,14 @@ impl FakeGuardian {
         let listener = UnixListener::bind(&path).unwrap();
         let ops = Arc::new(Mutex::new(Vec::new()));
         let ops2 = ops.clone();
+        let closes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let closes2 = closes.clone();
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
                 let handler = handler.clone();
                 let ops = ops2.clone();
+                let closes = closes2.clone();
                 std::thread::spawn(move || {
                     let mut w = conn.try_clone().unwrap();
                     for line in BufReader::new(conn).lines() {
@@ -46,17 +51,31 @@ impl FakeGuardian {
                         out.push(b'\n');
                         if w.write_all(&out).is_err() || close {
                             let _ = w.shutdown(std::net::Shutdown::Both);
+                            if close {
+                                closes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
                             return;
                         }
                     }
                 });
             }
         });
-        FakeGuardian { path, ops, _thread: thread }
+        FakeGuardian { path, ops, closes, _thread: thread }
     }
 
     pub fn ops(&self) -> Vec<String> {
         self.ops.lock().unwrap().clone()
+    }
+
+    /// Waits (up to 20 s) until it has closed `n` connections after a
+    /// `"_close": true` reply: a client that reads the reply can send its
+    /// next request before the close, which no client can tell from a
+    /// request lost to a stopping guardian.
+    pub fn wait_closes(&self, n: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.closes.load(std::sync::atomic::Ordering::SeqCst) < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }
 
