@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The two libraries another MCP server links (the engine and the frontend
-# library) build on every platform winx ships for. Only the Linux standard
+# The libraries another MCP server links (the kernel toolkit, the engine and
+# host library) build on every platform winx ships for. Only the Linux standard
 # library can be had here, so this checks what can be checked without it:
 # 1. their normal dependencies for macOS and Windows, as cargo resolves them,
 #    list no Linux-only crate (nor rustix at all: off Linux they do not use
@@ -11,7 +11,7 @@
 #    `unsupported_platform`, reads say so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-crates=(winx-release-engine winx-release-frontend)
+crates=(winx-release-kernel winx-release-engine winx-release-host)
 linux_only='^(io-uring|linux-raw-sys|rustix) '
 for crate in "${crates[@]}"; do
     for target in x86_64-apple-darwin x86_64-pc-windows-msvc; do
@@ -30,4 +30,4 @@ done
 export CARGO_TARGET_DIR=target/foreign RUSTFLAGS="--cfg winx_foreign"
 # The test build compiles both libraries' non-Linux path (a separate
 # `cargo check` would build every dependency a second time, in check mode).
-cargo test --locked -p winx-release-engine -p winx-release-frontend --test foreign
+cargo test --locked -p winx-release-engine -p winx-release-host --test foreign

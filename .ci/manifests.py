@@ -87,11 +87,13 @@ for member in meta["workspace_members"]:
 # The README's crates table: each crate it names in a place is a direct
 # dependency of that place (cargo metadata), and every place it lists exists.
 PLACES = {
+    "kernel": ["winx-release-kernel"],
+    "runtime": ["winx-release-runtime"],
     "engine": ["winx-release-engine"],
     "protocol": ["winx-release-protocol"],
     "guardian": ["winx-release-guardian"],
-    "frontend-adapter": ["winx-release-frontend-adapter"],
-    "frontend": ["winx-release-frontend"],
+    "mcp-tools": ["winx-release-mcp-tools"],
+    "host": ["winx-release-host"],
     "stress": ["winx-release-stress"],
     "tools": ["winx-release-tools"],
     "binary": ["winx-release"],

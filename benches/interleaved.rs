@@ -26,7 +26,7 @@ use winx_release_engine::rehash::{hash_fds, HashJob, RehashBackend, RehashOption
 use winx_release_engine::rehash::{sha256_fd_with, HASH_CHUNK};
 use winx_release_engine::scan::{scan_paths, DirCache, ScanBackend, ScanLimits, SyncBackend};
 use winx_release_engine::scan::{UringBackend, UringConfig};
-use winx_release_engine::uring::RingConfig;
+use winx_release_kernel::uring::RingConfig;
 
 mod common;
 

@@ -6,7 +6,7 @@
 //! machine (a smoke run, `cargo test --all-targets`: 5).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use winx_release_engine::procfs::snapshot;
+use winx_release_kernel::procfs::snapshot;
 
 mod common;
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use winx_release_engine::scan::{auto_backend, scan_paths, ScanBackend, ScanLimits, SyncBackend};
 use winx_release_engine::scan::{UringBackend, UringConfig};
-use winx_release_engine::uring::RingConfig;
 use winx_release_engine::PhysicalId;
+use winx_release_kernel::uring::RingConfig;
 
 mod common;
 

@@ -10,7 +10,7 @@
 //!
 //! The compiler checks that *a* barrier is held, not that it is the
 //! session's own: keep one [`Admission`] per session (next to the session's
-//! directory identity, [`crate::executions::SessionKey`] on Linux), and
+//! directory identity, `winx_release_runtime::SessionKey` on Linux), and
 //! never share one between sessions for convenience: that is correct but
 //! serialises the sessions.
 //!
@@ -18,7 +18,7 @@
 //! holding it does not poison it (the guard is taken over), since the
 //! barrier protects no data of its own, only an ordering. An async host
 //! takes it on a blocking thread (`spawn_blocking`) together with the work
-//! it guards; see `engine/examples/tokio_guardian.rs`.
+//! it guards; see `runtime/examples/tokio_guardian.rs`.
 
 use std::sync::{Mutex, MutexGuard};
 

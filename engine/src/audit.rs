@@ -64,8 +64,6 @@ pub struct AuditReport {
 }
 
 /// One helper file of a session directory, as [`helpers_of`] lists it.
-// Hidden: with `helpers_of`; not a supported API.
-#[doc(hidden)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HelperFile {
     /// Its path.
@@ -151,8 +149,6 @@ fn walk(root: &Path, acc: &mut Walk) -> io::Result<()> {
 /// namespace, links never followed (what the audit counts as its
 /// `files`). A directory that does not exist has none. Entries that vanish
 /// while the walk runs are passed over; any other error is returned.
-// Hidden: public for the operator's `audit` and `release --all`; not a supported API.
-#[doc(hidden)]
 pub fn helpers_of(session_dir: &Path) -> io::Result<Vec<HelperFile>> {
     let mut acc = Walk { list: Some(Vec::new()), ..Walk::default() };
     walk(session_dir, &mut acc)?;
@@ -166,8 +162,6 @@ pub fn helpers_of(session_dir: &Path) -> io::Result<Vec<HelperFile>> {
 /// Every file below a session directory counts, at any depth. Symbolic
 /// links are never followed. A workspace without sessions yields
 /// an empty report.
-// Hidden: public for the operator's `audit` command, the frontend adapter and the stress tool; not a supported API.
-#[doc(hidden)]
 pub fn audit(workspace: &Path) -> io::Result<AuditReport> {
     let parent = workspace.join(layout::WINX_DIR).join(layout::TMP_DIR);
     let now = SystemTime::now();

@@ -164,8 +164,6 @@ impl Reason {
     /// What the reason means, in a few words, for a human reading a
     /// refusal: `read_required` is "the file changed since it was read, or
     /// its token is missing or expired".
-    // Hidden: public for the engine's error tests (`{:#}` is the supported form); not a supported API.
-    #[doc(hidden)]
     pub fn describe(self) -> &'static str {
         match self {
             Reason::InvalidInput => "the request is malformed",
@@ -208,16 +206,12 @@ impl Reason {
     }
 
     /// Parses a wire code back into a reason.
-    // Hidden: public for the protocol crate's wire decoding; not a supported API.
-    #[doc(hidden)]
     pub fn from_code(code: &str) -> Option<Reason> {
         Reason::ALL.iter().copied().find(|r| r.as_str() == code)
     }
 
     /// Whether the request is `invalid_input` rather than `denied` when this
     /// is its reason.
-    // Hidden: public for the frontend library's code mapping; not a supported API.
-    #[doc(hidden)]
     pub fn is_invalid_input(self) -> bool {
         matches!(
             self,
@@ -353,8 +347,6 @@ impl Refusal {
     /// `None` when none has. The first of them (request order) gives the
     /// request's reason and the detail; `why` adds that target's cause when
     /// the caller knows more than the reason says.
-    // Hidden: public for the frontend library's request checks; not a supported API.
-    #[doc(hidden)]
     pub fn of_targets<P: AsRef<std::path::Path>>(
         paths: &[P],
         own: Vec<Option<Reason>>,

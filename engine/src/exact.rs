@@ -18,8 +18,6 @@ pub const MAX_NAME_BYTES: usize = 255;
 ///
 /// # Errors
 /// [`Reason::PathNotExact`].
-// Hidden: public for the frontend's path checks; not a supported API.
-#[doc(hidden)]
 pub fn check_kernel_shape(path: impl AsRef<OsStr>) -> Result<(), Reason> {
     let path = path.as_ref().as_encoded_bytes();
     if path.contains(&0) || path.len() > MAX_PATH_BYTES || path.split(|&b| b == b'/').any(|c| c.len() > MAX_NAME_BYTES)
@@ -36,8 +34,6 @@ pub fn check_kernel_shape(path: impl AsRef<OsStr>) -> Result<(), Reason> {
 ///
 /// # Errors
 /// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
-// Hidden: public for the engine's path tests; not a supported API.
-#[doc(hidden)]
 pub fn check_exact(path: impl AsRef<OsStr>) -> Result<(), Reason> {
     check_kernel_shape(path.as_ref())?;
     // The platform's encoding of the path: its bytes on Unix.

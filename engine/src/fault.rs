@@ -78,7 +78,7 @@ pub enum FaultPoint<'a> {
 
 impl FaultPoint<'_> {
     /// A short stable name of this point, for logs and crash tests.
-    // Hidden: public for the engine's crash tests; not a supported API.
+    // Hidden: for the crash tests, which name the point they stop at.
     #[doc(hidden)]
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -96,7 +96,7 @@ impl FaultPoint<'_> {
     }
 
     /// The target index, if the point concerns one target.
-    // Hidden: public for the engine's crash tests; not a supported API.
+    // Hidden: for the crash tests, which name the point they stop at.
     #[doc(hidden)]
     pub fn index(&self) -> Option<usize> {
         match self {

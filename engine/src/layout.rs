@@ -33,16 +33,12 @@ pub fn is_reserved_name(name: impl AsRef<std::ffi::OsStr>) -> bool {
 
 /// The session directory name of a thread:
 /// `session-<first 8 bytes of sha256(thread_id), 16 lowercase hex>`.
-// Hidden: public for the frontend adapter's tests and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn session_name(thread_id: &str) -> String {
     let digest = Sha256::digest(thread_id.as_bytes());
     format!("{SESSION_PREFIX}{}", hex::encode(&digest[..8]))
 }
 
 /// Whether a directory entry name is a session directory name.
-// Hidden: public for the frontend adapter; not a supported API.
-#[doc(hidden)]
 pub fn is_session_name(name: &str) -> bool {
     name.strip_prefix(SESSION_PREFIX)
         .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
@@ -57,8 +53,6 @@ pub fn is_session_name(name: &str) -> bool {
 /// - [`getpwuid_r(3)`](https://man7.org/linux/man-pages/man3/getpwuid_r.3.html)
 ///   (through [`std::env::home_dir`], which reads it when `HOME` is unset)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the tools and the frontend adapter; not a supported API.
-#[doc(hidden)]
 pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(x);
@@ -126,22 +120,16 @@ impl Layout {
     }
 
     /// Backing root of dropped output: `W/.winx/scratch`.
-    // Hidden: public for the frontend adapter's scratch files; not a supported API.
-    #[doc(hidden)]
     pub fn scratch_root(&self) -> PathBuf {
         self.workspace.join(WINX_DIR).join(SCRATCH_DIR)
     }
 
     /// Backing root of retained execution payloads: `D/executions`.
-    // Hidden: public for the benches; not a supported API.
-    #[doc(hidden)]
     pub fn executions_root(&self) -> PathBuf {
         self.data_dir.join("executions")
     }
 
     /// Backing root of mutation receipts: `D/receipts`.
-    // Hidden: public for the benches; not a supported API.
-    #[doc(hidden)]
     pub fn receipts_root(&self) -> PathBuf {
         self.data_dir.join("receipts")
     }
@@ -167,16 +155,13 @@ impl Layout {
     /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
     /// it, never following a link.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]
-    pub(crate) fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
+    pub fn create_scratch_dir(&self) -> std::io::Result<OwnedFd> {
         let ws = open_dir_abs(&self.workspace)?;
         let winx = mkdir_beneath(ws.as_fd(), WINX_DIR, 0o700)?;
         mkdir_beneath(winx.as_fd(), SCRATCH_DIR, 0o700)
     }
 
     /// Where release intent journals live: `D/journal`.
-    // Hidden: public only for the engine's own tests (release, crash,
-    // recovery and race count and plant journals there); not a supported API.
-    #[doc(hidden)]
     pub fn journal_dir(&self) -> PathBuf {
         self.data_dir.join("journal")
     }
@@ -217,8 +202,6 @@ impl Layout {
 /// - [XDG Base Directory Specification](https://specifications.freedesktop.org/basedir-spec/latest/)
 ///   (`XDG_RUNTIME_DIR`, which `pam_systemd` sets to `/run/user/<uid>`; `XDG_CACHE_HOME`)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the tools, the protocol crate and the frontend adapter; not a supported API.
-#[doc(hidden)]
 pub fn default_socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("WINX_GUARDIAN_SOCKET").filter(|v| !v.is_empty()) {
         return PathBuf::from(p);

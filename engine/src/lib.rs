@@ -12,34 +12,24 @@
 //! follows a symbolic link, never overwrites a name, and never signals or
 //! kills a process.
 //!
-//! # Example: a minimal guardian
+//! # Example: a release
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::time::Duration;
-//!
-//! use winx_release_engine::executions::{
-//!     ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn,
-//! };
 //! use winx_release_engine::read::{read_pinned, Keep};
-//! use winx_release_engine::{recovery, release, Admission, Layout, Outcome, Reason, ReleaseOptions, ReleaseRequest, Status, Target};
+//! use winx_release_engine::{recovery, release, Admission, IdleOwner, Layout, Outcome, ReleaseOptions, ReleaseRequest, Status, Target};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let workspace = tmp.path().canonicalize()?.join("ws");
 //! std::fs::create_dir(&workspace)?;
 //! let layout = Layout::new(workspace, tmp.path().canonicalize()?.join("data"))?;
 //!
-//! // Once, when the guardian starts: put back what a crash left in
-//! // quarantine, and start the execution runtime, which adopts what an
-//! // earlier guardian left running. (A guardian runs the default options:
-//! // a cgroup per execution where it can, moving itself into its subtree.)
+//! // Once, when the guardian starts: put back what a crash left in quarantine.
 //! let recovered = recovery::recover(layout.data_dir(), &[layout.workspace().to_path_buf()])?;
 //! assert!(recovered.restored.is_empty());
-//! let opts = RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, ..Default::default() };
-//! let runtime = Runtime::start(layout.data_dir(), &opts);
 //!
-//! // A session: its directory, its identity, its admission barrier.
-//! let session = SessionKey::of_dir(layout.create_session_dir("thread-1")?)?;
+//! // A session: its directory and its admission barrier.
+//! layout.create_session_dir("thread-1")?;
 //! let barrier = Admission::new();
 //!
 //! // The agent wrote a helper and read it: the read pinned the object it
@@ -51,60 +41,33 @@
 //! let targets = [Target::new(&helper, read.pin)];
 //! let request = ReleaseRequest { layout: &layout, thread_id: "thread-1", targets: &targets };
 //!
-//! // A command of the session, started under the barrier, leaves a process behind.
-//! let command = {
-//!     let _admission = barrier.enter();
-//!     let e = runtime.submit(Spawn {
-//!         thread: "thread-1".into(),
-//!         workspace: layout.workspace().into(),
-//!         cwd: None,
-//!         session,
-//!         command: "sleep 1 &".into(),
-//!         background: false,
-//!         env: vec![],
-//!     })?;
-//!     runtime.run(&e)?;
-//!     e
-//! };
-//!
-//! // The release asks the runtime who still runs, under the barrier.
-//! let release_now = || {
-//!     let admission = barrier.enter();
-//!     let owner = OwnerAnswer {
-//!         liveness: runtime.thread_liveness(&session, "thread-1"),
-//!         pending: 0,
-//!         exempt: vec![std::process::id() as i32],
-//!         session: Some(session),
-//!     };
-//!     release(&request, &admission, &owner, &ReleaseOptions::default())
-//! };
-//! let report = release_now();
-//! assert_eq!((report.status, report.error_code), (Status::Denied, Some(Reason::ExecutionActive)));
-//! // A report reads as one line for the request, then one per target.
-//! assert!(report.to_string().starts_with("release denied (execution_active): 0 bytes reclaimed; "), "{report}");
-//! assert!(helper.exists());
-//!
-//! // Once nothing the command started runs, the pinned helper is released.
-//! assert_eq!(command.wait_until(Duration::from_secs(20), ExecState::is_final), ExecState::Resolved(Some(0)));
-//! let report = release_now();
+//! // Under the barrier, the release asks the owner who still runs (here an
+//! // owner with nothing running; a guardian answers from its runtime,
+//! // `winx_release_runtime::OwnerAnswer`), then releases the pinned helper.
+//! let admission = barrier.enter();
+//! let report = release(&request, &admission, &IdleOwner, &ReleaseOptions::default());
 //! assert_eq!(report.status, Status::Completed, "{report}");
 //! assert_eq!(report.files[0].outcome, Outcome::Released);
 //! assert!(!helper.exists());
-//! println!("{report}");
+//! // A report reads as one line for the request, then one per target.
 //! assert!(report.to_string().contains(&format!("\n  released {}", helper.display())), "{report}");
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! `engine/examples/tokio_guardian.rs` shows the same from an async guardian:
-//! everything blocking runs with `tokio::task::spawn_blocking` (the barrier
-//! taken there), and a command's end is awaited on the reactor through
-//! `Execution::end_signal` (Linux).
+//! The process runtime, `winx-release-runtime`, sits on this crate: it runs
+//! a session's commands and answers [`RuntimeOwner`] from what they left
+//! running; its crate docs show a minimal guardian with both, and
+//! `runtime/examples/tokio_guardian.rs` the same from an async guardian.
+//! The engine knows no execution: a release asks only the trait, so a host
+//! that tracks its processes itself implements it and links this crate
+//! alone. The kernel toolkit, `winx-release-kernel`, is below both: the
+//! identities, pins and revisions this crate's API takes come from it.
 //!
 //! An MCP server that offers releases also links the frontend library,
-//! `winx-release-frontend`: generation tokens ([`Pin`] bound to a thread,
+//! `winx-release-host`: generation tokens ([`Pin`] bound to a thread,
 //! workspace and path), receipts, the request's checks in the contract's
-//! order and the result JSON; `frontend/examples/winx_host.rs` is a host
+//! order and the result JSON; `host/examples/winx_host.rs` is a host
 //! that is frontend and runtime in one process, with glue only. What an
 //! embedder must get right (the barrier's contract, the owner's answers,
 //! async hosts, `RuntimeOptions` in a process with children of its own,
@@ -132,17 +95,10 @@
 pub mod admission;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod audit;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod executions;
 pub mod fault;
-pub mod identity;
 pub mod layout;
 pub mod owner;
 pub mod preflight;
-// `/proc` reading; public for the engine's own cost test (`in_use_cost`).
-#[doc(hidden)]
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod procfs;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod quota;
 pub mod read;
@@ -153,46 +109,32 @@ pub mod release;
 pub mod resolve;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod retention;
-pub mod revision;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod scan;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod sys;
 
 mod error;
 // The exact-path rule, below both `layout` and `preflight`.
 mod exact;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-mod generation;
-pub(crate) mod hash;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod no_space;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod quarantine;
 
-// Internals that this workspace's own tests, benches and fuzz targets
-// measure or drive directly (the io_uring rings, the rehash pipeline and
-// the journal's on-disk format). They are public only for those: hidden
-// from the docs, and not a supported API of the engine. Elsewhere
-// `procfs` (above) and single items are hidden the same way, each with its
-// reason beside it: what this project's guardian, frontends, tools, benches
-// or tests call and an embedder does not. `engine/public-api.txt` tags them
-// `(hidden)`; the supported rest is what the embedding section of
-// docs/DESIGN.md, the crate example and the examples use.
+// Hidden, with the few hooks each marked beside it (`engine/public-api.txt`
+// tags them `(hidden)`): what this workspace's fuzz targets, crash tests
+// and benches drive directly, and an embedder does not.
+// Hidden: the journal's on-disk format, for the fuzz target and the crash tests.
 #[doc(hidden)]
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod journal;
+// Hidden: the io_uring rehash pipeline, for the benches that measure it.
 #[doc(hidden)]
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod rehash;
-#[doc(hidden)]
-#[allow(unsafe_code)]
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub mod uring;
 
 pub use admission::{Admission, AdmissionGuard};
 pub use error::{Reason, Refusal, TargetCode, TargetReason};
-pub use identity::{Identity, PhysicalId, Pin};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};
 pub use release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target, TargetResult};
+pub use winx_release_kernel::identity::{Identity, PhysicalId, Pin};

@@ -89,7 +89,7 @@ fn best_mount(table: &[u8], major: u32, minor: u32, path: &Path) -> Option<Files
             continue;
         }
         let Some(sep) = fields.iter().position(|f| *f == b"-") else { continue };
-        let mount_point = PathBuf::from(OsStr::from_bytes(&crate::scan::unescape_mountinfo(fields[4])));
+        let mount_point = PathBuf::from(OsStr::from_bytes(&winx_release_kernel::mountinfo::unescape(fields[4])));
         let text = |i: usize| fields.get(i).map(|f| String::from_utf8_lossy(f).into_owned()).unwrap_or_default();
         let fs = Filesystem { mount_point, fstype: text(sep + 1), source: text(sep + 2) };
         let better = match &best {

@@ -13,7 +13,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::layout::RESERVED_PREFIX;
-use crate::sys::random_hex;
+use winx_release_kernel::sys::random_hex;
 
 /// Why the quarantine could not be set up.
 #[non_exhaustive]

@@ -43,8 +43,6 @@ pub struct Usage {
 
 /// Whether writing `new_size` bytes to a helper that now holds `old_size`
 /// bytes (`None`: a new file) keeps every quota.
-// Hidden: public for the frontend adapter's write tools; not a supported API.
-#[doc(hidden)]
 pub fn write_allowed(usage: Usage, old_size: Option<u64>, new_size: u64) -> bool {
     let old = old_size.unwrap_or(0);
     // Saturating: sizes on disk are the agent's to choose (a sparse file
@@ -71,8 +69,6 @@ impl QuotaLock {
     ///
     /// # References
     /// - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
-    // Hidden: public for the frontend adapter's write tools; not a supported API.
-    #[doc(hidden)]
     pub fn workspace(workspace: &Path) -> io::Result<QuotaLock> {
         QuotaLock::workspace_within(workspace, QUOTA_LOCK_WAIT)
     }
@@ -86,8 +82,6 @@ impl QuotaLock {
     ///
     /// # References
     /// - [`flock(2)`](https://man7.org/linux/man-pages/man2/flock.2.html)
-    // Hidden: public for the frontend adapter's write tools; not a supported API.
-    #[doc(hidden)]
     pub fn workspace_within(workspace: &Path, wait: Duration) -> io::Result<QuotaLock> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(rustix::fs::CWD, workspace, flags, Mode::empty())?;

@@ -34,18 +34,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::Reason;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::hash::{read_and_hash_until, HASH_CHUNK};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::identity::Identity;
-use crate::identity::Pin;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::preflight::{check_exact, in_reserved_namespace};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::rehash::{self, HashJob, RehashOptions};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_regular_beneath};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use winx_release_kernel::hash::{read_and_hash_until, HASH_CHUNK};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use winx_release_kernel::identity::Identity;
+use winx_release_kernel::identity::Pin;
 
-pub use crate::hash::{Head, Keep};
+pub use winx_release_kernel::hash::{Head, Keep};
 
 /// How often a read is tried before a file that keeps changing is refused.
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
@@ -83,8 +83,6 @@ impl PinnedRead {
 /// - [`pread(2)`](https://man7.org/linux/man-pages/man2/pread.2.html)
 /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the frontend adapter's read tool; not a supported API.
-#[doc(hidden)]
 pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
     read_fd_until(fd, keep, &AtomicBool::new(false))
 }
@@ -97,8 +95,6 @@ pub fn read_fd(fd: BorrowedFd<'_>, keep: Keep) -> Result<PinnedRead, Reason> {
 /// Those of [`read_fd`]; [`Reason::ReadRequired`] when it gave up (the
 /// file was not read: a caller that still wants it must read it again).
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the frontend adapter's read tool; not a supported API.
-#[doc(hidden)]
 pub fn read_fd_until(fd: BorrowedFd<'_>, keep: Keep, stop: &AtomicBool) -> Result<PinnedRead, Reason> {
     let mut before = Identity::of_fd(fd).map_err(|_| Reason::NotFound)?;
     let mut buf = vec![0u8; HASH_CHUNK];

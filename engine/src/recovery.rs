@@ -35,11 +35,11 @@ use std::time::Duration;
 use rustix::fs::{AtFlags, FileType};
 
 use crate::fault::{FaultHook, FaultPoint};
-use crate::identity::Identity;
 use crate::journal::{read_journal, JournalLock, ReadJournal};
 use crate::layout;
 use crate::quarantine::rename_noreplace;
 use crate::resolve::{open_dir_abs, open_dir_beneath, WalkError};
+use winx_release_kernel::identity::Identity;
 
 /// A captured object put back under its name.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -170,12 +170,12 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
             ReadJournal::Torn => {
                 tracing::warn!(journal = %jpath.display(), "torn intent: the release never started moving");
                 fs::remove_file(&jpath)?;
-                crate::sys::fsync_dir(&jdir)?;
+                winx_release_kernel::sys::fsync_dir(&jdir)?;
                 report.torn_journals.push(jpath);
             }
             ReadJournal::Idle => {
                 fs::remove_file(&jpath)?;
-                crate::sys::fsync_dir(&jdir)?;
+                winx_release_kernel::sys::fsync_dir(&jdir)?;
             }
             ReadJournal::Corrupt { detail } => {
                 tracing::warn!(journal = %jpath.display(), %detail, "corrupt journal; preserving everything");
@@ -190,7 +190,7 @@ pub fn recover_with(data_dir: &Path, workspaces: &[PathBuf], opts: &RecoveryOpti
                 match recover_one(&intent, &verified, opts, &mut report) {
                     Ok(true) => {
                         fs::remove_file(&jpath)?;
-                        crate::sys::fsync_dir(&jdir)?;
+                        winx_release_kernel::sys::fsync_dir(&jdir)?;
                     }
                     Ok(false) => {}
                     Err(error) => {

@@ -46,13 +46,15 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::hash::{Fingerprint, Head, Keep};
+use winx_release_kernel::hash::{Fingerprint, Head, Keep};
 // The synchronous reads beside the pipeline, for this workspace's tests and
 // benches, which compare the two.
-pub use crate::hash::{fingerprint_fd, read_and_hash, sha256_fd, sha256_fd_with, stopped, ReadBytes, HASH_CHUNK};
-use crate::identity::{Identity, Pin};
-use crate::uring::read::{FileJob, Reader};
-use crate::uring::ring::{Pipeline, RingConfig, Shared};
+pub use winx_release_kernel::hash::{
+    fingerprint_fd, read_and_hash, sha256_fd, sha256_fd_with, stopped, ReadBytes, HASH_CHUNK,
+};
+use winx_release_kernel::identity::{Identity, Pin};
+use winx_release_kernel::uring::read::{FileJob, Reader};
+use winx_release_kernel::uring::ring::{Pipeline, RingConfig, Shared};
 
 /// Which engine reads the files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -155,9 +157,9 @@ const DEPTH: usize = 8;
 /// thread per [`BYTES_PER_THREAD`], at most one per core and one per file.
 /// `Uring`/`Sync` force the engine; `threads` forces the thread count.
 pub fn plan(jobs: usize, bytes: u64, opts: &RehashOptions) -> Plan {
-    let cores = crate::sys::cores();
+    let cores = winx_release_kernel::sys::cores();
     let auto_threads = usize::try_from(bytes / BYTES_PER_THREAD).unwrap_or(usize::MAX).clamp(1, cores.min(jobs.max(1)));
-    let available = || crate::uring::probe().is_ok();
+    let available = || winx_release_kernel::uring::probe().is_ok();
     let (uring, threads) = match opts.backend {
         RehashBackend::Sync => (false, auto_threads),
         RehashBackend::Uring => (available(), auto_threads),
@@ -197,7 +199,7 @@ pub fn hash_fds_each(jobs: &[HashJob<'_>], opts: &RehashOptions, done: &(dyn Fn(
 
 /// Like [`hash_fds_each`], giving up once `stop` is set: no read is issued
 /// after it (each worker looks at it after every completed read), and
-/// every file not hashed by then gets [`crate::hash::stopped`] as its
+/// every file not hashed by then gets [`winx_release_kernel::hash::stopped`] as its
 /// result. Still returns only once every job has had its result.
 pub fn hash_fds_each_until(
     jobs: &[HashJob<'_>],
@@ -294,9 +296,10 @@ pub fn open_and_hash_at(
     jobs: &[OpenJob<'_>],
     opts: &RehashOptions,
 ) -> Vec<io::Result<OpenedHash>> {
-    let use_ring = !matches!(opts.backend, RehashBackend::Sync) && jobs.len() > 1 && crate::uring::probe().is_ok();
+    let use_ring =
+        !matches!(opts.backend, RehashBackend::Sync) && jobs.len() > 1 && winx_release_kernel::uring::probe().is_ok();
     let names: Vec<&CStr> = jobs.iter().map(|j| j.name).collect();
-    let opened = crate::uring::read::open_files_at(dir, &names, use_ring);
+    let opened = winx_release_kernel::uring::read::open_files_at(dir, &names, use_ring);
     let prepared: Vec<io::Result<(OwnedFd, Identity, bool)>> = opened
         .into_iter()
         .zip(jobs)
@@ -351,7 +354,7 @@ mod tests {
         let auto = RehashOptions::default();
         assert_eq!(plan(100, 1000, &auto), Plan { uring: false, threads: 1 });
         let big = plan(100, 64 << 20, &auto);
-        assert_eq!(big.uring, crate::uring::probe().is_ok());
+        assert_eq!(big.uring, winx_release_kernel::uring::probe().is_ok());
         assert!(big.threads >= 1);
         let sync = RehashOptions { backend: RehashBackend::Sync, threads: 2, fingerprint: false };
         assert_eq!(plan(100, 64 << 20, &sync), Plan { uring: false, threads: 2 });
@@ -364,7 +367,8 @@ mod tests {
         let contents: Vec<Vec<u8>> =
             (0..12u8).map(|i| (0..(i as usize * 77_777 + (i as usize % 3))).map(|k| (k as u8) ^ i).collect()).collect();
         let files: Vec<std::fs::File> = contents.iter().map(|c| file_with(c)).collect();
-        let want: Vec<([u8; 32], u64)> = files.iter().map(|f| crate::hash::sha256_fd(f).unwrap()).collect();
+        let want: Vec<([u8; 32], u64)> =
+            files.iter().map(|f| winx_release_kernel::hash::sha256_fd(f).unwrap()).collect();
         let jobs: Vec<HashJob<'_>> =
             files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(10) }).collect();
         for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
@@ -392,7 +396,7 @@ mod tests {
                 &RehashOptions { backend, threads: 1, fingerprint: false },
             );
             let exact = exact.into_iter().next().unwrap().unwrap();
-            assert_eq!((exact.sha256, exact.len), crate::hash::sha256_fd(&f).unwrap());
+            assert_eq!((exact.sha256, exact.len), winx_release_kernel::hash::sha256_fd(&f).unwrap());
         }
     }
 
@@ -439,7 +443,7 @@ mod tests {
         let jobs = [HashJob::new(good.as_fd()), HashJob::new(dir.as_fd())];
         for backend in [RehashBackend::Uring, RehashBackend::Sync] {
             let r = hash_fds(&jobs, &RehashOptions { backend, threads: 1, fingerprint: false });
-            assert_eq!(r[0].as_ref().unwrap().sha256, crate::revision::sha256_bytes(b"hello"));
+            assert_eq!(r[0].as_ref().unwrap().sha256, winx_release_kernel::revision::sha256_bytes(b"hello"));
             assert_eq!(r[1].as_ref().unwrap_err().raw_os_error(), Some(libc::EISDIR));
         }
     }

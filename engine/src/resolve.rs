@@ -21,7 +21,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use crate::error::Reason;
-use crate::identity::{Identity, IDENTITY_MASK};
+use winx_release_kernel::identity::{Identity, IDENTITY_MASK};
 
 static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 
@@ -138,8 +138,6 @@ pub(crate) fn open_dir_beneath<S: AsRef<OsStr>>(base: BorrowedFd<'_>, components
 ///
 /// # References
 /// - [`mkdirat(2)`](https://man7.org/linux/man-pages/man2/mkdirat.2.html)
-// Hidden: public for the frontend adapter's write tools; not a supported API.
-#[doc(hidden)]
 pub fn mkdir_beneath(dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<OwnedFd> {
     match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
         Ok(()) | Err(Errno::EXIST) => {}
@@ -151,8 +149,6 @@ pub fn mkdir_beneath(dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<O
 /// Opens an absolute directory path from `/`, never following links.
 ///
 /// `path` must be absolute and exact (see [`crate::preflight::check_exact`]).
-// Hidden: public for the frontend adapter and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn open_dir_abs(path: &Path) -> Result<OwnedFd, WalkError> {
     let root =
         rustix::fs::openat(rustix::fs::CWD, "/", DIR_FLAGS, Mode::empty()).map_err(|e| WalkError::Io(0, e.into()))?;

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use std::os::fd::AsFd;
 
-use winx_release_engine::procfs::{find_holder, find_holder_of};
 use winx_release_engine::release::in_use::{in_use, Held};
 use winx_release_engine::PhysicalId;
+use winx_release_kernel::procfs::{find_holder, find_holder_of};
 
 struct Kids(Vec<Child>);
 

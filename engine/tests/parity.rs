@@ -30,8 +30,8 @@ use winx_release_engine::scan::{
     ScanLimits, ScanMode, ScanReport, ScanRequest, SharedScanner, SyncBackend, ThreadsBackend, UringBackend,
     UringConfig, MAX_DEPTH, MAX_ENTRIES,
 };
-use winx_release_engine::uring::{probe, RingConfig};
 use winx_release_engine::{PhysicalId, Pin, Reason};
+use winx_release_kernel::uring::{probe, RingConfig};
 
 /// The io_uring shapes every scan runs on, with whether the run is
 /// expected to end on system calls.

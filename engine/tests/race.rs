@@ -17,10 +17,10 @@ use std::sync::Mutex;
 
 use common::{target, Fixture};
 use winx_release_engine::admission::Admission;
-use winx_release_engine::identity::Identity;
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status};
 use winx_release_engine::TargetCode;
+use winx_release_kernel::identity::Identity;
 
 fn tries(default: usize) -> usize {
     std::env::var("WINX_RACE_TRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -27,7 +27,7 @@ fn a_pinned_read_releases_the_file_it_read() {
     let read = read_pinned(&fx.session, &h, Keep::Bytes(3)).unwrap();
     assert_eq!(read.head.into_bytes(), b"ech");
     assert_eq!(read.pin.size, 8);
-    assert_eq!(read.pin.revision(), winx_release_engine::revision::of_bytes(b"echo hi\n"));
+    assert_eq!(read.pin.revision(), winx_release_kernel::revision::of_bytes(b"echo hi\n"));
     let report = run(&fx, &[Target::new(&h, read.pin)]);
     assert_eq!(report.status, Status::Completed, "{report}");
     assert_eq!(report.files[0].outcome, Outcome::Released);

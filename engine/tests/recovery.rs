@@ -15,13 +15,13 @@ use std::time::Duration;
 use common::{target, Fixture};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
-use winx_release_engine::identity::Identity;
 use winx_release_engine::journal::{entry_name, rename_noreplace, Quarantine};
 use winx_release_engine::journal::{DirIdentity, Journal, JournalIntent, JournalLock, JournalTarget};
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::recovery::{recover, recover_with, RecoveryOptions};
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest, Status};
 use winx_release_engine::resolve::open_dir_abs;
+use winx_release_kernel::identity::Identity;
 
 /// The state a release leaves when it dies right after moving `h` into its
 /// quarantine: a journal naming it, the object in the quarantine, its name

@@ -777,18 +777,32 @@ fn recovery_keeps_a_journal_whose_restore_it_could_not_sync() {
 /// nothing touched; the right one goes through.
 #[test]
 fn answers_about_another_session_directory_refuse_the_release() {
-    use std::os::fd::AsFd;
-    use winx_release_engine::executions::{OwnerAnswer, SessionKey};
+    /// An owner with nothing running whose answers are about one session
+    /// directory (the runtime's `OwnerAnswer` with its `session` set).
+    struct About((u64, u64));
+    impl RuntimeOwner for About {
+        fn supports_temporary_release(&self) -> bool {
+            true
+        }
+        fn running_executions(&self, _: &str) -> usize {
+            0
+        }
+        fn pending_actions(&self, _: &str) -> usize {
+            0
+        }
+        fn session_dir(&self) -> Option<(u64, u64)> {
+            Some(self.0)
+        }
+    }
     let fx = Fixture::new();
     let h = fx.helper("h.txt", b"pinned");
     let t = [target(&h)];
     let other = tempfile::tempdir().unwrap();
-    let other_key = SessionKey::of_path(other.path()).unwrap();
-    let answer =
-        |session| OwnerAnswer { session: Some(session), exempt: vec![std::process::id() as i32], ..Default::default() };
-    assert_denied_with(&fx, &t, Reason::OtherSession, &answer(other_key), &ReleaseOptions::default());
-    let dir = winx_release_engine::resolve::open_dir_abs(&fx.session).unwrap();
-    let key = SessionKey::of_dir(dir.as_fd()).unwrap();
-    let r = run_with(&fx, &t, &answer(key), &ReleaseOptions::default());
+    let key = |p: &Path| {
+        let m = fs::metadata(p).unwrap();
+        (m.dev(), m.ino())
+    };
+    assert_denied_with(&fx, &t, Reason::OtherSession, &About(key(other.path())), &ReleaseOptions::default());
+    let r = run_with(&fx, &t, &About(key(&fx.session)), &ReleaseOptions::default());
     assert_eq!(r.status, Status::Completed, "{r:?}");
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use winx_release_engine::retention::{remove::remove_tree, Retention, RetentionPolicy};
 use winx_release_engine::scan::{open_root, ScanBackend, ScanLimits, ScanMode, ScanRequest, SyncBackend, UringBackend};
-use winx_release_engine::uring::probe;
+use winx_release_kernel::uring::probe;
 
 fn backends() -> Vec<Box<dyn ScanBackend>> {
     let mut v: Vec<Box<dyn ScanBackend>> = vec![Box::new(SyncBackend)];

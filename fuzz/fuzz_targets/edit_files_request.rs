@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::preflight::place_all;
-use winx_release_frontend_adapter::wire::{parse_edit_files, EditRequest};
+use winx_release_mcp_tools::wire::{parse_edit_files, EditRequest};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else { return };

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use winx_release_engine::executions::{ExecState, Execution, Spawn};
-use winx_release_protocol::messages::{CommandReport, ExecReply, ExecutionState};
+use winx_release_protocol::messages::{CommandReply, CommandReport, ExecutionState};
+use winx_release_runtime::{ExecState, Execution, Spawn};
 
 use crate::sessions::{Guardian, OwnedSession};
 use crate::sync::lock;
@@ -81,7 +81,7 @@ fn free_and_start_next(g: &Arc<Guardian>, session: &OwnedSession, e: &Arc<Execut
 
 /// The `exec` / `exec_status` reply of `e`. `status` is `running` while
 /// anything it started runs, `completed` only once it is resolved.
-pub fn reply(e: &Execution) -> ExecReply {
+pub fn reply(e: &Execution) -> CommandReply {
     let st = e.state();
     let (status, exit_code) = (ExecutionState::from(st).status(), st.exit_code());
     let (output, output_truncated) = e.output_tail();
@@ -90,7 +90,7 @@ pub fn reply(e: &Execution) -> ExecReply {
         ExecState::Lingering(code) => (e.leader_exited(), code.map(i64::from)),
         _ => (false, None),
     };
-    ExecReply {
+    CommandReply {
         command: CommandReport { status, command_id: e.id.clone(), exit_code, output, output_truncated },
         leader_exit_code,
         leader_exited,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use winx_release_engine::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// Wakes the retention worker.
 #[derive(Default)]

@@ -11,6 +11,7 @@
 mod activation;
 mod error;
 mod exec;
+mod hello;
 mod in_flight;
 mod kick;
 mod pool;
@@ -24,11 +25,7 @@ mod shell;
 mod stop;
 mod sync;
 
+pub use hello::{CAPABILITIES, PROTOCOL};
 pub use server::{serve, serve_with, ServeOptions};
 pub use sessions::Guardian;
 pub use stop::stop_blockers;
-
-/// Capabilities this guardian advertises in `hello`.
-pub const CAPABILITIES: &[&str] = &["temporary_release", "executions", "shells"];
-/// Protocol version.
-pub const PROTOCOL: u64 = winx_release_protocol::messages::PROTOCOL_VERSION;

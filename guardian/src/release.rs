@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use crate::sync::lock;
-use winx_release_engine::executions::OwnerAnswer;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseReport, ReleaseRequest, Scanner, Target};
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{ok_line, ReleaseReply};
+use winx_release_runtime::OwnerAnswer;
 
 use crate::sessions::{layout_of, Guardian, OpError, OwnedSession};
 

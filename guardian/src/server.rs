@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use winx_release_engine::executions::{ExecState, LivenessChoice, Runtime, RuntimeOptions};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{
@@ -17,15 +16,16 @@ use winx_release_protocol::messages::{
     StatusReply, MAX_REQUEST_BYTES,
 };
 use winx_release_protocol::trust;
+use winx_release_runtime::{ExecState, LivenessChoice, Runtime, RuntimeOptions};
 
 use crate::activation;
 use crate::error::context;
 use crate::exec;
+use crate::hello::{CAPABILITIES, PROTOCOL};
 use crate::in_flight::{caught, Counted};
 use crate::pool::Pool;
 use crate::sessions::{layout_of, Guardian, OpError, RecordedPolicy};
 use crate::sync::lock;
-use crate::{CAPABILITIES, PROTOCOL};
 
 struct Shared {
     guardian: Arc<Guardian>,
@@ -114,7 +114,7 @@ pub fn serve(socket: &Path, data_dir: &Path) -> std::io::Result<()> {
 /// serves until SIGTERM/SIGINT.
 pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::io::Result<()> {
     // Before any thread: later growth of the table would wait for RCU.
-    match winx_release_engine::release::reserve_descriptor_table() {
+    match winx_release_runtime::reserve_descriptor_table() {
         Ok(n) => tracing::debug!(descriptors = n, "descriptor table reserved"),
         Err(e) => tracing::debug!(error = %e, "descriptor table not reserved"),
     }
@@ -154,7 +154,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
             env_remove: activation::SYSTEMD_VARS.iter().map(Into::into).collect(),
         },
     );
-    if runtime.liveness_mode() == winx_release_engine::executions::LivenessMode::Proc {
+    if runtime.liveness_mode() == winx_release_runtime::LivenessMode::Proc {
         tracing::warn!(reason = %runtime.liveness_reason(), "liveness: proc");
     } else {
         tracing::info!(reason = %runtime.liveness_reason(), "liveness: cgroup");
@@ -188,7 +188,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     // Retention's staging directory exists before the guardian serves, so
     // that the first background pass never changes the data directory's
     // shape under a client that has already started.
-    if let Err(e) = winx_release_engine::sys::create_private_dir_all(data_dir)
+    if let Err(e) = winx_release_kernel::sys::create_private_dir_all(data_dir)
         .and_then(|()| winx_release_engine::retention::Staging::open(data_dir).map(drop))
     {
         tracing::warn!(error = %e, "retention staging directory unavailable; passes will retry");
@@ -354,8 +354,8 @@ impl Peer {
     fn of(stream: &UnixStream, conn: u64) -> Peer {
         use std::os::fd::AsFd;
         let pid = rustix::net::sockopt::socket_peercred(stream).ok().map(|c| c.pid.as_raw_nonzero().get());
-        let pidfd = winx_release_engine::sys::peer_pidfd(stream.as_fd())
-            .or_else(|| pid.and_then(winx_release_engine::sys::pidfd_of));
+        let pidfd = winx_release_kernel::sys::peer_pidfd(stream.as_fd())
+            .or_else(|| pid.and_then(winx_release_kernel::sys::pidfd_of));
         Peer { conn, pid, pidfd, said_hello: None }
     }
 }

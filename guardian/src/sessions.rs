@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use winx_release_engine::admission::Admission;
-use winx_release_engine::executions::{Execution, Runtime, SessionKey};
 use winx_release_engine::layout::Layout;
 use winx_release_protocol::messages::ErrorCode;
+use winx_release_runtime::{Execution, Runtime, SessionKey};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::OwnedFd;
@@ -135,7 +135,7 @@ impl Guardian {
     pub fn new(data_dir: &Path, runtime: Arc<Runtime>) -> Guardian {
         Guardian {
             data_dir: data_dir.to_path_buf(),
-            instance: winx_release_engine::sys::random_hex(16),
+            instance: winx_release_kernel::sys::random_hex(16),
             pid: std::process::id() as i32,
             runtime,
             sessions: Mutex::new(HashMap::new()),
@@ -166,7 +166,7 @@ impl Guardian {
     }
 
     /// Records that connection `conn`, whose peer is `pid` (with `pidfd`,
-    /// see [`winx_release_engine::sys::peer_pidfd`]), said `hello`: while
+    /// see [`winx_release_kernel::sys::peer_pidfd`]), said `hello`: while
     /// that connection is open and the peer runs this guardian's own
     /// executable, its descriptors never make a target `in_use`.
     pub fn peer_said_hello(&self, conn: u64, pid: i32, pidfd: Option<OwnedFd>) {
@@ -261,7 +261,7 @@ pub(crate) fn layout_of(g: &Guardian, workspace: &str, thread: &str) -> Result<L
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use winx_release_engine::executions::{LivenessChoice, RuntimeOptions};
+    use winx_release_runtime::{LivenessChoice, RuntimeOptions};
 
     use super::*;
 
@@ -288,7 +288,7 @@ pub(crate) mod tests {
         let (_data, g) = guardian();
         let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let o = other.id() as i32;
-        g.peer_said_hello(3, o, winx_release_engine::sys::pidfd_of(o));
+        g.peer_said_hello(3, o, winx_release_kernel::sys::pidfd_of(o));
         g.peer_said_hello(4, o, None);
         assert!(!g.in_use_exempt().contains(&o), "a peer running another program is exempt");
         other.kill().unwrap();
@@ -304,7 +304,7 @@ pub(crate) mod tests {
         let me = std::process::id() as i32;
         let exempt_as_peer =
             |g: &Guardian| lock(&g.peers).values().any(|p| p.pid == me) && g.in_use_exempt().contains(&me);
-        g.peer_said_hello(7, me, winx_release_engine::sys::pidfd_of(me));
+        g.peer_said_hello(7, me, winx_release_kernel::sys::pidfd_of(me));
         g.peer_said_hello(8, me, None);
         assert!(exempt_as_peer(&g));
         assert_eq!(g.in_use_exempt().iter().filter(|p| **p == me).count(), 1, "one entry per process");

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Where a command is, as `exec`, `exec_status` and `shell` report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ExecStatus {
+pub enum CommandStatus {
     /// It ended (or could not start) and nothing it started still runs.
     Completed,
     /// It, or a process it left behind, still runs.
@@ -20,7 +20,7 @@ pub enum ExecStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandReport {
     /// Where it is.
-    pub status: ExecStatus,
+    pub status: CommandStatus,
     /// The command's id.
     pub command_id: String,
     /// Its exit code, `null` while it runs.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::{print_json, EXIT_OK};
+use crate::common::{print_json, EXIT_OK};
 
 /// Arguments of `winx-release audit`.
 #[derive(Args, Debug)]

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use winx_release_engine::executions::LivenessChoice;
 use winx_release_guardian::{serve_with, ServeOptions};
+use winx_release_runtime::LivenessChoice;
 
-use crate::EXIT_OK;
+use crate::common::EXIT_OK;
 
 /// Arguments of `winx-release guardian`.
 #[derive(Args, Debug)]
@@ -71,14 +71,14 @@ pub fn run(args: &GuardianArgs) -> anyhow::Result<u8> {
 /// naming what runs, exit 1.
 fn stop(socket: &std::path::Path, force: bool) -> anyhow::Result<u8> {
     use winx_release_protocol::client::{ClientError, GuardianClient};
-    let (mut client, hello) = GuardianClient::connect_hello(socket, crate::status_cmd::quick())
+    let (mut client, hello) = GuardianClient::connect_hello(socket, crate::common::quick())
         .map_err(|e| anyhow::anyhow!("no guardian to stop at {}: {e}", socket.display()))?;
     let pid = hello.pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
     match client.stop(force) {
         Ok(reply) => {
             drop(client);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while GuardianClient::connect(socket, crate::status_cmd::quick()).is_ok() {
+            while GuardianClient::connect(socket, crate::common::quick()).is_ok() {
                 anyhow::ensure!(
                     std::time::Instant::now() < deadline,
                     "the guardian (pid {pid}) still answers at {} 30 s after it was asked to stop",

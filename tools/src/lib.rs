@@ -7,25 +7,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-/// `println!` to standard output that returns the write's error instead of
-/// panicking: a reader that went away (`winx-release status | head -1`)
-/// ends the command through `main`, which exits quietly on a broken pipe.
-macro_rules! outln {
-    () => {
-        $crate::write_line(format_args!(""))
-    };
-    ($($arg:tt)*) => {
-        $crate::write_line(format_args!($($arg)*))
-    };
-}
-
-/// Writes one line to standard output (see `outln!`).
-pub(crate) fn write_line(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_fmt(args)?;
-    out.write_all(b"\n")
-}
+#[macro_use]
+mod common;
 
 mod audit_cmd;
 mod guardian_cmd;
@@ -36,17 +19,11 @@ mod scan_cmd;
 mod status_cmd;
 mod stress_cmd;
 
+pub use common::{EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
 /// Sets what `winx-release mcp` calls once it has been idle for a moment
 /// after answering (the binary gives the allocator's free memory back to
 /// the system there); the first call wins.
 pub use mcp::set_idle_hook;
-
-/// Exit status for success.
-pub const EXIT_OK: u8 = 0;
-/// Exit status for any failure other than usage and a fail-closed scan.
-pub const EXIT_FAILURE: u8 = 1;
-/// Exit status for a scan that failed closed.
-pub const EXIT_FAIL_CLOSED: u8 = 3;
 
 #[derive(Parser, Debug)]
 #[command(name = "winx-release", version, about = "Fail-closed release of temporary helpers left by coding agents")]
@@ -157,13 +134,4 @@ fn init_tracing() {
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal();
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
-}
-
-/// Prints `value` as one JSON line on stdout.
-pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
 }

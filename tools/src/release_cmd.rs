@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
-use winx_release_frontend_adapter::{Frontend, FrontendConfig};
+use winx_release_mcp_tools::{Frontend, FrontendConfig};
 use winx_release_protocol::client::GuardianClient;
 
-use crate::{print_json, EXIT_FAILURE, EXIT_OK};
+use crate::common::{print_json, EXIT_FAILURE, EXIT_OK};
 
 /// Most helpers per `EditFiles` release (the contract's bound).
 pub const BATCH: usize = 100;
@@ -89,7 +89,7 @@ fn release(args: &ReleaseArgs, socket: &Path, ws: &str) -> anyhow::Result<Value>
         args.paths.iter().map(|p| p.to_string_lossy().into_owned()).collect()
     };
     // The owner: a guardian that answers, and has this thread registered.
-    let (mut client, _hello) = match GuardianClient::connect_hello(socket, crate::status_cmd::quick()) {
+    let (mut client, _hello) = match GuardianClient::connect_hello(socket, crate::common::quick()) {
         Ok(c) => c,
         Err(e) => {
             let msg = format!("no guardian answers at {}: {e}; nothing was released", socket.display());

@@ -21,12 +21,12 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use winx_release_engine::identity::PhysicalId;
 use winx_release_engine::scan::{
     self, scan_paths_with, DirCache, ScanBackend, ScanLimits, ScanMode, ScanReport, MAX_DEPTH, MAX_ENTRIES,
 };
+use winx_release_kernel::identity::PhysicalId;
 
-use crate::{print_json, EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
+use crate::common::{print_json, EXIT_FAILURE, EXIT_FAIL_CLOSED, EXIT_OK};
 
 /// Which scan backend to use.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]

@@ -2,13 +2,12 @@
 //! frontend would use, and what it holds.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Value};
-use winx_release_protocol::client::{ClientError, GuardianClient, Timeouts};
+use winx_release_protocol::client::{ClientError, GuardianClient};
 
-use crate::{print_json, EXIT_FAILURE, EXIT_OK};
+use crate::common::{print_json, quick, EXIT_FAILURE, EXIT_OK};
 
 /// Arguments of `winx-release status`.
 #[derive(Args, Debug)]
@@ -19,11 +18,6 @@ pub struct StatusArgs {
     /// One JSON object instead of lines for a person.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Short timeouts: a status that hangs helps nobody.
-pub(crate) fn quick() -> Timeouts {
-    Timeouts { io: Duration::from_secs(5), ..Timeouts::default() }
 }
 
 /// Asks the guardian at the resolved socket (after the trust checks a

@@ -9,7 +9,7 @@
 
 use winx_release_stress::Config;
 
-use crate::{print_json, EXIT_FAILURE, EXIT_OK};
+use crate::common::{print_json, EXIT_FAILURE, EXIT_OK};
 
 /// Runs the stress workload (or the long run, with `--commands`) and prints its report.
 pub fn run(args: &Config) -> anyhow::Result<u8> {

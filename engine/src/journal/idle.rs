@@ -62,8 +62,6 @@ fn kept() -> std::sync::MutexGuard<'static, Vec<Kept>> {
 
 /// Keeps up to `max` retired journal files of this process for reuse
 /// (module docs); `0` (the default) keeps none.
-// Hidden: public for the guardian; not a supported API.
-#[doc(hidden)]
 pub fn keep_idle_journals(max: usize) {
     KEEP.store(max, Ordering::SeqCst);
 }
@@ -71,8 +69,6 @@ pub fn keep_idle_journals(max: usize) {
 /// Unlinks every kept file (a guardian that stops cleanly leaves no empty
 /// journals behind) and returns how many it removed. Keeping stays as
 /// set.
-// Hidden: public for the guardian; not a supported API.
-#[doc(hidden)]
 pub fn drop_idle_journals() -> usize {
     let all = std::mem::take(&mut *kept());
     let mut n = 0;

@@ -39,15 +39,15 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
-use crate::sys::{create_private_dir_all, fsync_dir};
+use winx_release_kernel::sys::{create_private_dir_all, fsync_dir};
 
 mod idle;
 
 pub use idle::{drop_idle_journals, keep_idle_journals};
 // The quarantine the journal names, for this workspace's recovery tests,
 // which stage crashed releases by hand.
-use crate::identity::{Identity, Pin};
 pub use crate::quarantine::{entry_name, rename_noreplace, Quarantine};
+use winx_release_kernel::identity::{Identity, Pin};
 
 /// How long a release waits for the shared lock of `D/journal` while a
 /// recovery holds it exclusively (30 s).
@@ -367,7 +367,7 @@ pub enum ReadJournal {
 /// [`parse_journal`]).
 pub fn read_journal(path: &Path) -> io::Result<ReadJournal> {
     let mut bytes = Vec::new();
-    crate::sys::open_regular(path)?.read_to_end(&mut bytes)?;
+    winx_release_kernel::sys::open_regular(path)?.read_to_end(&mut bytes)?;
     Ok(parse_journal(&bytes))
 }
 

@@ -34,11 +34,11 @@ use std::path::PathBuf;
 use crate::error::Reason;
 use crate::error::Refusal;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-use crate::identity::{Identity, PhysicalId};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::layout::{self, Layout};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::resolve::{open_dir_abs, open_dir_beneath, open_regular_beneath};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+use winx_release_kernel::identity::{Identity, PhysicalId};
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod reserved;
@@ -91,8 +91,6 @@ pub struct Preflight {
 /// # References
 /// - [`openat2(2)`](https://man7.org/linux/man-pages/man2/openat2.2.html)
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the frontend adapter; not a supported API.
-#[doc(hidden)]
 pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Reason> {
     let ws = open_dir_abs(layout.workspace()).map_err(|e| e.reason())?;
     let session = layout::session_name(thread_id);
@@ -109,8 +107,6 @@ pub fn open_session_dir(layout: &Layout, thread_id: &str) -> Result<OwnedFd, Rea
 /// # Errors
 /// A [`Refusal`] with [`Reason::FileCount`], [`Reason::DuplicatePath`],
 /// [`Reason::PathNotExact`] or [`Reason::GlobNotAllowed`].
-// Hidden: public for the frontend library and the frontend adapter; not a supported API.
-#[doc(hidden)]
 pub fn check_shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
     let exact: Vec<&OsStr> = paths.iter().map(|p| p.as_ref().as_os_str()).collect();
     let Err((reason, own)) = rules::shape_reasons(&exact) else { return Ok(()) };
@@ -131,8 +127,6 @@ pub fn check_shape<P: AsRef<Path>>(paths: &[P]) -> Result<(), Refusal> {
 /// [`Reason::GlobNotAllowed`], [`Reason::ReservedNamespace`],
 /// [`Reason::OtherSession`] or [`Reason::NotSessionHelper`].
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the fuzz targets and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn place_all<P: AsRef<Path>>(layout: &Layout, thread_id: &str, paths: &[P]) -> Result<Vec<HelperPath>, Refusal> {
     check_shape(paths)?;
     let mut own = vec![None; paths.len()];

@@ -82,8 +82,6 @@ impl HelperPath {
 /// workspace), [`Reason::NotSessionHelper`] (anything else that is not
 /// strictly below this session's directory).
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-// Hidden: public for the frontend adapter and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn place_helper(layout: &Layout, thread_id: &str, path: impl AsRef<OsStr>) -> Result<HelperPath, Reason> {
     let path = path.as_ref();
     check_exact(path)?;

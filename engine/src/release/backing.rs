@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::layout::{self, Layout};
 use crate::scan::{RootSpec, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, SharedScanner};
+use winx_release_kernel::identity::PhysicalId;
 
 /// How a release runs its step `scan`: one choice, so no knob is ignored.
 #[derive(Clone, Copy)]
@@ -92,8 +92,6 @@ pub(crate) fn scan_backing_shared(
 /// not depend on it: a release never uses a walk that started before its
 /// targets were checked ([`SharedScanner::scan`]). With the cache switched
 /// off it does nothing.
-// Hidden: public for the guardian; not a supported API.
-#[doc(hidden)]
 pub fn prewarm_backing_roots(layout: &Layout, scanner: &SharedScanner, limits: ScanLimits) -> u64 {
     if !scanner.cache().is_enabled() {
         return 0;

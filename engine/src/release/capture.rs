@@ -15,12 +15,12 @@ use super::freed::Freed;
 use super::{failed_untouched, fault, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, TargetResult};
 use crate::error::{Reason, TargetReason};
 use crate::fault::FaultPoint;
-use crate::hash::{fingerprint_fd, Fingerprint, HASH_CHUNK};
-use crate::identity::{Identity, Pin, IDENTITY_MASK};
 use crate::journal::{DirIdentity, Journal, JournalIntent, JournalLock, JournalMark, JournalTarget};
 use crate::layout;
 use crate::no_space;
 use crate::quarantine::{entry_name, rename_noreplace, Quarantine, QuarantineError};
+use winx_release_kernel::hash::{fingerprint_fd, Fingerprint, HASH_CHUNK};
+use winx_release_kernel::identity::{Identity, Pin, IDENTITY_MASK};
 
 /// A release's quarantine and journal, once both exist.
 pub(super) struct Run {

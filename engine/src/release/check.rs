@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 
 use super::{ReleaseReport, ReleaseRequest};
 use crate::error::{Reason, Refusal};
-use crate::hash::Fingerprint;
-use crate::identity::Pin;
 use crate::owner::RuntimeOwner;
 use crate::preflight::{open_all, place_all, HelperPath};
 use crate::rehash::{self, HashJob, RehashOptions};
+use winx_release_kernel::hash::Fingerprint;
+use winx_release_kernel::identity::Pin;
 
 /// A target that passed its identity check.
 pub(super) struct Checked {
@@ -84,7 +84,7 @@ pub(super) fn open_targets(
     let pre = open_all(req.layout, req.thread_id, helpers).map_err(|r| ReleaseReport::refused(paths, r))?;
     // The session directory opened must be the one the owner answered for.
     if let Some((dev, ino)) = owner.session_dir() {
-        let opened = crate::identity::Identity::of_fd(&pre.session).map(|id| (id.dev, id.ino));
+        let opened = winx_release_kernel::identity::Identity::of_fd(&pre.session).map(|id| (id.dev, id.ino));
         if opened.as_ref().ok() != Some(&(dev, ino)) {
             return Err(ReleaseReport::denied(
                 paths,

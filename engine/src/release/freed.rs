@@ -39,7 +39,7 @@ use rustix::fs::inotify;
 use rustix::fs::AtFlags;
 
 use super::{Outcome, TargetResult};
-use crate::identity::{Identity, IDENTITY_MASK};
+use winx_release_kernel::identity::{Identity, IDENTITY_MASK};
 
 /// The watches of one release: target index → (watch, its allocated bytes).
 pub(super) struct Freed {

@@ -47,9 +47,9 @@ use std::collections::HashSet;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-use crate::identity::PhysicalId;
-use crate::procfs::{held_by, shared_sweep, HolderScan, HowHeld, Sweep};
-use crate::sys::{open_elsewhere, OpenElsewhere};
+use winx_release_kernel::identity::PhysicalId;
+use winx_release_kernel::procfs::{held_by, shared_sweep, HolderScan, HowHeld, Sweep};
+use winx_release_kernel::sys::{open_elsewhere, OpenElsewhere};
 
 /// The pauses before a hold found is looked at again (2 ms doubling to
 /// 128 ms: about a quarter of a second in all, paid only by a release that
@@ -86,8 +86,6 @@ pub struct Held<'a> {
 /// # References
 /// - [`F_SETLEASE(2const)`](https://man7.org/linux/man-pages/man2/f_setlease.2const.html)
 /// - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
-// Hidden: public for the engine's in_use cost test; not a supported API.
-#[doc(hidden)]
 pub fn in_use(targets: &[Held<'_>], exempt: &[i32]) -> Option<String> {
     let mut held = check(targets, exempt)?;
     // A hold can last a moment only: a child forked by another thread (of

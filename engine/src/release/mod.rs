@@ -49,7 +49,6 @@ use crate::error::{Reason, TargetCode, TargetReason};
 use crate::fault::FaultHook;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::fault::FaultPoint;
-use crate::identity::Pin;
 use crate::layout::Layout;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::no_space::reason_of;
@@ -57,6 +56,7 @@ use crate::no_space::reason_of;
 use crate::owner::RuntimeOwner;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 use crate::scan::ScanLimits;
+use winx_release_kernel::identity::Pin;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod backing;
@@ -64,8 +64,6 @@ mod backing;
 mod capture;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod check;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-mod descriptors;
 mod display;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod finish;
@@ -82,8 +80,6 @@ pub use crate::preflight::MAX_TARGETS;
 pub(crate) use backing::{open_backing_roots, scan_backing_roots, scan_backing_shared};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use backing::{prewarm_backing_roots, Scanner};
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub use descriptors::reserve_descriptor_table;
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
 pub use foreign::release;
 
@@ -225,8 +221,6 @@ impl ReleaseReport {
     /// a denial or invalid input; for a run that failed before anything
     /// moved (`failed`, not touched), the reason of its failed target
     /// (`no_space` or `io_error`); `None` otherwise.
-    // Hidden: public for the frontend library's results; not a supported API.
-    #[doc(hidden)]
     pub fn request_code(&self) -> Option<TargetCode> {
         match self.status {
             Status::Denied | Status::InvalidInput => Some(self.error_code.unwrap_or(Reason::InvalidInput).into()),
@@ -250,8 +244,6 @@ impl ReleaseReport {
 
     /// A report refusing every target with `reason`; per-target reasons
     /// override it where a target has its own.
-    // Hidden: public for the frontend library, the frontend adapter and the guardian; not a supported API.
-    #[doc(hidden)]
     pub fn denied(targets: &[String], reason: Reason, own: &[Option<Reason>], detail: impl Into<String>) -> Self {
         let files = targets
             .iter()

@@ -155,10 +155,8 @@ impl Staging {
     /// Where staging is on another filesystem (`EXDEV`) the entry is removed
     /// in place instead: a concurrent scan treats entries that vanish as
     /// never seen.
-    // Hidden: public for the guardian's retention; not a supported API.
-    #[doc(hidden)]
-    pub fn take(&self, root: BorrowedFd<'_>, name: &str) -> io::Result<Option<u64>> {
-        let staged = format!("{}-{name}", crate::sys::random_hex(4));
+    pub(crate) fn take(&self, root: BorrowedFd<'_>, name: &str) -> io::Result<Option<u64>> {
+        let staged = format!("{}-{name}", winx_release_kernel::sys::random_hex(4));
         match rename_noreplace(root, name, self.dir.as_fd(), &staged) {
             Ok(()) => remove_tree(self.dir.as_fd(), &staged, 1).map(|r| Some(r.entries)),
             Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => Ok(None),

@@ -112,8 +112,6 @@ impl Staging {
     /// Opens (creating, mode 0700) `data_dir/retention`: the data directory
     /// as `open_data_dir` resolves it, `retention` without following a
     /// link.
-    // Hidden: public for the guardian's retention; not a supported API.
-    #[doc(hidden)]
     pub fn open(data_dir: &Path) -> io::Result<Staging> {
         Staging::open_in(open_data_dir(data_dir)?.as_fd())
     }

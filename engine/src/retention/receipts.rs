@@ -130,7 +130,7 @@ fn prune_one(root: BorrowedFd<'_>, staging: &Staging, name: &str, cutoff: i64) -
         Some(t) if t < cutoff => {}
         _ => return Ok(false),
     }
-    let staged = format!("{}-{name}", crate::sys::random_hex(4));
+    let staged = format!("{}-{name}", winx_release_kernel::sys::random_hex(4));
     match rename_noreplace(root, name, staging.dir.as_fd(), &staged) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => return Ok(false),

@@ -37,9 +37,6 @@ pub struct Removed {
 ///
 /// An entry that vanishes meanwhile is not an error. Returns what was
 /// removed; an error leaves the rest in place.
-// Hidden: public only for the engine's own retention-scan test (it removes
-// trees under a scan running beside it); not a supported API.
-#[doc(hidden)]
 pub fn remove_tree(parent: BorrowedFd<'_>, name: &str, depth: u32) -> io::Result<Removed> {
     let mut removed = Removed::default();
     remove_entry(parent, name, depth, &mut removed)?;

@@ -113,8 +113,6 @@ fn count(roots: &[ScanRoot], cache: Option<&DirCache>) -> ScanReport {
 }
 
 /// Counts the three backing roots of `layout` as a release would see them.
-// Hidden: public for the tools and the stress tool; not a supported API.
-#[doc(hidden)]
 pub fn backing_usage(layout: &Layout) -> BackingUsage {
     backing_usage_in(layout, None)
 }
@@ -122,8 +120,6 @@ pub fn backing_usage(layout: &Layout) -> BackingUsage {
 /// [`backing_usage`] through `cache` when given (a guardian's
 /// [`DirCache`], so that a periodic count reads only the directories that
 /// changed since the last scan).
-// Hidden: public for the guardian's status; not a supported API.
-#[doc(hidden)]
 pub fn backing_usage_in(layout: &Layout, cache: Option<&DirCache>) -> BackingUsage {
     match open_backing_roots(layout) {
         Ok(roots) => BackingUsage::from_report(&count(&roots, cache), layout.data_dir()),
@@ -140,8 +136,6 @@ pub(crate) fn data_usage(data_dir: &Path) -> BackingUsage {
 
 /// Counts the data directory's two backing roots (`D/executions`,
 /// `D/receipts`), shared by every workspace, through `cache` when given.
-// Hidden: public for the guardian's status; not a supported API.
-#[doc(hidden)]
 pub fn data_usage_in(data_dir: &Path, cache: Option<&DirCache>) -> BackingUsage {
     let mut roots = Vec::new();
     for name in ["executions", "receipts"] {

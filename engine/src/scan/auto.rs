@@ -2,7 +2,7 @@
 //!
 //! - `sync`: [`SyncBackend`].
 //! - `uring`: [`UringBackend`] where io_uring is available
-//!   ([`crate::uring::probe()`]); otherwise [`SyncBackend`], with a `tracing`
+//!   ([`winx_release_kernel::uring::probe()`]); otherwise [`SyncBackend`], with a `tracing`
 //!   warning that says why.
 //! - `threads`: [`ThreadsBackend`].
 //! - `auto`: [`AutoBackend`], which picks per scan, by its mode (see
@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use super::{BackendKind, ScanBackend, ScanMode, ScanReport, ScanRequest, SyncBackend, ThreadsBackend};
 use crate::scan::UringBackend;
-use crate::uring::probe;
+use winx_release_kernel::uring::probe;
 
 /// A backend as the command line names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,7 +85,7 @@ pub(crate) const URING_MIN_IDLE_CORES: f64 = 1.5;
 /// # References
 /// - [`proc_loadavg(5)`](https://man7.org/linux/man-pages/man5/proc_loadavg.5.html)
 pub(crate) fn idle_cores() -> Option<f64> {
-    let cores = crate::sys::cores() as f64;
+    let cores = winx_release_kernel::sys::cores() as f64;
     most_idle(
         || idle_cores_from(cores, &std::fs::read_to_string("/proc/loadavg").ok()?),
         || std::thread::sleep(std::time::Duration::from_micros(100)),
@@ -208,16 +208,12 @@ impl ScanBackend for AutoBackend {
 static AUTO: AutoBackend = AutoBackend;
 
 /// The `auto` backend ([`AutoBackend`]).
-// Hidden: public for the scan tool and the benches; not a supported API.
-#[doc(hidden)]
 pub fn auto_backend() -> &'static dyn ScanBackend {
     &AUTO
 }
 
 /// The backend for `choice`, falling back to [`SyncBackend`] (with a
 /// `tracing` line saying why) where io_uring is unavailable.
-// Hidden: public for the scan tool; not a supported API.
-#[doc(hidden)]
 pub fn backend_for(choice: BackendChoice) -> &'static dyn ScanBackend {
     match choice {
         BackendChoice::Sync => &SYNC,

@@ -40,10 +40,11 @@ use rustix::fs::{Access, AtFlags, FileType, StatxFlags, CWD};
 
 use super::tally::{physical, Class};
 pub use super::waiting::WAITING_FILESYSTEMS;
-use super::waiting::{mount_lines, path_of_dir, refused_mount, unescape, waiting_points, waits, MountLine};
+use super::waiting::{path_of_dir, refused_mount, waiting_points, waits};
 use super::{BackendKind, ScanReport, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
+use winx_release_kernel::mountinfo::{mount_lines, unescape, MountLine};
 
 /// What a scan measures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -65,8 +66,6 @@ pub const TRUSTED_FILESYSTEMS: &[(i64, &str)] =
     &[(0xEF53, "ext2/ext3/ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x9123_683E, "btrfs")];
 
 /// Whether `d_ino` can be trusted on a filesystem of type `f_type`.
-// Hidden: public for the engine's scan tests; not a supported API.
-#[doc(hidden)]
 pub fn trusts_d_ino(f_type: i64) -> bool {
     TRUSTED_FILESYSTEMS.iter().any(|(t, _)| *t == f_type)
 }
@@ -76,7 +75,7 @@ pub fn trusts_d_ino(f_type: i64) -> bool {
 ///
 /// # References
 /// - [`fstatfs(2)`](https://man7.org/linux/man-pages/man2/fstatfs.2.html)
-pub(crate) fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
+pub fn on_trusted_filesystem(dir: BorrowedFd<'_>) -> bool {
     // `f_type`'s width differs between architectures.
     #[allow(clippy::unnecessary_cast)]
     rustix::fs::fstatfs(dir).is_ok_and(|s| trusts_d_ino(s.f_type as i64))
@@ -269,9 +268,10 @@ thread_local! {
     static AFTER_TABLE_READ: std::cell::Cell<Option<Box<dyn FnOnce()>>> = const { std::cell::Cell::new(None) };
 }
 
-/// Test hook, not a supported API: runs `f` once, on the calling thread,
-/// right after the next lean scan this thread starts has read the mount
-/// table (so that a test can make a mount appear mid-scan).
+/// Runs `f` once, on the calling thread, right after the next lean scan
+/// this thread starts has read the mount table (so that a test can make a
+/// mount appear mid-scan).
+// Hidden: a test hook (a mount made mid-scan).
 #[doc(hidden)]
 pub fn after_next_mount_table_read(f: impl FnOnce() + 'static) {
     AFTER_TABLE_READ.with(|hook| hook.set(Some(Box::new(f))));

@@ -25,13 +25,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 mod auto;
 mod cache;
-pub(crate) use cache::{descriptor_budget, DirLook};
+pub use cache::{descriptor_budget, DirLook};
 mod lean;
-pub(crate) use lean::{on_trusted_filesystem, read_mount_table};
+pub use lean::on_trusted_filesystem;
+pub(crate) use lean::read_mount_table;
 mod root;
 mod shared;
 mod sync;
@@ -44,6 +45,7 @@ pub use auto::{auto_backend, backend_for, AutoBackend, BackendChoice};
 pub use cache::{CacheStats, DirCache};
 pub use shared::{RootSpec, SharedScanner, SharedStats};
 
+// Hidden: a test hook (a mount made mid-scan).
 #[doc(hidden)]
 pub use lean::after_next_mount_table_read;
 pub use lean::{trusts_d_ino, ScanMode, TRUSTED_FILESYSTEMS, WAITING_FILESYSTEMS};
@@ -52,7 +54,6 @@ pub use root::{open_root, open_root_beneath, scan_paths, scan_paths_with, RootFa
 pub use sync::SyncBackend;
 pub use threads::ThreadsBackend;
 pub use uring::{UringBackend, UringConfig};
-pub(crate) use waiting::{mount_lines, unescape as unescape_mountinfo};
 
 /// The contract's bound on entries across all roots of one scan.
 pub const MAX_ENTRIES: u64 = 50_000;
@@ -138,8 +139,6 @@ pub struct ScanReport {
 
 impl ScanReport {
     /// Whether the scan failed closed.
-    // Hidden: public for the scan tool and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn failed_closed(&self) -> bool {
         self.verdict == Verdict::FailClosed
     }

@@ -22,8 +22,8 @@ use rustix::io::Errno;
 
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot, Verdict};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::resolve::{open_dir_beneath, WalkError};
+use winx_release_kernel::identity::PhysicalId;
 
 /// Flags every scanned directory is opened with.
 pub(super) const DIR_FLAGS: OFlags =
@@ -94,8 +94,6 @@ fn diagnose(dir: BorrowedFd<'_>, name: &Path, report: &Path) -> Result<(), RootF
 ///
 /// `path` should be absolute; a relative path is resolved against the
 /// current directory and reported as given.
-// Hidden: public for the engine's scan tests; not a supported API.
-#[doc(hidden)]
 pub fn open_root(path: &Path) -> Result<ScanRoot, RootFailure> {
     let trimmed = trim_trailing_slashes(path);
     match rustix::fs::openat(CWD, trimmed, DIR_FLAGS, Mode::empty()) {
@@ -123,8 +121,6 @@ fn plain_component(c: &str) -> bool {
 /// - a component that is not a directory: `backing_unsupported_entry` there;
 /// - any other error, or a component that is not a plain name (empty, `.`,
 ///   `..`, containing `/`): `backing_inaccessible`.
-// Hidden: public for the engine's scan tests; not a supported API.
-#[doc(hidden)]
 pub fn open_root_beneath(base: BorrowedFd<'_>, base_path: &Path, rel: &[&str]) -> Result<ScanRoot, RootFailure> {
     let full: PathBuf = rel.iter().fold(base_path.to_path_buf(), |p, c| p.join(c));
     let upto = |i: usize| -> PathBuf { rel[..=i].iter().fold(base_path.to_path_buf(), |p, c| p.join(c)) };
@@ -166,8 +162,6 @@ pub fn fail_report(kind: BackendKind, mode: ScanMode, reason: Reason, path: Path
 /// A root that cannot be opened fails the whole scan closed (nothing is
 /// scanned; the report's counts are zero). `elapsed_us` includes opening
 /// the roots.
-// Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn scan_paths(
     backend: &dyn ScanBackend,
     roots: &[PathBuf],
@@ -178,8 +172,6 @@ pub fn scan_paths(
 }
 
 /// [`scan_paths`] in `mode`.
-// Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
-#[doc(hidden)]
 pub fn scan_paths_with(
     backend: &dyn ScanBackend,
     roots: &[PathBuf],

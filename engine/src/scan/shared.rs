@@ -28,8 +28,8 @@ use super::cache::{evaluate, DirCache, RootSnapshot};
 use super::root::{fail_report, open_root, open_root_beneath, RootFailure};
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::resolve::open_dir_abs;
+use winx_release_kernel::identity::PhysicalId;
 
 /// How a backing root is opened, each time a scan of it starts.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -49,9 +49,7 @@ pub enum RootSpec {
 
 impl RootSpec {
     /// The root's full path: the key walks are shared by.
-    // Hidden: public for the engine's scan tests; not a supported API.
-    #[doc(hidden)]
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         match self {
             RootSpec::Path(p) => p.clone(),
             RootSpec::Beneath { base, rel } => rel.iter().fold(base.clone(), |p, c| p.join(c)),
@@ -59,9 +57,7 @@ impl RootSpec {
     }
 
     /// Opens the root now.
-    // Hidden: public for the engine's scan tests; not a supported API.
-    #[doc(hidden)]
-    pub fn open(&self) -> Result<ScanRoot, RootFailure> {
+    pub(crate) fn open(&self) -> Result<ScanRoot, RootFailure> {
         match self {
             RootSpec::Path(p) => open_root(p),
             RootSpec::Beneath { base, rel } => {
@@ -134,22 +130,16 @@ impl Drop for Landing<'_> {
 
 impl SharedScanner {
     /// A scanner with an empty, enabled cache.
-    // Hidden: public for the guardian, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn new() -> SharedScanner {
         SharedScanner::default()
     }
 
     /// The directory cache (to switch it off: [`DirCache::set_enabled`]).
-    // Hidden: public for the guardian and the benches; not a supported API.
-    #[doc(hidden)]
     pub fn cache(&self) -> &DirCache {
         &self.cache
     }
 
     /// What the scanner has done so far.
-    // Hidden: public for the guardian's status, the stress tool and the benches; not a supported API.
-    #[doc(hidden)]
     pub fn stats(&self) -> SharedStats {
         self.lock().stats
     }
@@ -164,8 +154,6 @@ impl SharedScanner {
     /// roots opened after `checked_at` (but for `elapsed_us`; `backend` is
     /// `sync`). A root that cannot be opened fails the scan closed with
     /// nothing scanned, the first such root in `roots` order.
-    // Hidden: public for the guardian, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn scan(
         &self,
         roots: &[RootSpec],

@@ -67,7 +67,7 @@ use super::root::DIR_FLAGS;
 use super::tally::{classify_statx, join_path, physical, Class, Failure, Seen, Tally};
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 /// Size of the getdents64 buffer.
 const DIRENT_BUF: usize = 64 * 1024;

@@ -22,7 +22,7 @@ use rustix::fs::FileType;
 
 use super::ScanLimits;
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 /// What one entry is, as a backend found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,8 +23,6 @@ pub struct ThreadsBackend {
 impl ThreadsBackend {
     /// A backend with `threads` workers (the calling thread included; 0
     /// uses the available parallelism).
-    // Hidden: public for the engine's scan tests; not a supported API.
-    #[doc(hidden)]
     pub fn new(threads: usize) -> ThreadsBackend {
         ThreadsBackend { config: UringConfig { threads, ..UringConfig::default() } }
     }

@@ -23,6 +23,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use winx_release_kernel::mountinfo::{mount_lines, unescape};
+
 use super::ScanRoot;
 
 /// The mount points (field 5, escapes undone) of `table` whose own
@@ -78,55 +80,6 @@ pub const WAITING_FILESYSTEMS: &[(i64, &str)] = &[
 /// Whether a mountinfo type name is one of [`WAITING_FILESYSTEMS`].
 pub(crate) fn waits(fstype: &[u8]) -> bool {
     fstype.starts_with(b"fuse.") || WAITING_FILESYSTEMS.iter().any(|(_, n)| n.as_bytes() == fstype)
-}
-
-/// One line of a mountinfo table: the fields the scans read.
-pub(crate) struct MountLine<'a> {
-    /// The mount's id (field 1).
-    pub(crate) id: &'a [u8],
-    /// Its parent mount's id (field 2).
-    pub(crate) parent: &'a [u8],
-    /// The directory of its filesystem it shows (field 4), escaped.
-    pub(crate) root: &'a [u8],
-    /// Its mount point (field 5), escaped.
-    pub(crate) point: &'a [u8],
-    /// Its filesystem type (the field after the `-` separator).
-    pub(crate) fstype: Option<&'a [u8]>,
-}
-
-/// The lines of a mountinfo table (a line without a mount point is passed
-/// over).
-///
-/// # References
-/// - [`proc_pid_mountinfo(5)`](https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html)
-pub(crate) fn mount_lines(table: &[u8]) -> impl Iterator<Item = MountLine<'_>> {
-    table.split(|b| *b == b'\n').filter_map(|line| {
-        let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-        let point = f.get(4).filter(|p| !p.is_empty())?;
-        let fstype = f.iter().skip(6).position(|x| *x == b"-").and_then(|i| f.get(6 + i + 1)).copied();
-        Some(MountLine { id: f[0], parent: f[1], root: f[3], point, fstype })
-    })
-}
-
-/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
-pub(crate) fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal =
-            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 /// The path of the opened directory `dir`, as the kernel names it

@@ -8,10 +8,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use winx_release_engine::identity::{Identity, Pin};
 use winx_release_engine::layout::Layout;
 use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::release::Target;
+use winx_release_kernel::identity::{Identity, Pin};
 
 /// Held while a test starts a process, and while a test releases when its
 /// assertions count reclaimed bytes: a child between its `fork` and its

@@ -18,11 +18,11 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use winx_release_engine::executions::shell::{
+use winx_release_engine::AdmissionGuard;
+use winx_release_runtime::shell::{
     CommandRecord, OutputFilter, Piece, Shell, ShellSpawn, Terminal, DEFAULT_COLS, DEFAULT_ROWS,
 };
-use winx_release_engine::executions::{Runtime, SessionKey};
-use winx_release_engine::AdmissionGuard;
+use winx_release_runtime::{Runtime, SessionKey};
 
 pub use ops::shell_op;
 
@@ -368,8 +368,7 @@ impl Term {
             v.last = Some(cmd.clone());
         }
         shells.remember(self, &cmd);
-        if let Err(e) = self.shell.write(admitted, winx_release_engine::executions::shell::Write::Line, line.as_bytes())
-        {
+        if let Err(e) = self.shell.write(admitted, winx_release_runtime::shell::Write::Line, line.as_bytes()) {
             finish(rt, &cmd, Some(127));
             let _ = cmd.rec.append_output(format!("could not type the command: {e}\n").as_bytes());
             lock(&self.view).current = None;
@@ -395,8 +394,7 @@ impl Term {
         }
         // `exit`, or a hangup: no prompt will come.
         let code = match self.shell.execution().state() {
-            winx_release_engine::executions::ExecState::Lingering(c)
-            | winx_release_engine::executions::ExecState::Resolved(c) => c,
+            winx_release_runtime::ExecState::Lingering(c) | winx_release_runtime::ExecState::Resolved(c) => c,
             _ => None,
         };
         finish(rt, cmd, code);

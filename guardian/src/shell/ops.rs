@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use winx_release_engine::executions::shell::command::read_command;
-use winx_release_engine::executions::shell::Write;
 use winx_release_engine::Reason;
-use winx_release_protocol::messages::{ok_line, CommandReport, ErrorCode, ExecStatus};
+use winx_release_protocol::messages::{ok_line, CommandReport, CommandStatus, ErrorCode};
 use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
+use winx_release_runtime::shell::command::read_command;
+use winx_release_runtime::shell::Write;
 
 use super::{Cmd, Term};
 use crate::sessions::{Guardian, OpError, OwnedSession};
@@ -194,7 +194,7 @@ fn status_op(
     }
     let Some(term) = target(g, session, bg)? else {
         // No shell: nothing runs; nothing was ever typed.
-        return Ok(no_command(ExecStatus::Completed, None));
+        return Ok(no_command(CommandStatus::Completed, None));
     };
     let last = term.last();
     if let Some(c) = &last {
@@ -207,7 +207,7 @@ fn status_op(
 
 /// A reply that names no command: where the shell is, and nothing it
 /// printed.
-fn no_command(status: ExecStatus, exit_code: Option<i64>) -> ShellReply {
+fn no_command(status: CommandStatus, exit_code: Option<i64>) -> ShellReply {
     ShellReply::new(CommandReport {
         status,
         command_id: String::new(),
@@ -218,7 +218,7 @@ fn no_command(status: ExecStatus, exit_code: Option<i64>) -> ShellReply {
 }
 
 fn failed_to_start(e: &std::io::Error) -> ShellReply {
-    let mut r = no_command(ExecStatus::Completed, Some(127));
+    let mut r = no_command(CommandStatus::Completed, Some(127));
     r.command.output = format!("failed to start: {e}\n");
     r
 }
@@ -238,9 +238,9 @@ fn on_disk(g: &Guardian, session: &OwnedSession, id: &str) -> Result<ShellReply,
     // A command whose shell ended before its prompt came back (a guardian
     // restart hung it up) is done once its shell's execution is resolved.
     let shell_done = || r.shell.as_deref().and_then(|s| g.runtime.lookup(s)).is_some_and(|e| e.state().is_final());
-    let done = r.state == winx_release_engine::executions::RecordState::Resolved || shell_done();
+    let done = r.state == winx_release_runtime::RecordState::Resolved || shell_done();
     Ok(ShellReply::new(CommandReport {
-        status: if done { ExecStatus::Completed } else { ExecStatus::Running },
+        status: if done { CommandStatus::Completed } else { CommandStatus::Running },
         command_id: id.to_owned(),
         exit_code: if done { r.exit_code.map(i64::from) } else { None },
         output,
@@ -291,7 +291,7 @@ fn input_op(
 /// The reply about `cmd` of `term`.
 fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply {
     let Some(c) = cmd else {
-        let status = if term.at_prompt() { ExecStatus::Completed } else { ExecStatus::Running };
+        let status = if term.at_prompt() { CommandStatus::Completed } else { CommandStatus::Running };
         return no_command(status, term.shell.last_exit().map(i64::from));
     };
     let done = c.rec.finished();
@@ -308,7 +308,7 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
     let shell_busy = if done && term.shell.at_prompt() { term.shell.holds() } else { None };
     ShellReply {
         command: CommandReport {
-            status: if done { ExecStatus::Completed } else { ExecStatus::Running },
+            status: if done { CommandStatus::Completed } else { CommandStatus::Running },
             command_id: c.rec.id.clone(),
             exit_code: if done { c.rec.exit_code().map(i64::from) } else { None },
             output,
@@ -326,13 +326,13 @@ fn reply(g: &Guardian, term: &Term, cmd: Option<&Cmd>, part: Part) -> ShellReply
 /// tail), and whether it was cut.
 fn new_output(c: &Cmd) -> (String, bool) {
     use std::io::{Read, Seek, SeekFrom};
-    let limit = winx_release_engine::executions::INLINE_OUTPUT_BYTES;
+    let limit = winx_release_runtime::INLINE_OUTPUT_BYTES;
     let mut delivered = lock(&c.delivered);
     let len = c.rec.output_len();
     let from = (*delivered).max(len.saturating_sub(limit)).min(len);
     let cut = from > *delivered;
     let mut buf = Vec::new();
-    if let Ok(mut f) = std::fs::File::open(c.rec.dir.join(winx_release_engine::executions::OUTPUT_FILE)) {
+    if let Ok(mut f) = std::fs::File::open(c.rec.dir.join(winx_release_runtime::OUTPUT_FILE)) {
         if f.seek(SeekFrom::Start(from)).is_ok() {
             let _ = f.take(len - from).read_to_end(&mut buf);
         }

@@ -10,7 +10,7 @@
 //!
 //! The retention worker ends such a shell, as its user would: under the
 //! session's admission barrier it finds the shell idle by the whole rule
-//! ([`Shell::busy`](winx_release_engine::executions::shell::Shell::busy):
+//! ([`Shell::busy`](winx_release_runtime::shell::Shell::busy):
 //! at its prompt, no input waiting, its own foreground group, no other
 //! member), stops showing what the terminal prints (the screen stays as
 //! the command left it, and is frozen once the shell ended), types an end of file at the empty prompt line
@@ -32,9 +32,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use winx_release_engine::executions::shell::Write;
-use winx_release_engine::executions::{ExecState, Runtime};
 use winx_release_engine::AdmissionGuard;
+use winx_release_runtime::shell::Write;
+use winx_release_runtime::{ExecState, Runtime};
 
 use super::{Shells, Term};
 use crate::sessions::Guardian;

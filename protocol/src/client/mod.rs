@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use winx_release_engine::{ReleaseReport, Target};
 
+pub use crate::messages::{CommandReply, GuardianStatus, Hello, SessionOpened, StatusReply, StopReply};
 use crate::messages::{ErrorCode, ReleaseReply, ReplyLine, Request, RequestLine, MAX_REPLY_BYTES, PROTOCOL_VERSION};
-pub use crate::messages::{ExecReply, GuardianStatus, Hello, SessionOpened, StatusReply, StopReply};
 
 mod error;
 #[cfg(any(test, feature = "fake-guardian"))]
@@ -36,7 +36,7 @@ pub const CLIENT_NAME: &str = concat!("winx-release-mcp/", env!("CARGO_PKG_VERSI
 
 /// What `exec` runs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ExecRequest {
+pub struct CommandRequest {
     /// The workspace (cwd).
     pub workspace: String,
     /// The thread.
@@ -225,7 +225,7 @@ impl GuardianClient {
 
     /// `exec`: runs a command; a foreground call waits up to
     /// `wait_for_seconds`, a background one answers at once.
-    pub fn exec(&mut self, req: &ExecRequest) -> Result<ExecReply, ClientError> {
+    pub fn exec(&mut self, req: &CommandRequest) -> Result<CommandReply, ClientError> {
         let timeout = self.exec_timeout(if req.is_background { 0.0 } else { req.wait_for_seconds });
         let request = Request::Exec {
             workspace: req.workspace.clone(),
@@ -243,7 +243,7 @@ impl GuardianClient {
         thread_id: &str,
         command_id: &str,
         wait_for_seconds: f64,
-    ) -> Result<ExecReply, ClientError> {
+    ) -> Result<CommandReply, ClientError> {
         let req = Request::ExecStatus {
             thread_id: Some(thread_id.to_owned()),
             command_id: command_id.to_owned(),

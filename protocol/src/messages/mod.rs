@@ -3,7 +3,7 @@
 //!
 //! JSON lines over a Unix stream socket: one [`RequestLine`] per line, one
 //! reply per line. A reply is `{"id": n, "ok": true, ...body}` with the body
-//! of the op ([`Hello`], [`SessionOpened`], [`ExecReply`], [`ReleaseReply`],
+//! of the op ([`Hello`], [`SessionOpened`], [`CommandReply`], [`ReleaseReply`],
 //! [`StatusReply`]), or `{"id": n, "ok": false, "error": {"code", "message"}}`
 //! ([`ErrorBody`]). `docs/PROTOCOL.md` shows each op on the wire.
 //!
@@ -18,12 +18,12 @@ mod request;
 #[cfg(test)]
 mod tests;
 
-pub use crate::command::{CommandReport, ExecStatus};
+pub use crate::command::{CommandReport, CommandStatus};
 pub use error_code::{ErrorBody, ErrorCode};
 pub use line::{error_line, ok_line, ReplyLine};
 pub use reply::{
-    ExecReply, ExecutionState, ExecutionSummary, GuardianStatus, Hello, ReleaseReply, RunningExecution, SessionOpened,
-    SessionSummary, StatusReply, StopReply,
+    CommandReply, ExecutionState, ExecutionSummary, GuardianStatus, Hello, ReleaseReply, RunningExecution,
+    SessionOpened, SessionSummary, StatusReply, StopReply,
 };
 pub use request::{parse_request, LineError, Request, RequestLine};
 

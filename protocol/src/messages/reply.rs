@@ -6,7 +6,7 @@ use serde_json::Value;
 use winx_release_engine::ReleaseReport;
 
 use super::{CAP_TEMPORARY_RELEASE, PROTOCOL_VERSION};
-use crate::command::{CommandReport, ExecStatus};
+use crate::command::{CommandReport, CommandStatus};
 
 /// The `hello` reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +62,7 @@ pub struct SessionOpened {
 
 /// The `exec` and `exec_status` reply.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ExecReply {
+pub struct CommandReply {
     /// The command.
     #[serde(flatten)]
     pub command: CommandReport,
@@ -102,9 +102,9 @@ pub enum ExecutionState {
     FailedToStart,
 }
 
-impl From<winx_release_engine::executions::ExecState> for ExecutionState {
-    fn from(s: winx_release_engine::executions::ExecState) -> ExecutionState {
-        use winx_release_engine::executions::ExecState;
+impl From<winx_release_runtime::ExecState> for ExecutionState {
+    fn from(s: winx_release_runtime::ExecState) -> ExecutionState {
+        use winx_release_runtime::ExecState;
         match s {
             ExecState::Queued => ExecutionState::Queued,
             ExecState::Running => ExecutionState::Running,
@@ -120,11 +120,11 @@ impl ExecutionState {
     /// `completed` once nothing of it can run, `queued` while it waits,
     /// else `running` (a command whose shell is done while what it left
     /// behind runs is still `running`). The one mapping every reply uses.
-    pub fn status(self) -> ExecStatus {
+    pub fn status(self) -> CommandStatus {
         match self {
-            ExecutionState::Resolved | ExecutionState::FailedToStart => ExecStatus::Completed,
-            ExecutionState::Queued => ExecStatus::Queued,
-            ExecutionState::Running | ExecutionState::Lingering => ExecStatus::Running,
+            ExecutionState::Resolved | ExecutionState::FailedToStart => CommandStatus::Completed,
+            ExecutionState::Queued => CommandStatus::Queued,
+            ExecutionState::Running | ExecutionState::Lingering => CommandStatus::Running,
         }
     }
 }

@@ -36,7 +36,7 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code_writer_config: Option<Value>,
     },
-    /// Runs `bash -c command`; answered with [`ExecReply`](super::ExecReply).
+    /// Runs `bash -c command`; answered with [`CommandReply`](super::CommandReply).
     Exec {
         /// The exact workspace root (the command's cwd).
         workspace: String,
@@ -52,7 +52,7 @@ pub enum Request {
         #[serde(default)]
         is_background: bool,
     },
-    /// Reports on a command; answered with [`ExecReply`](super::ExecReply).
+    /// Reports on a command; answered with [`CommandReply`](super::CommandReply).
     ExecStatus {
         /// The thread (informational).
         #[serde(default)]

@@ -60,9 +60,9 @@ fn the_wire_spelling_is_the_documented_one() {
     assert_eq!(r.request.as_str(), "exec");
     let ok = ok_line(
         3,
-        &ExecReply {
+        &CommandReply {
             command: CommandReport {
-                status: ExecStatus::Running,
+                status: CommandStatus::Running,
                 command_id: "c".into(),
                 exit_code: None,
                 output: String::new(),

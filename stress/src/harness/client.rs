@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use winx_release_engine::sys::lock;
+use winx_release_kernel::sys::lock;
 
 use crate::harness::stdio::{read_lines, LineWriter};
 

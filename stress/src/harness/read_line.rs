@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Why no line came.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum LineError {
+pub enum ReadLineError {
     /// The stream ended before a line.
     Eof,
     /// Reading failed.
@@ -17,22 +17,22 @@ pub enum LineError {
     Timeout,
 }
 
-impl fmt::Display for LineError {
+impl fmt::Display for ReadLineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LineError::Eof => f.write_str("EOF before a line"),
-            LineError::Io(e) => write!(f, "{e}"),
-            LineError::Timeout => f.write_str("timed out"),
+            ReadLineError::Eof => f.write_str("EOF before a line"),
+            ReadLineError::Io(e) => write!(f, "{e}"),
+            ReadLineError::Timeout => f.write_str("timed out"),
         }
     }
 }
 
-impl std::error::Error for LineError {}
+impl std::error::Error for ReadLineError {}
 
 /// Reads one line from `r` within `timeout`, newline included. A thread
 /// reads it, then drains `r` until its end, so that the writer never
 /// blocks on a full pipe.
-pub fn read_line_timeout<R: Read + Send + 'static>(r: R, timeout: Duration) -> Result<String, LineError> {
+pub fn read_line_timeout<R: Read + Send + 'static>(r: R, timeout: Duration) -> Result<String, ReadLineError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut reader = BufReader::new(r);
@@ -43,8 +43,8 @@ pub fn read_line_timeout<R: Read + Send + 'static>(r: R, timeout: Duration) -> R
     });
     match rx.recv_timeout(timeout) {
         Ok(Ok(line)) if !line.is_empty() => Ok(line),
-        Ok(Ok(_)) => Err(LineError::Eof),
-        Ok(Err(e)) => Err(LineError::Io(e)),
-        Err(_) => Err(LineError::Timeout),
+        Ok(Ok(_)) => Err(ReadLineError::Eof),
+        Ok(Err(e)) => Err(ReadLineError::Io(e)),
+        Err(_) => Err(ReadLineError::Timeout),
     }
 }

@@ -6,7 +6,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::{Arc, Mutex};
 
-use winx_release_engine::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// A child's stdin, shared between threads, closed once.
 #[derive(Clone)]

@@ -1,7 +1,7 @@
 //! `winx-release mcp`: the frontend, an MCP server on stdio.
 //!
 //! The tools (`Initialize`, `ReadFiles`, `EditFiles`, `BashCommand`) are
-//! implemented by `winx-release-frontend-adapter`; this module only carries
+//! implemented by `winx-release-mcp-tools`; this module only carries
 //! them over MCP with the `rmcp` crate: it lists their JSON Schemas, hands
 //! each call's raw argument object to the adapter on a blocking thread, and
 //! wraps the adapter's JSON result as `structuredContent` plus one text
@@ -32,7 +32,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use rmcp::ServiceExt;
-use winx_release_frontend_adapter::{Frontend, FrontendConfig};
+use winx_release_mcp_tools::{Frontend, FrontendConfig};
 
 pub use launcher::launch_guardian;
 pub use result::TextResult;
@@ -100,5 +100,5 @@ pub fn run(args: &McpArgs) -> anyhow::Result<u8> {
     // A tool call still blocked in the adapter (a long command wait) must not
     // keep the process alive once the client is gone.
     runtime.shutdown_timeout(Duration::from_millis(200));
-    result.map(|()| crate::EXIT_OK)
+    result.map(|()| crate::common::EXIT_OK)
 }

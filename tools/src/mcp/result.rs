@@ -3,7 +3,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
-use winx_release_frontend_adapter::{is_error, summary};
+use winx_release_mcp_tools::{is_error, summary};
 
 use super::render::render;
 

@@ -11,8 +11,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
-use winx_release_engine::sys::lock;
-use winx_release_frontend_adapter::Frontend;
+use winx_release_kernel::sys::lock;
+use winx_release_mcp_tools::Frontend;
 
 use super::result::{to_call_result, TextResult};
 use super::stream;

@@ -47,8 +47,8 @@ use std::time::Duration;
 
 use rmcp::model::ServerResult;
 use serde_json::{json, Value};
-use winx_release_frontend_adapter::frontend::{read_status, ReadEntry};
-use winx_release_frontend_adapter::Frontend;
+use winx_release_mcp_tools::frontend::{read_status, ReadEntry};
+use winx_release_mcp_tools::Frontend;
 
 use super::escape::{Nesting, Out, Stats};
 use super::frame::{write_rest, write_tail, write_text_block_head, Written};
@@ -309,7 +309,7 @@ mod tests {
     use super::super::escape::BUFFER_BOUND;
     use super::*;
     use std::time::Instant;
-    use winx_release_frontend_adapter::frontend::read_files_result;
+    use winx_release_mcp_tools::frontend::read_files_result;
 
     fn entries() -> Vec<ReadEntry> {
         vec![

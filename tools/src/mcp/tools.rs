@@ -1,14 +1,14 @@
 //! The four tools as `tools/list` returns them.
 //!
 //! Names, descriptions, input and output schemas come from the adapter
-//! (`winx_release_frontend_adapter::tool_specs`), the single source of the
+//! (`winx_release_mcp_tools::tool_specs`), the single source of the
 //! argument shapes; this module adds the MCP tool annotations.
 
 use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::Value;
-use winx_release_frontend_adapter::tool_specs;
+use winx_release_mcp_tools::tool_specs;
 
 /// MCP hints of a tool (hints only: the frontend enforces its own policy).
 fn annotations(name: &str) -> ToolAnnotations {

@@ -89,11 +89,11 @@ pub struct Streams(Arc<Mutex<HashMap<RequestId, StreamedResult>>>);
 impl Streams {
     /// The reply to `id` is to be written by `write`.
     pub fn insert(&self, id: RequestId, write: StreamedResult) {
-        winx_release_engine::sys::lock(&self.0).insert(id, write);
+        winx_release_kernel::sys::lock(&self.0).insert(id, write);
     }
 
     fn take(&self, id: &RequestId) -> Option<StreamedResult> {
-        winx_release_engine::sys::lock(&self.0).remove(id)
+        winx_release_kernel::sys::lock(&self.0).remove(id)
     }
 }
 

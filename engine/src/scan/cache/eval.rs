@@ -32,7 +32,7 @@ use super::super::{BackendKind, ScanLimits, ScanReport};
 use super::record::Kind;
 use super::walk::{RootSnapshot, Step};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 /// `root` joined with the `/`-separated `rel` and `leaf`.
 fn path_of(root: &Path, rel: &[u8], leaf: Option<&[u8]>) -> PathBuf {

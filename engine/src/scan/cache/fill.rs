@@ -384,7 +384,7 @@ mod tests {
         tree(&small);
         let (lim, none) = (ScanLimits::default(), HashSet::new());
         let cache = DirCache::new();
-        if crate::sys::cores() < 2 {
+        if winx_release_kernel::sys::cores() < 2 {
             eprintln!("SKIPPED: one core: every fill is sequential");
             return;
         }
@@ -404,7 +404,7 @@ mod tests {
     /// and its records are the sequential walk's.
     #[test]
     fn a_large_miss_the_records_did_not_foretell_is_read_in_parallel_too() {
-        if crate::sys::cores() < 2 {
+        if winx_release_kernel::sys::cores() < 2 {
             eprintln!("SKIPPED: one core: every fill is sequential");
             return;
         }

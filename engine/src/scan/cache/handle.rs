@@ -35,10 +35,10 @@ const MAX_KEPT: usize = 16_384;
 static KEPT: AtomicUsize = AtomicUsize::new(0);
 
 /// How many descriptors the cache may keep: a quarter of the soft
-/// `RLIMIT_NOFILE` (read once; `sys::cache_share`), at most [`MAX_KEPT`].
-pub(crate) fn budget() -> usize {
+/// `RLIMIT_NOFILE` (read once; `sys::cache_share`), at most `MAX_KEPT`.
+pub fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
-    *BUDGET.get_or_init(|| crate::sys::cache_share(MAX_KEPT))
+    *BUDGET.get_or_init(|| winx_release_kernel::sys::cache_share(MAX_KEPT))
 }
 
 /// Descriptors the cache keeps now, in the whole process.
@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn the_budget_is_the_cache_share_and_counts_what_is_kept() {
-        assert_eq!(budget(), crate::sys::cache_share(MAX_KEPT));
+        assert_eq!(budget(), winx_release_kernel::sys::cache_share(MAX_KEPT));
         let dir = tempfile::tempdir().unwrap();
         let fd = rustix::fs::open(dir.path(), rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC, 0.into())
             .unwrap();

@@ -64,8 +64,8 @@ use super::root::scan_opened;
 use super::waiting::refused_mount;
 use super::{BackendKind, ScanLimits, ScanMode, ScanReport, ScanRoot};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use notify::Notify;
+use winx_release_kernel::identity::PhysicalId;
 
 mod choose;
 mod eval;
@@ -79,8 +79,8 @@ mod walk;
 use choose::{FillChooser, Way};
 pub(crate) use eval::evaluate;
 use fill::Fill;
-pub(crate) use handle::budget as descriptor_budget;
-pub(crate) use record::DirLook;
+pub use handle::budget as descriptor_budget;
+pub use record::DirLook;
 pub(crate) use walk::RootSnapshot;
 use walk::{
     validate, Fetched, Pending, ReadAhead, Reader, RootRecords, Step, ValidRecords, Walk, WalkCounts, DIRENT_BUF,
@@ -172,8 +172,6 @@ impl std::fmt::Debug for DirCache {
 
 impl DirCache {
     /// An empty, enabled cache.
-    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn new() -> DirCache {
         DirCache {
             inner: Mutex::default(),
@@ -181,7 +179,7 @@ impl DirCache {
             tick_ns: record::coarse_tick_ns(),
             notify: OnceLock::new(),
             watch_budget: AtomicUsize::new(NEW_WATCHES),
-            chooser: FillChooser::new(crate::sys::cores()),
+            chooser: FillChooser::new(winx_release_kernel::sys::cores()),
             forced: Mutex::new(None),
             #[cfg(test)]
             late_fills: std::sync::atomic::AtomicU64::new(0),
@@ -190,8 +188,6 @@ impl DirCache {
 
     /// Turns the cache on or off. Off, every scan reads every directory
     /// afresh and nothing is kept (the records held are dropped).
-    // Hidden: public for the engine's cache tests; not a supported API.
-    #[doc(hidden)]
     pub fn set_enabled(&self, on: bool) {
         self.enabled.store(on, Ordering::SeqCst);
         if !on {
@@ -205,9 +201,7 @@ impl DirCache {
     }
 
     /// Drops every record.
-    // Hidden: public for the engine's cache tests; not a supported API.
-    #[doc(hidden)]
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut g = self.lock();
         if !g.roots.is_empty() {
             g.stats.drops += 1;
@@ -222,10 +216,11 @@ impl DirCache {
         self.watch_budget.store(units, Ordering::Relaxed);
     }
 
-    /// Test and bench hook, not a supported API: reads every root's
-    /// misses with `threads` workers (1: sequentially, by the walk itself;
-    /// more: the parallel fill, `fill.rs`), however few they are and
-    /// whatever the measured costs say; `None`: as they say (`choose.rs`).
+    /// Reads every root's misses with `threads` workers (1: sequentially,
+    /// by the walk itself; more: the parallel fill, `fill.rs`), however few
+    /// they are and whatever the measured costs say; `None`: as they say
+    /// (`choose.rs`).
+    // Hidden: a test and bench hook that overrides a measured choice.
     #[doc(hidden)]
     pub fn force_fill_threads(&self, threads: Option<usize>) {
         let way = threads.map(|n| if n > 1 { Way::Parallel(n) } else { Way::Sequential });
@@ -250,8 +245,6 @@ impl DirCache {
     }
 
     /// What the cache has done so far.
-    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn stats(&self) -> CacheStats {
         self.lock().stats
     }
@@ -268,9 +261,7 @@ impl DirCache {
     /// [`ScanBackend::scan`](super::ScanBackend::scan) in
     /// [`ScanMode::Lean`], reading only the directories whose records no
     /// longer hold.
-    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
-    pub fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
+    pub(crate) fn scan(&self, roots: &[ScanRoot], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
         let start = Instant::now();
         let snaps = self.snapshot(roots, limits);
         let refs: Vec<&RootSnapshot> = snaps.iter().collect();
@@ -278,11 +269,9 @@ impl DirCache {
     }
 
     /// Opens every root with [`open_root`](crate::scan::open_root) and scans them with
-    /// [`DirCache::scan`]; a root that cannot be opened fails the scan
+    /// `DirCache::scan`; a root that cannot be opened fails the scan
     /// closed with nothing scanned, as
     /// [`scan_paths_with`](super::scan_paths_with) does.
-    // Hidden: public for the scan tool, the benches and the engine's tests; not a supported API.
-    #[doc(hidden)]
     pub fn scan_paths(&self, roots: &[PathBuf], limits: ScanLimits, aliases: &HashSet<PhysicalId>) -> ScanReport {
         scan_opened(roots, || BackendKind::Sync, ScanMode::Lean, |opened| self.scan(opened, limits, aliases))
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::record::{DirRecord, Entry, Kind};
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 /// A directory waiting to be read.
 #[derive(Clone)]

@@ -47,7 +47,7 @@ use rustix::time::{ClockId, Timespec};
 use super::super::tally::physical;
 use super::handle::Handle;
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 /// What a directory's `statx` must return.
 const REQUIRED: StatxFlags = StatxFlags::TYPE.union(StatxFlags::INO);
@@ -233,7 +233,7 @@ pub(crate) fn settled(ctime: Stamp, read_start: Stamp, tick_ns: i128) -> bool {
 /// entries are read, that says by the racy rule whether a later look finds
 /// it unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DirLook {
+pub struct DirLook {
     stat: DirStat,
     read_start: Stamp,
 }
@@ -241,7 +241,7 @@ pub(crate) struct DirLook {
 impl DirLook {
     /// Looks at the opened directory `dir`; `None` when it cannot be
     /// `statx`ed or the times are missing.
-    pub(crate) fn take(dir: BorrowedFd<'_>) -> Option<DirLook> {
+    pub fn take(dir: BorrowedFd<'_>) -> Option<DirLook> {
         let read_start = now();
         let stat = stat_dir(dir, c"").ok().filter(|s| s.complete)?;
         Some(DirLook { stat, read_start })
@@ -250,7 +250,7 @@ impl DirLook {
     /// Whether the directory `later` looked at is this one (device, inode,
     /// birth time) with no entry changed since this look: same change and
     /// modification times, and this look settled (module docs).
-    pub(crate) fn unchanged_at(&self, later: &DirLook) -> bool {
+    pub fn unchanged_at(&self, later: &DirLook) -> bool {
         self.stat == later.stat && settled(self.stat.ctime, self.read_start, coarse_tick_ns())
     }
 }

@@ -43,7 +43,7 @@ use super::handle::Handle;
 use super::notify::{Notify, Watch};
 use super::record::{now, stat_dir, DirRecord, DirStat, Entry, Kind, Summary};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
+use winx_release_kernel::identity::PhysicalId;
 
 pub(crate) use super::pending::{Fetched, Pending, ReadAhead};
 

@@ -33,9 +33,9 @@
 //!
 //! If the kernel refuses an operation with `EINVAL` on a completion, the
 //! run switches to synchronous system calls on the same threads (see
-//! `crate::uring::ring`) and the report says `sync`.
+//! `winx_release_kernel::uring::ring`) and the report says `sync`.
 //!
-//! No `unsafe` here: operations go through `crate::uring::owned`, which
+//! No `unsafe` here: operations go through `winx_release_kernel::uring::owned`, which
 //! holds each operation's name buffer and directory descriptor until its
 //! completion and hands an opened directory back as an `OwnedFd`. Counting
 //! and bounds are [`Tally::admit`](super::tally::Tally::admit), shared with
@@ -64,8 +64,8 @@ use super::lean::{dir_identity, lean_scan, MountParents};
 use super::tally::Class;
 use super::{BackendKind, ScanBackend, ScanLimits, ScanMode, ScanReport, ScanRequest, SyncBackend};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
-use crate::uring::ring::{RingConfig, Shared};
+use winx_release_kernel::identity::PhysicalId;
+use winx_release_kernel::uring::ring::{RingConfig, Shared};
 
 mod replay;
 mod walker;
@@ -112,7 +112,7 @@ impl UringConfig {
         if self.threads > 0 {
             self.threads
         } else {
-            crate::sys::cores()
+            winx_release_kernel::sys::cores()
         }
     }
 }
@@ -120,7 +120,7 @@ impl UringConfig {
 /// The io_uring scan backend: batched `statx`/`openat` on one ring per
 /// worker thread, getdents64 synchronous.
 ///
-/// Where io_uring is unavailable ([`crate::uring::probe()`]) a scan runs on
+/// Where io_uring is unavailable ([`winx_release_kernel::uring::probe()`]) a scan runs on
 /// [`SyncBackend`] and the report says `sync`.
 #[derive(Clone, Debug, Default)]
 pub struct UringBackend {
@@ -129,8 +129,6 @@ pub struct UringBackend {
 
 impl UringBackend {
     /// A backend with `config`.
-    // Hidden: public for the benches and the engine's scan tests; not a supported API.
-    #[doc(hidden)]
     pub fn new(config: UringConfig) -> UringBackend {
         UringBackend { config }
     }
@@ -142,7 +140,7 @@ impl ScanBackend for UringBackend {
     }
 
     fn scan(&self, req: &ScanRequest<'_>) -> ScanReport {
-        if let Err(why) = crate::uring::probe() {
+        if let Err(why) = winx_release_kernel::uring::probe() {
             tracing::warn!(reason = %why, "io_uring unavailable; scanning with the synchronous backend");
             return SyncBackend.scan(req);
         }
@@ -373,7 +371,7 @@ mod tests {
     #[test]
     fn seccomp_blocked_rings_scan_synchronously() {
         // Decide the process-wide verdict outside the filter.
-        let _ = crate::uring::probe();
+        let _ = winx_release_kernel::uring::probe();
         let t = tempfile::tempdir().unwrap();
         for i in 0..5 {
             std::fs::create_dir_all(t.path().join(format!("d{i}/e"))).unwrap();
@@ -382,11 +380,11 @@ mod tests {
         let roots = vec![t.path().to_path_buf()];
         let want = scan_paths(&SyncBackend, &roots, ScanLimits::default(), &HashSet::new());
         let got = std::thread::spawn(move || {
-            if crate::uring::probe::tests::deny_io_uring_setup(libc::EPERM).is_err() {
+            if winx_release_kernel::uring::deny_io_uring_setup(libc::EPERM).is_err() {
                 eprintln!("skipping: cannot install a seccomp filter here");
                 return None;
             }
-            let inputs = crate::uring::gather();
+            let inputs = winx_release_kernel::uring::gather();
             assert_eq!(inputs.setup_errno, Some(libc::EPERM));
             Some(scan_paths(&UringBackend::default(), &roots, ScanLimits::default(), &HashSet::new()))
         })

@@ -10,7 +10,7 @@ use super::{DirResult, DirSlot, Enter, ScanShared};
 use crate::error::Reason;
 use crate::scan::tally::{join_path, Failure, Tally};
 use crate::scan::ScanRoot;
-use crate::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// A directory on the replay's current chain.
 struct Frame {

@@ -15,12 +15,12 @@ use rustix::fs::{FileType, RawDir};
 
 use super::{DirResult, DirSlot, Enter, ScanShared, DIRENT_BUF, DIR_FLAGS, DIR_MASK, ENTRY_MASK};
 use crate::error::Reason;
-use crate::identity::PhysicalId;
 use crate::scan::lean::{from_dirent, Lean};
 use crate::scan::tally::{classify_statx, physical, Class, Seen};
-use crate::sys::lock;
-use crate::uring::owned::{Done, Name, Ops};
-use crate::uring::ring::Shared;
+use winx_release_kernel::identity::PhysicalId;
+use winx_release_kernel::sys::lock;
+use winx_release_kernel::uring::owned::{Done, Name, Ops};
+use winx_release_kernel::uring::ring::Shared;
 
 /// Where a directory read stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub(super) struct Walker {
 impl Walker {
     pub(super) fn new(sh: &ScanShared<'_>, shared: Arc<Shared>) -> Walker {
         let config = sh.config;
-        let caps = if sh.syscalls { None } else { crate::uring::probe().ok() };
+        let caps = if sh.syscalls { None } else { winx_release_kernel::uring::probe().ok() };
         let ops = if sh.syscalls { Ops::synchronous(&config.ring, shared) } else { Ops::new(&config.ring, shared) };
         Walker {
             ops,
@@ -147,7 +147,7 @@ impl Walker {
     }
 
     /// Handles a fraction of what is in flight (see
-    /// [`crate::uring::RingConfig::wait_divisor`]).
+    /// [`winx_release_kernel::uring::RingConfig::wait_divisor`]).
     pub(super) fn pump_some(&mut self, aliases: &HashSet<PhysicalId>) {
         let want = (self.ops.outstanding() / self.wait_divisor).max(1);
         self.pump(aliases, want);

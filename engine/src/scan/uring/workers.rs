@@ -10,7 +10,7 @@ use crossbeam_deque::{Stealer, Worker};
 
 use super::walker::Walker;
 use super::{DirSlot, ScanShared};
-use crate::sys::lock;
+use winx_release_kernel::sys::lock;
 
 /// Runs phase 1: the calling thread as worker 0, helpers spawned once
 /// there is more work than one worker keeps in flight.

@@ -1,0 +1,90 @@
+//! Starting a shell's leader on its terminal.
+//!
+//! `sh -c WRAPPER` with the follower as standard input and output and the
+//! engine's end of the hook socket as standard error. The wrapper moves
+//! the socket to descriptor 3 and the terminal to 2, joins the cgroup in
+//! cgroup mode (as every execution's leader does: before the shell's first
+//! instruction; on failure the shell never runs, exit 125), then `exec`s
+//! `setsid --ctty -- bash --noprofile --rcfile HOOK -i`: `setsid(2)` in
+//! place (the child is not a process-group leader, so the pid stays) and
+//! the terminal on standard input becomes the controlling terminal
+//! (`TIOCSCTTY`). No `pre_exec` closure, so no `unsafe` here.
+//!
+//! # References
+//! - [`setsid(1)`](https://man7.org/linux/man-pages/man1/setsid.1.html) (`--ctty`)
+//! - [`TIOCSCTTY`](https://man7.org/linux/man-pages/man2/TIOCSCTTY.2const.html)
+//! - [`credentials(7)`](https://man7.org/linux/man-pages/man7/credentials.7.html), sessions and controlling terminals
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::record::Leader;
+use crate::spawn::{not_found, on_path, CGROUP_JOIN_FAILED};
+use crate::MARKER;
+
+/// What a shell's leader gets.
+pub(crate) struct ShellSpec<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) hook: &'a Path,
+    pub(crate) cwd: &'a Path,
+    pub(crate) env: &'a [(OsString, OsString)],
+    pub(crate) env_remove: &'a [OsString],
+    pub(crate) cgroup: Option<&'a Path>,
+}
+
+/// Variables every shell gets: a terminal type the renderers know, and
+/// pagers that do not wait for a key (a pager would hold the shell busy).
+const SHELL_ENV: [(&str, &str); 4] =
+    [("TERM", "xterm-256color"), ("PAGER", "cat"), ("GIT_PAGER", "cat"), ("LESS", "-FRX")];
+
+/// Spawns the shell through `spawn` (the runtime records the pid under its
+/// lock there).
+pub(crate) fn spawn_shell(
+    spec: &ShellSpec<'_>,
+    follower: &OwnedFd,
+    hook_end: OwnedFd,
+    spawn: impl FnOnce(&mut Command) -> io::Result<Child>,
+) -> io::Result<(Child, Leader)> {
+    let bash = on_path("bash").ok_or_else(|| not_found("bash"))?;
+    let setsid = on_path("setsid").ok_or_else(|| not_found("setsid (util-linux, for --ctty)"))?;
+    let sh: PathBuf = Some(PathBuf::from("/bin/sh"))
+        .filter(|p| p.exists())
+        .or_else(|| on_path("sh"))
+        .ok_or_else(|| not_found("sh"))?;
+    let script = format!(
+        "exec 3>&2 2>&1; if [ -n \"$1\" ]; then echo $$ > \"$1/cgroup.procs\" || {{ echo \"winx: cannot join cgroup $1; not run\"; exit {CGROUP_JOIN_FAILED}; }}; fi; shift; exec \"$@\""
+    );
+    let mut cmd = Command::new(sh);
+    cmd.arg("-c")
+        .arg(script)
+        .arg("winx-shell")
+        .arg(spec.cgroup.map(|p| p.as_os_str().to_owned()).unwrap_or_default())
+        .arg(setsid)
+        .arg("--ctty")
+        .arg("--")
+        .arg(bash)
+        .arg("--noprofile")
+        .arg("--rcfile")
+        .arg(spec.hook)
+        .arg("-i");
+    cmd.current_dir(spec.cwd)
+        .stdin(Stdio::from(follower.try_clone()?))
+        .stdout(Stdio::from(follower.try_clone()?))
+        .stderr(Stdio::from(hook_end));
+    for var in spec.env_remove {
+        cmd.env_remove(var);
+    }
+    for (k, v) in SHELL_ENV {
+        cmd.env(k, v);
+    }
+    for (k, v) in spec.env {
+        cmd.env(k, v);
+    }
+    cmd.env(MARKER, spec.id);
+    let child = spawn(&mut cmd)?;
+    let pid = child.id() as i32;
+    Ok((child, crate::probe::spawned_leader(pid, true, true)))
+}
