@@ -86,7 +86,9 @@ mod tests {
         let layout = Layout::new(&wsp, data.path()).unwrap();
         let first = g.register(layout.clone(), "t").unwrap();
         let stop = wsp.join("stop");
-        let command = format!("while [ ! -e '{}' ]; do sleep 0.05; done", stop.display());
+        // Also ends once the workspace is gone (a test that ends first
+        // leaves no loop behind).
+        let command = format!("while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done", stop.display(), wsp.display());
         {
             let _barrier = first.admission.enter();
             exec::submit(&g, &first, &command, true).unwrap();
@@ -132,7 +134,9 @@ mod tests {
         let busy = g.register(layout.clone(), "t1").unwrap();
         let idle = g.register(layout.clone(), "t2").unwrap();
         let stop = wsp.join("stop");
-        let command = format!("while [ ! -e '{}' ]; do sleep 0.05; done", stop.display());
+        // Also ends once the workspace is gone (a test that ends first
+        // leaves no loop behind).
+        let command = format!("while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done", stop.display(), wsp.display());
         {
             let _barrier = busy.admission.enter();
             exec::submit(&g, &busy, &command, true).unwrap();

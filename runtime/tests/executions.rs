@@ -233,7 +233,7 @@ fn a_threads_command_counts_for_its_threads_next_session() {
     let next = SessionKey { dev: 9, ino: 2, born: 0 };
     let rt = runtime(&data, LivenessChoice::Proc);
     let stop = root.join("stop");
-    let cmd = format!("while [ ! -e '{}' ]; do sleep 0.05; done", stop.display());
+    let cmd = format!("while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done", stop.display(), root.display());
     let e = spawn(&rt, &ws, first, &cmd, true);
     assert_eq!(rt.liveness(&next).running, 0, "by directory alone it is another session's");
     let live = rt.thread_liveness(&next, "t1");
