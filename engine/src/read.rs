@@ -67,6 +67,28 @@ impl PinnedRead {
     pub fn revision(&self) -> String {
         self.pin.revision()
     }
+
+    /// Whether the head holds every byte that was read and hashed (the
+    /// read's [`Keep`] kept at least `pin.size` bytes, and a
+    /// [`Keep::Text`] read met only text).
+    pub fn is_whole(&self) -> bool {
+        self.head.len() as u64 == self.pin.size
+    }
+
+    /// Every byte that was read and hashed, when the head holds them all
+    /// ([`PinnedRead::is_whole`]), else `None`.
+    ///
+    /// This is how a host's `ReadFiles` shows a helper: read it once with
+    /// `Keep::Bytes(limit)`, display these bytes (its own line ranges,
+    /// decoding, truncation work on them) and mint the token from
+    /// [`PinnedRead::pin`]. The token then binds exactly the bytes shown:
+    /// a file that changed after the read is refused by the release
+    /// (its identity or digest no longer matches), where a host that read
+    /// the file itself and pinned a second read could have had a token for
+    /// bytes it never showed.
+    pub fn into_whole(self) -> Option<Vec<u8>> {
+        self.is_whole().then(|| self.head.into_bytes())
+    }
 }
 
 /// Reads every byte of the opened file `fd` consistently: its identity

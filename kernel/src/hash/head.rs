@@ -68,8 +68,9 @@ impl Head {
         Head { limit, hint: usize::try_from(size).unwrap_or(usize::MAX).min(limit), kept }
     }
 
-    /// Bytes kept so far.
-    pub(crate) fn len(&self) -> usize {
+    /// How many bytes are kept (0 for a [`Keep::Text`] head that met a
+    /// byte that cannot be text).
+    pub fn len(&self) -> usize {
         match &self.kept {
             Kept::Bytes(b) => b.len(),
             Kept::Text { text, carry } => text.len() + carry.len(),
