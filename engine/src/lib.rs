@@ -135,6 +135,6 @@ pub mod rehash;
 pub use admission::{Admission, AdmissionGuard};
 pub use error::{Reason, Refusal, TargetCode, TargetReason};
 pub use layout::Layout;
-pub use owner::{IdleOwner, RuntimeOwner};
+pub use owner::{IdleOwner, RuntimeOwner, Unsupported};
 pub use release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target, TargetResult};
 pub use winx_release_kernel::identity::{Identity, PhysicalId, Pin};

@@ -62,3 +62,27 @@ impl RuntimeOwner for IdleOwner {
         0
     }
 }
+
+/// An owner that does not run the thread's commands through the engine: a
+/// thread whose shell the host runs itself and does not count (a zsh, a
+/// user's shell the runtime does not start). Every release of it answers
+/// [`crate::Reason::OwnerUnsupported`], before anything is opened.
+///
+/// A host answers with this rather than an owner with nothing running: a
+/// helper its uncounted shell still uses must not be released.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unsupported;
+
+impl RuntimeOwner for Unsupported {
+    fn supports_temporary_release(&self) -> bool {
+        false
+    }
+
+    fn running_executions(&self, _thread_id: &str) -> usize {
+        0
+    }
+
+    fn pending_actions(&self, _thread_id: &str) -> usize {
+        0
+    }
+}

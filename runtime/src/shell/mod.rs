@@ -137,11 +137,30 @@ pub(crate) struct State {
 }
 
 /// What is written to a shell's terminal.
+///
+/// The kind decides what [`Shell::write`] and [`Shell::input`] refuse:
+/// - [`Write::Line`] is never refused for the prompt's sake: it is what
+///   starts a command, and the caller holds the admission barrier, so no
+///   release runs between the owner's answer and the line reaching the
+///   shell.
+/// - [`Write::Input`] is refused (`InvalidInput`) while the shell is at its
+///   idle prompt ([`Shell::at_prompt`]): there no program runs in the
+///   foreground, and the line editor would run the bytes as a command that
+///   no barrier admitted.
+///
+/// The race: a program in the foreground can end between a host's look at
+/// [`Shell::at_prompt`] and its write. The refusal is therefore decided
+/// again under the lock the hook's reports take, in the same critical
+/// section as the write itself: input written is either received by a
+/// program that was still running when the write started, or refused. A
+/// host that keeps its own prompt detection must still write through
+/// [`Shell::input`] to get this; its own detection decides nothing here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Write {
     /// A command line for the shell at its prompt.
     Line,
-    /// Input for the program running in the foreground.
+    /// Input for the program running in the foreground; refused at an idle
+    /// prompt.
     Input,
 }
 
@@ -151,8 +170,13 @@ impl Shell {
         &self.core.execution
     }
 
-    /// The shell's pid, once spawned.
-    pub(crate) fn pid(&self) -> Option<i32> {
+    /// The shell's process id (its execution's leader), once spawned.
+    ///
+    /// For a host's teardown and its own liveness display: the pid may be
+    /// reused once [`Shell::ended`] is true. The runtime never signals it;
+    /// a host that ends a shell does so itself (closing its terminal is the
+    /// polite way: the shell gets `SIGHUP`).
+    pub fn pid(&self) -> Option<i32> {
         self.core.execution.leader().map(|l| l.pid)
     }
 
