@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::{Runtime, Spawn};
 use crate::execution::Execution;
 use crate::shell::spawn::{spawn_shell, ShellSpec};
-use crate::shell::{pty, Core, OutputSink, Shell, ShellSpawn, State, Terminal, HOOK_FILE};
+use crate::shell::{pty, Core, OutputSink, Shell, ShellProgram, ShellSpawn, State, Terminal, HOOK_FILE};
 use winx_release_kernel::sys::lock;
 
 /// How long a reader with nothing to read waits before it looks whether
@@ -29,8 +29,21 @@ impl Runtime {
     /// recorded as failed to start and the error returned.
     pub fn start_shell(
         self: &Arc<Self>,
+        admitted: &winx_release_engine::admission::AdmissionGuard<'_>,
+        spawn: ShellSpawn,
+        sink: Option<OutputSink>,
+    ) -> io::Result<Shell> {
+        self.start_shell_with(admitted, spawn, &ShellProgram::bash(), sink)
+    }
+
+    /// Like [`Runtime::start_shell`], running the host's choice of shell
+    /// ([`ShellProgram`]: the user's rc, `bash -r`, the host's own prompt
+    /// command chained with the engine's hook).
+    pub fn start_shell_with(
+        self: &Arc<Self>,
         _admitted: &winx_release_engine::admission::AdmissionGuard<'_>,
         spawn: ShellSpawn,
+        program: &ShellProgram,
         sink: Option<OutputSink>,
     ) -> io::Result<Shell> {
         let (controller, follower) = match spawn.terminal {
@@ -45,7 +58,7 @@ impl Runtime {
             workspace: spawn.workspace,
             cwd: Some(spawn.cwd.clone()),
             session: spawn.session,
-            command: "bash --noprofile --rcfile hook.sh -i (the shell of this thread)".into(),
+            command: program.describe(),
             background: spawn.background,
             env: spawn.env.clone(),
         })?;
@@ -53,11 +66,13 @@ impl Runtime {
         lock(&self.specs).remove(&e.id);
         let hook = e.dir.join(HOOK_FILE);
         let (ours, theirs) = UnixStream::pair()?;
-        let made = fs::write(&hook, crate::shell::hook_script());
+        let made = fs::write(&hook, program.rc_script());
+        let argv = program.argv(&hook);
         let env_remove = self.env_remove.clone();
         let mut readers = None;
         self.run_with(&e, |e| {
             made?;
+            let argv = argv?;
             // The threads that read the shell's reports and its terminal
             // are had before it starts: a shell nobody reads would never be
             // seen idle, and its terminal would fill.
@@ -70,7 +85,7 @@ impl Runtime {
             readers = Some((reports, output));
             let spec = ShellSpec {
                 id: &e.id,
-                hook: &hook,
+                argv: &argv,
                 cwd: &spawn.cwd,
                 env: &spawn.env,
                 env_remove: &env_remove,
@@ -80,6 +95,7 @@ impl Runtime {
         })?;
         let core = Arc::new(Core {
             execution: e.clone(),
+            restricted: program.is_restricted(),
             controller,
             follower,
             state: Mutex::new(State::default()),

@@ -35,6 +35,8 @@ pub struct CommandRecord {
     /// The shell's prompt count when it was typed: it is back at the
     /// prompt once the shell reported more.
     pub prompts_before: u64,
+    /// Typed into a restricted shell.
+    restricted: bool,
     record: Mutex<Record>,
     out: Mutex<Option<fs::File>>,
 }
@@ -81,6 +83,7 @@ impl Shell {
             id,
             dir,
             prompts_before: self.prompts(),
+            restricted: self.core.restricted,
             record: Mutex::new(record),
             out: Mutex::new(Some(out)),
         })
@@ -89,9 +92,16 @@ impl Shell {
 
 impl CommandRecord {
     /// The line that runs it, as typed at the prompt (Enter included):
-    /// `. 'D/executions/<id>/command'`.
+    /// `. 'D/executions/<id>/command'`; in a restricted shell, whose `.`
+    /// refuses a path with a slash, `eval "$(< 'D/executions/<id>/command')"`
+    /// (input redirections are allowed there; a `return` at the command's
+    /// top level is then an error, as typed text's would be).
     pub fn typed_line(&self) -> String {
-        format!(". {}\r", quoted(&self.dir.join(COMMAND_FILE).to_string_lossy()))
+        let file = quoted(&self.dir.join(COMMAND_FILE).to_string_lossy());
+        match self.restricted {
+            false => format!(". {file}\r"),
+            true => format!("eval \"$(< {file})\"\r"),
+        }
     }
 
     /// Whether the end marker of prompt `prompt` ([`super::Piece::End`])

@@ -2,8 +2,10 @@
 //! reads its reports.
 //!
 //! The shell is `bash --noprofile --rcfile D/executions/<id>/hook.sh -i`:
-//! no profile and no `~/.bashrc` (a user's rc file could replace the hook,
-//! print before the first prompt, or start jobs), only this file. It sets
+//! no profile and no `~/.bashrc` unless the host chose one
+//! ([`super::ShellProgram::rc`]: it is sourced after the hook's function is
+//! defined read-only, and what it starts is counted like anything the shell
+//! runs), only this file (written by [`super::ShellProgram`]). It sets
 //! `PROMPT_COMMAND` to a function that, before every prompt, writes
 //! `P <exit code>` to descriptor 3 (one end of a socket pair whose other
 //! end the engine reads) and then **waits for the engine's acknowledgement**
@@ -55,30 +57,6 @@ pub const OUTPUT_START: &str = "777;winx-release;start";
 /// output ends before it. The number tells a reader that lags behind the
 /// terminal which prompt a marker belongs to.
 pub const OUTPUT_END: &str = "777;winx-release;end";
-
-/// The hook file's text.
-pub(crate) fn script() -> String {
-    format!(
-        r#"# Installed by winx-release: the prompt hook of this shell (docs/DESIGN.md, "Shells").
-__winx_release_prompt() {{
-  local rc=$?
-  [[ -o emacs || -o vi ]] || set -o emacs
-  {{ builtin trap -p; [[ ${{TMOUT-}} != *[1-9]* ]] || printf 'TMOUT %s\n' "${{TMOUT//[^0-9.]/}}"; printf 'P %s\n' "$rc"; }} >&3 && IFS= read -r -u 3 __winx_release_ack
-  printf '\033]{end};%s\007' "$__winx_release_ack"
-  return "$rc"
-}}
-readonly -f __winx_release_prompt
-PROMPT_COMMAND=__winx_release_prompt
-PS0=$'\033]{start}\007'
-PS1='$ '
-PS2='> '
-HISTFILE=
-bind 'set enable-bracketed-paste off' 2>/dev/null
-"#,
-        end = OUTPUT_END,
-        start = OUTPUT_START
-    )
-}
 
 /// How often a reader with nothing to read looks whether the shell ended.
 const POLL: Duration = Duration::from_millis(500);

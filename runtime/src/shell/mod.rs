@@ -31,6 +31,7 @@ pub mod command;
 mod hook;
 mod idle;
 pub mod output;
+mod program;
 pub(crate) mod pty;
 pub(crate) mod spawn;
 
@@ -42,9 +43,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub use command::CommandRecord;
-pub(crate) use hook::{read_reports, script as hook_script};
+pub(crate) use hook::read_reports;
 pub use hook::{HOOK_FILE, OUTPUT_END, OUTPUT_START};
 pub use output::{OutputFilter, Piece};
+pub use program::ShellProgram;
 
 use super::execution::Execution;
 use super::SessionKey;
@@ -107,6 +109,9 @@ impl std::fmt::Debug for Shell {
 
 pub(crate) struct Core {
     pub(crate) execution: Arc<Execution>,
+    /// A restricted shell (`bash -r`): commands are typed as `eval` of the
+    /// command file (its `.` refuses a path with a slash).
+    pub(crate) restricted: bool,
     pub(crate) controller: Option<OwnedFd>,
     pub(crate) follower: OwnedFd,
     pub(crate) state: Mutex<State>,

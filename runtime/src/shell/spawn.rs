@@ -5,7 +5,8 @@
 //! the socket to descriptor 3 and the terminal to 2, joins the cgroup in
 //! cgroup mode (as every execution's leader does: before the shell's first
 //! instruction; on failure the shell never runs, exit 125), then `exec`s
-//! `setsid --ctty -- bash --noprofile --rcfile HOOK -i`: `setsid(2)` in
+//! `setsid --ctty -- ARGV` (the host's [`super::ShellProgram`], by default
+//! `bash --noprofile --rcfile HOOK -i`): `setsid(2)` in
 //! place (the child is not a process-group leader, so the pid stays) and
 //! the terminal on standard input becomes the controlling terminal
 //! (`TIOCSCTTY`). No `pre_exec` closure, so no `unsafe` here.
@@ -28,7 +29,8 @@ use crate::MARKER;
 /// What a shell's leader gets.
 pub(crate) struct ShellSpec<'a> {
     pub(crate) id: &'a str,
-    pub(crate) hook: &'a Path,
+    /// The shell's command line ([`super::ShellProgram::argv`]).
+    pub(crate) argv: &'a [OsString],
     pub(crate) cwd: &'a Path,
     pub(crate) env: &'a [(OsString, OsString)],
     pub(crate) env_remove: &'a [OsString],
@@ -48,7 +50,6 @@ pub(crate) fn spawn_shell(
     hook_end: OwnedFd,
     spawn: impl FnOnce(&mut Command) -> io::Result<Child>,
 ) -> io::Result<(Child, Leader)> {
-    let bash = on_path("bash").ok_or_else(|| not_found("bash"))?;
     let setsid = on_path("setsid").ok_or_else(|| not_found("setsid (util-linux, for --ctty)"))?;
     let sh: PathBuf = Some(PathBuf::from("/bin/sh"))
         .filter(|p| p.exists())
@@ -65,11 +66,7 @@ pub(crate) fn spawn_shell(
         .arg(setsid)
         .arg("--ctty")
         .arg("--")
-        .arg(bash)
-        .arg("--noprofile")
-        .arg("--rcfile")
-        .arg(spec.hook)
-        .arg("-i");
+        .args(spec.argv);
     cmd.current_dir(spec.cwd)
         .stdin(Stdio::from(follower.try_clone()?))
         .stdout(Stdio::from(follower.try_clone()?))
