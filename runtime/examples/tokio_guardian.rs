@@ -3,7 +3,10 @@
 //! runtime, a read, submitting a command, a release (it scans, hashes,
 //! renames and fsyncs) — runs on tokio's blocking pool with
 //! `spawn_blocking`, under the session's [`Admission`] barrier where it
-//! starts something or releases. The end of a command is awaited through
+//! starts something or releases. The barrier is awaited on the worker
+//! ([`Admission::enter_async`]: it waits without blocking it) and the
+//! owned guard moves into the blocking work it guards; a guard can also
+//! be held across an `.await` (the agent's async write below). The end of a command is awaited through
 //! its [`EndSignal`] registered with tokio's reactor (`AsyncFd`): no thread
 //! waits for it.
 //!
@@ -30,15 +33,16 @@ struct Session {
     thread_id: String,
     key: SessionKey,
     /// Held by a release for its whole run, and by anything that starts a
-    /// command.
-    admission: Admission,
+    /// command or writes into the session directory.
+    admission: Arc<Admission>,
 }
 
-/// Runs one release of `targets` under the session's barrier, on the
-/// blocking pool: the barrier is taken there, with the work it guards.
+/// Runs one release of `targets` under the session's barrier: awaited
+/// without blocking the worker, then moved with the release to the
+/// blocking pool.
 async fn release_in(rt: Arc<Runtime>, session: Arc<Session>, targets: Vec<Target>) -> std::io::Result<ReleaseReport> {
+    let admission = session.admission.enter_async().await;
     spawn_blocking(move || {
-        let admission = session.admission.enter();
         let owner = OwnerAnswer {
             liveness: rt.thread_liveness(&session.key, &session.thread_id),
             pending: 0,
@@ -115,13 +119,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         spawn_blocking(move || read_pinned(&dir, &path, Keep::Nothing)).await??
     };
     let targets = vec![Target::new(&helper, read.pin)];
-    let session = Arc::new(Session { layout, thread_id: "thread-1".to_owned(), key, admission: Admission::new() });
+    let session =
+        Arc::new(Session { layout, thread_id: "thread-1".to_owned(), key, admission: Arc::new(Admission::new()) });
+
+    // An async write into the session directory holds its barrier across
+    // the `.await` (no release can run meanwhile).
+    {
+        let guard = session.admission.enter_async().await;
+        tokio::fs::write(session.layout.session_dir("thread-1").join("notes.txt"), "async\n").await?;
+        drop(guard);
+    }
 
     // The agent runs its helper in the background, under the barrier.
     let command = {
         let (rt, session, helper) = (rt.clone(), session.clone(), helper.clone());
+        let admission = session.admission.enter_async().await;
         spawn_blocking(move || -> std::io::Result<Arc<Execution>> {
-            let _admission = session.admission.enter();
+            let _admission = admission;
             let e = rt.submit(Spawn {
                 thread: session.thread_id.clone(),
                 workspace: session.layout.workspace().into(),
