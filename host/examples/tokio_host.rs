@@ -174,6 +174,11 @@ mod host {
                 Some(s) => Some(s.admission.enter_async().await),
                 None => None,
             };
+            // Asked again under the barrier: a link changed meanwhile is refused.
+            let p = PathBuf::from(path);
+            if blocking(move || route_write(&p)).await?? != route {
+                return Ok(json!({"status": "denied", "errorCode": "read_required"}));
+            }
             tokio::fs::write(&route.resolved, content).await?;
             Ok(json!({"status": "completed", "file_path": route.resolved}))
         }

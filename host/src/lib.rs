@@ -21,7 +21,9 @@
 //! (`winx-release-runtime`: executions and their liveness) a server writes
 //! glue only: see
 //! `host/examples/winx_host.rs`, one process that is frontend and
-//! runtime at once, and `docs/DESIGN.md`, section "Embedding".
+//! runtime at once, `host/examples/tokio_host.rs`, the same on tokio with
+//! its own PTY, prompt detection and shell, and `docs/DESIGN.md`, section
+//! "Embedding".
 //!
 //! # A release, in the contract's order
 //!

@@ -145,9 +145,13 @@
 //! ```
 //!
 //! `runtime/examples/tokio_guardian.rs` shows the same from an async guardian:
-//! everything blocking runs with `tokio::task::spawn_blocking` (the barrier
-//! taken there), and a command's end is awaited on the reactor through
-//! `Execution::end_signal` (Linux).
+//! the barrier is awaited (`Admission::enter_async`), everything blocking
+//! runs with `tokio::task::spawn_blocking` (the owned guard moved there),
+//! and a command's end is awaited on the reactor through
+//! `Execution::end_signal` (Linux). A host that runs its own shell (the
+//! user's rc, `bash -r`, its own prompt detection) starts it with
+//! [`Runtime::start_shell_with`] and a [`shell::ShellProgram`];
+//! `host/examples/tokio_host.rs` is such a host.
 //!
 
 // Spawning, `/proc` and cgroups are Linux's: elsewhere (and with `--cfg
