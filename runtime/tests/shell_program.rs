@@ -76,6 +76,7 @@ fn the_users_rc_and_the_hosts_prompt_command_are_kept() {
     until(5, "idle", || w.shell.busy(&w.rt).is_none());
     run(&w, "echo \"rc said $FROM_RC\"; (exit 3)");
     assert_eq!(w.shell.last_exit(), Some(3), "the hook reports the command's status");
+    until(5, "the output", || printed(&w).contains("[host-marker 3]"));
     let out = printed(&w);
     assert!(out.contains("rc said yes"), "{out}");
     assert!(out.contains("user-prompt> "), "the rc's prompt string is kept: {out}");
@@ -95,9 +96,9 @@ fn a_restricted_bash_is_counted_too() {
     until(5, "idle", || w.shell.busy(&w.rt).is_none());
     run(&w, "cd /");
     assert_ne!(w.shell.last_exit(), Some(0), "a restricted shell refuses cd");
-    assert!(printed(&w).contains("restricted"), "{}", printed(&w));
+    until(5, "the refusal printed", || printed(&w).contains("restricted"));
     run(&w, "shopt -q restricted_shell && echo is-restricted");
-    assert!(printed(&w).contains("is-restricted"));
+    until(5, "the answer printed", || printed(&w).contains("is-restricted"));
     until(5, "idle", || w.shell.busy(&w.rt).is_none());
     assert!(w.shell.pid().is_some());
 }
@@ -127,4 +128,19 @@ fn a_hook_replaced_by_the_rc_keeps_the_shell_busy() {
     let shell = rt.start_shell_with(&Admission::new().enter(), spawn, &ShellProgram::bash().rc(&rc), None).unwrap();
     assert!(!shell.wait_prompt(0, Duration::from_secs(2)), "a prompt was reported without the hook");
     assert!(shell.busy(&rt).is_some());
+}
+
+#[test]
+fn a_debug_trap_from_the_rc_runs_only_before_commands() {
+    // bash-preexec's kind of trap: it runs before each command the shell
+    // runs, never on its own at an idle prompt, so it does not hold the
+    // shell busy.
+    let w = world(|dir| {
+        let rc = dir.join("bashrc");
+        std::fs::write(&rc, "trap '[[ $BASH_COMMAND != __winx* ]] && echo \"[pre $BASH_COMMAND]\"' DEBUG\n").unwrap();
+        ShellProgram::bash().rc(&rc)
+    });
+    run(&w, "echo ran");
+    until(5, "the trap's output", || printed(&w).contains("ran"));
+    until(5, "idle with the trap set", || w.shell.busy(&w.rt).is_none());
 }

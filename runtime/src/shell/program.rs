@@ -33,12 +33,12 @@
 //! again and stays busy (fail closed), as before.
 //!
 //! The rc runs inside the shell's execution: what it starts is counted,
-//! and what it leaves set is judged like anything typed. A trap with an
-//! action (bash-preexec's `DEBUG` trap, which prompt frameworks install)
-//! keeps the shell busy while it is set; an rc that `exec`s another
-//! program (`exec zsh`) leaves a shell that never reports a prompt. Both
-//! refuse releases (fail closed) rather than count a shell the hook cannot
-//! see.
+//! and what it leaves set is judged like anything typed (a signal trap
+//! with an action or a `TMOUT` keeps the shell busy; a `DEBUG` trap, as
+//! bash-preexec installs for prompt frameworks, runs only before commands
+//! the shell runs and does not). An rc that `exec`s another program
+//! (`exec zsh`) leaves a shell that never reports a prompt: releases are
+//! refused (fail closed) rather than count a shell the hook cannot see.
 //!
 //! Only bash is supported: the idle rule reads bash's line editor wait,
 //! and the hook is bash. A host that runs another shell (zsh) itself
