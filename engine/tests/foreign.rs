@@ -50,3 +50,24 @@ fn reads_say_unsupported_platform() {
     std::fs::write(&h, "x").unwrap();
     assert_eq!(read_pinned(tmp.path(), &h, Keep::Text(10)), Err(Reason::UnsupportedPlatform));
 }
+
+#[test]
+fn a_write_reaches_no_session_and_the_reserved_namespace_by_name() {
+    use winx_release_engine::preflight::route_write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".winx/tmp/session-0123456789abcdef/h.py");
+    let route = route_write(&path).unwrap();
+    assert_eq!((route.resolved.as_path(), route.session, route.reserved), (path.as_path(), None, false));
+    assert!(route_write(&dir.path().join("a/.winx-release-00/t")).unwrap().reserved);
+    assert_eq!(route_write(std::path::Path::new("rel")).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[test]
+fn the_barrier_is_async_on_every_platform() {
+    let barrier = std::sync::Arc::new(Admission::new());
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let guard = rt.block_on(barrier.enter_async());
+    assert!(barrier.try_enter().is_none());
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    assert!(barrier.try_enter().is_some());
+}

@@ -42,13 +42,11 @@ use winx_release_kernel::identity::{Identity, PhysicalId};
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod reserved;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod route;
 mod rules;
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use reserved::write_reaches_reserved;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use route::{route_write, SessionDir, WriteRoute};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use rules::in_reserved_namespace;

@@ -19,24 +19,11 @@
 //! - [`readlinkat(2)`](https://man7.org/linux/man-pages/man2/readlinkat.2.html)
 //! - [`path_resolution(7)`](https://man7.org/linux/man-pages/man7/path_resolution.7.html)
 
-use std::collections::VecDeque;
-use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
-use rustix::io::Errno;
-
-use super::reserved::write_reaches_reserved;
-use crate::layout::{is_session_name, TMP_DIR, WINX_DIR};
-
-/// Symbolic links followed in one resolution at most (the kernel's own
-/// bound, `ELOOP` beyond).
-const MAX_LINKS: usize = 40;
-
-const DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+mod walk;
 
 /// Where a write lands and what it reaches: the answer of [`route_write`].
 #[non_exhaustive]
@@ -49,7 +36,7 @@ pub struct WriteRoute {
     pub session: Option<SessionDir>,
     /// Whether the write reaches the reserved `.winx-release-*` namespace
     /// (by name, through a link, or as a hard link of a quarantined file;
-    /// see [`write_reaches_reserved`]): the host refuses it.
+    /// see [`write_reaches_reserved`](crate::preflight::write_reaches_reserved)): the host refuses it.
     pub reserved: bool,
 }
 
@@ -80,6 +67,10 @@ pub struct SessionDir {
 /// this answer and the write could lead elsewhere (the agent's shell can
 /// change links only while it runs, and a release needs the barrier too).
 ///
+/// Off Linux no session directory exists (releases are
+/// `unsupported_platform`): the answer is the path as given, no session,
+/// and `reserved` by name; a host's code is the same on every platform.
+///
 /// # Errors
 /// The resolution's own: `path` relative (`InvalidInput`), a link loop or
 /// more than 40 links (`ELOOP`), a component that exists and is not a
@@ -109,129 +100,18 @@ pub fn route_write(path: &Path) -> io::Result<WriteRoute> {
     if !path.is_absolute() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "a write's path must be absolute"));
     }
-    let walk = resolve(path)?;
-    let resolved = walk.path();
-    // The directories the write lands in: the chain, less the target when
-    // it is itself a directory.
-    let landing = &walk.dirs[..walk.dirs.len() - usize::from(walk.target_is_dir)];
-    let mut session = None;
-    for (i, d) in landing.iter().enumerate().skip(2).rev() {
-        let parents = (&landing[i - 2].name, &landing[i - 1].name);
-        if parents.0.as_os_str() == WINX_DIR && parents.1.as_os_str() == TMP_DIR && is_session_name_os(&d.name) {
-            let st = rustix::fs::fstat(&d.fd)?;
-            let path: PathBuf = landing[..=i].iter().map(|d| d.name.as_os_str()).collect();
-            session = Some(SessionDir { path, dev: st.st_dev, ino: st.st_ino });
-            break;
-        }
-    }
-    let reserved = write_reaches_reserved(path, &resolved);
-    Ok(WriteRoute { resolved, session, reserved })
-}
-
-fn is_session_name_os(name: &OsStr) -> bool {
-    name.to_str().is_some_and(is_session_name)
-}
-
-/// One directory of the resolved chain: its handle and its name in its
-/// parent (`/` for the root).
-struct Dir {
-    fd: OwnedFd,
-    name: OsString,
-}
-
-/// A resolved path: the chain of directories opened, the components that
-/// do not exist, and the existing non-directory it ends at.
-struct Walk {
-    dirs: Vec<Dir>,
-    missing: Vec<OsString>,
-    file: Option<OsString>,
-    target_is_dir: bool,
-}
-
-impl Walk {
-    fn path(&self) -> PathBuf {
-        let mut p: PathBuf = self.dirs.iter().map(|d| d.name.as_os_str()).collect();
-        p.extend(self.file.iter().chain(&self.missing));
-        p
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
+    return walk::route(path);
+    #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+    {
+        // No session directory exists here (releases are
+        // `unsupported_platform`): the path as given, reserved by name.
+        let reserved = path
+            .components()
+            .any(|c| matches!(c, std::path::Component::Normal(n) if crate::layout::is_reserved_name(n)));
+        Ok(WriteRoute { resolved: path.to_owned(), session: None, reserved })
     }
 }
 
-fn root() -> io::Result<Dir> {
-    Ok(Dir { fd: rustix::fs::openat(CWD, "/", DIR_FLAGS, Mode::empty())?, name: "/".into() })
-}
-
-/// Resolves `path` as path resolution does, through directory handles.
-fn resolve(path: &Path) -> io::Result<Walk> {
-    let mut links = 0;
-    let mut walk = Walk { dirs: vec![root()?], missing: Vec::new(), file: None, target_is_dir: false };
-    // Components are owned: a link's target joins the queue in front.
-    let mut queue: VecDeque<OsString> = path.components().filter_map(owned).collect();
-    while let Some(name) = queue.pop_front() {
-        walk.target_is_dir = false;
-        if walk.file.is_some() {
-            // A component after a non-directory.
-            return Err(Errno::NOTDIR.into());
-        }
-        if name == "/" {
-            walk.dirs.truncate(1);
-            walk.missing.clear();
-            continue;
-        }
-        if name == "." {
-            continue;
-        }
-        if name == ".." {
-            if walk.missing.pop().is_none() && walk.dirs.len() > 1 {
-                walk.dirs.pop();
-            }
-            continue;
-        }
-        if !walk.missing.is_empty() {
-            walk.missing.push(name);
-            continue;
-        }
-        let parent = walk.dirs.last().expect("the root stays").fd.as_fd();
-        let st = match rustix::fs::statat(parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(Errno::NOENT) => {
-                walk.missing.push(name);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory => {
-                let fd = rustix::fs::openat(parent, name.as_os_str(), DIR_FLAGS, Mode::empty())?;
-                walk.dirs.push(Dir { fd, name });
-                walk.target_is_dir = true;
-            }
-            FileType::Symlink => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return Err(Errno::LOOP.into());
-                }
-                let target = rustix::fs::readlinkat(parent, name.as_os_str(), Vec::new())?;
-                let target = Path::new(OsStr::from_bytes(target.as_bytes()));
-                for c in target.components().filter_map(owned).collect::<Vec<_>>().into_iter().rev() {
-                    queue.push_front(c);
-                }
-            }
-            _ => walk.file = Some(name),
-        }
-    }
-    Ok(walk)
-}
-
-/// A component as the walk's queue holds it.
-fn owned(c: Component<'_>) -> Option<OsString> {
-    match c {
-        Component::RootDir => Some("/".into()),
-        Component::CurDir => Some(".".into()),
-        Component::ParentDir => Some("..".into()),
-        Component::Normal(n) => Some(n.to_owned()),
-        Component::Prefix(_) => None,
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", not(winx_foreign)))]
 mod tests;

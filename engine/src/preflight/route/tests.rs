@@ -1,5 +1,6 @@
 use super::*;
 use crate::Layout;
+use rustix::io::Errno;
 use std::os::unix::fs::{symlink, MetadataExt};
 
 struct Fx {
