@@ -8,6 +8,9 @@
 //! (`Admission::enter_async`) and held across `.await`; every call that
 //! blocks runs on the blocking pool with the guard moved there.
 //!
+//! (The scenario at the bottom plays the agent and the client: its few
+//! direct filesystem calls stand for the agent's own.)
+//!
 //! It holds no HMAC, hash, lock or path check of its own: tokens, receipts,
 //! the request's checks, read-and-pin, which session a write reaches, the
 //! barrier, the shell's idleness and the release are library calls.
