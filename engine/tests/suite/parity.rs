@@ -8,14 +8,13 @@
 //! elapsed time and the `backend` field, which must say `uring`, or `sync`
 //! after a switch. Every case also runs leanly (`ScanMode::Lean`) on the
 //! synchronous, io_uring and threaded backends, and with sizes on the
-//! threaded one: same verdict, path and counts. The cases mirror
-//! `tests/scan.rs` and add trees where
+//! threaded one: same verdict, path and counts. The only home of the cases
+//! every backend must agree on ([`crate::scan`] keeps the synchronous
+//! backend's own), with trees where
 //! phase 1 (parallel) and phase 2 (the in-order replay) must agree on where
 //! a bound or an offending entry falls.
 
-mod common;
-
-use common::trees::*;
+use crate::common::trees::*;
 use std::collections::HashSet;
 use std::fs;
 use std::os::fd::AsFd;
@@ -197,8 +196,12 @@ fn empty_and_missing_roots() {
     let r = scan(&[t.path()]);
     assert_clean(&r);
     assert_eq!((r.entries, r.max_depth), (0, 0));
+    assert_eq!((r.directories, r.files, r.bytes), (0, 0, Some(0)));
     write(&t.path().join("f"), 3);
     let missing = t.path().join("nope");
+    let root = open_root(&missing).unwrap();
+    assert!(root.dir.is_none());
+    assert_eq!(root.path, missing);
     let r = scan(&[&missing, &t.path().join("no/such/dir"), t.path()]);
     assert_clean(&r);
     assert_eq!((r.entries, r.files, r.bytes), (1, 1, Some(3)));
@@ -214,7 +217,7 @@ fn root_failures() {
     assert_fail(&scan(&[&link]), Reason::BackingSymlink, &link);
     let r = scan(&[&t.path().join("real"), &link]);
     assert_fail(&r, Reason::BackingSymlink, &link);
-    assert_eq!(r.entries, 0);
+    assert_eq!((r.entries, r.files, r.directories, r.bytes, r.max_depth), (0, 0, 0, Some(0), 0));
     let file = t.path().join("file");
     write(&file, 1);
     assert_fail(&scan(&[&file]), Reason::BackingUnsupportedEntry, &file);
@@ -225,7 +228,7 @@ fn root_failures() {
 }
 
 /// The bound at its edge, on a tree of 5,000 entries with a bound of
-/// 5,000 (the 50,000 default is the same code; `tests/scan.rs` covers it on
+/// 5,000 (the 50,000 default is the same code; [`crate::scan`] covers it on
 /// the synchronous backend, and the benches scan 50,000-entry trees on
 /// both).
 #[test]
@@ -259,6 +262,10 @@ fn entry_limits_small_and_shared() {
     write(&root.join("sub/x"), 1);
     let r = scan_with(&[root], five, &no_aliases());
     assert_eq!((r.reason, r.entries), (Some(Reason::BackingScanLimit), 6));
+    assert_eq!(r.path.as_ref().unwrap().parent(), Some(root));
+    let r = scan_with(&[root], ScanLimits { max_entries: 7, max_depth: MAX_DEPTH }, &no_aliases());
+    assert_clean(&r);
+    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (7, 1, 6, Some(1), 2));
     let zero = ScanLimits { max_entries: 0, max_depth: MAX_DEPTH };
     assert_eq!(scan_with(&[root], zero, &no_aliases()).reason, Some(Reason::BackingScanLimit));
     let empty = tempfile::tempdir().unwrap();
@@ -271,7 +278,14 @@ fn entry_limits_small_and_shared() {
     let ten = ScanLimits { max_entries: 10, max_depth: MAX_DEPTH };
     let r = scan_with(&[a.path(), b.path()], ten, &no_aliases());
     assert_eq!((r.reason, r.entries), (Some(Reason::BackingScanLimit), 11));
+    // The eleventh entry is the fifth of the second root.
     assert_eq!(r.path.as_ref().unwrap().parent(), Some(b.path()));
+    // Each root alone fits; 12 fit in 12.
+    assert_clean(&scan_with(&[a.path()], ten, &no_aliases()));
+    assert_clean(&scan_with(&[b.path()], ten, &no_aliases()));
+    let r = scan_with(&[a.path(), b.path()], ScanLimits { max_entries: 12, max_depth: MAX_DEPTH }, &no_aliases());
+    assert_clean(&r);
+    assert_eq!(r.entries, 12);
 }
 
 #[test]
@@ -282,9 +296,13 @@ fn depth_limits() {
     let r = scan(&[root]);
     assert_clean(&r);
     assert_eq!((r.entries, r.directories, r.max_depth), (16, 16, 16));
+    // A file at depth 16 (in d15) is fine too.
     let f16 = deepest.parent().unwrap().join("file");
     write(&f16, 4);
-    assert_clean(&scan(&[root]));
+    let r = scan(&[root]);
+    assert_clean(&r);
+    assert_eq!((r.entries, r.files, r.bytes, r.max_depth), (17, 1, Some(4), 16));
+    fs::remove_file(&f16).unwrap();
     let d17 = deepest.join("d17");
     fs::create_dir(&d17).unwrap();
     let r = scan(&[root]);
@@ -332,6 +350,11 @@ fn offending_entries_fail_with_their_path() {
     symlink(&outside, &to_file).unwrap();
     assert_fail(&scan(&[&root]), Reason::BackingSymlink, &to_file);
     fs::remove_file(&to_file).unwrap();
+    fs::create_dir(t.path().join("outdir")).unwrap();
+    let to_dir = root.join("a/to-dir");
+    symlink(t.path().join("outdir"), &to_dir).unwrap();
+    assert_fail(&scan(&[&root]), Reason::BackingSymlink, &to_dir);
+    fs::remove_file(&to_dir).unwrap();
     let dangling = root.join("a/dangling");
     symlink("nowhere", &dangling).unwrap();
     assert_fail(&scan(&[&root]), Reason::BackingSymlink, &dangling);
@@ -341,8 +364,11 @@ fn offending_entries_fail_with_their_path() {
     assert_fail(&scan(&[&root]), Reason::BackingUnsupportedEntry, &f);
     fs::remove_file(&f).unwrap();
     let sock = root.join("a/sock");
-    let _listener = UnixListener::bind(&sock).unwrap();
+    let listener = UnixListener::bind(&sock).unwrap();
     assert_fail(&scan(&[&root]), Reason::BackingUnsupportedEntry, &sock);
+    drop(listener);
+    fs::remove_file(&sock).unwrap();
+    assert_clean(&scan(&[&root]));
 }
 
 #[test]
@@ -358,6 +384,8 @@ fn aliases_fail() {
     let link = root.join("x/y/retained");
     fs::hard_link(&target, &link).unwrap();
     assert_fail(&scan_with(&[&root], ScanLimits::default(), &aliases), Reason::BackingAlias, &link);
+    // Without the alias set, the same tree is clean.
+    assert_clean(&scan(&[&root]));
     let dir_alias: HashSet<PhysicalId> = [id_of(&root.join("x/y"))].into_iter().collect();
     assert_fail(&scan_with(&[&root], ScanLimits::default(), &dir_alias), Reason::BackingAlias, &root.join("x/y"));
 }
@@ -492,11 +520,15 @@ fn many_directories_do_not_leak_descriptors() {
     for i in 0..300 {
         fs::create_dir_all(t.path().join(format!("w{i}/x"))).unwrap();
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "leak_child", "--nocapture", "--test-threads=1"])
-        .env("WINX_LEAK_ROOT", t.path())
-        .output()
-        .unwrap();
+    let out = crate::common::spawn(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "parity::leak_child", "--nocapture", "--test-threads=1"])
+            .env("WINX_LEAK_ROOT", t.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    )
+    .wait_with_output()
+    .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && text.contains("leak_child: scanned"),

@@ -1,31 +1,18 @@
 //! The guarded release transaction: every reason code the engine produces,
 //! replacements, restore collisions and late failures.
 
-mod common;
-
 use std::fs;
 use std::io;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{pin, snapshot, target, unpinned, Fixture};
-use winx_release_engine::admission::Admission;
+use crate::common::{pin, snapshot, target, unpinned, Fixture};
 use winx_release_engine::fault::{FaultHook, FaultPoint};
 use winx_release_engine::owner::{IdleOwner, RuntimeOwner};
-use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target};
+use winx_release_engine::release::{Outcome, ReleaseOptions, Status, Target};
 use winx_release_engine::scan::ScanLimits;
 use winx_release_engine::{Reason, TargetCode};
-
-fn run(fx: &Fixture, targets: &[Target]) -> ReleaseReport {
-    run_with(fx, targets, &IdleOwner, &ReleaseOptions::default())
-}
-
-fn run_with(fx: &Fixture, targets: &[Target], owner: &dyn RuntimeOwner, opts: &ReleaseOptions<'_>) -> ReleaseReport {
-    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets };
-    let _no_fork = common::no_fork_now();
-    release(&req, &Admission::new().enter(), owner, opts)
-}
 
 fn with_faults<F: FaultHook>(hook: &F) -> ReleaseOptions<'_> {
     ReleaseOptions { faults: Some(hook), ..ReleaseOptions::default() }
@@ -46,7 +33,7 @@ fn assert_denied_with(
 ) {
     let before_ws = snapshot(fx.ws());
     let before_data = snapshot(fx.layout.data_dir());
-    let r = run_with(fx, targets, owner, opts);
+    let r = fx.release_with(targets, owner, opts);
     assert_eq!(r.error_code, Some(reason), "report: {r:?}");
     assert!(matches!(r.status, Status::Denied | Status::InvalidInput), "{r:?}");
     assert_eq!(r.status == Status::InvalidInput, reason.is_invalid_input());
@@ -63,7 +50,7 @@ fn releases_a_pinned_helper_and_reports_allocated_bytes() {
     let fx = Fixture::new();
     let p = fx.helper("helper.py", &vec![b'x'; 10_000]);
     let blocks = fs::metadata(&p).unwrap().blocks();
-    let r = run(&fx, &[target(&p)]);
+    let r = fx.release(&[target(&p)]);
     assert_eq!(r.status, Status::Completed, "{r:?}");
     assert!(r.touched);
     assert_eq!(r.files[0].outcome, Outcome::Released);
@@ -83,7 +70,7 @@ fn releases_many_helpers_in_subdirectories_in_order() {
     let paths: Vec<_> =
         (0..100).map(|i| fx.helper(&format!("d{}/h{i}.txt", i % 7), format!("{i}").as_bytes())).collect();
     let targets: Vec<_> = paths.iter().map(|p| target(p)).collect();
-    let r = run(&fx, &targets);
+    let r = fx.release(&targets);
     assert_eq!(r.status, Status::Completed);
     for (f, p) in r.files.iter().zip(&paths) {
         assert_eq!(f.file_path, p.to_str().unwrap());
@@ -140,7 +127,7 @@ fn placement_reasons() {
     assert_denied(&fx, &[unpinned(&format!("{}/.winx-release-x", fx.session.display()))], Reason::ReservedNamespace);
     // A good target beside a bad one: the whole request is refused.
     let good = fx.helper("good.txt", b"good");
-    let r = run(&fx, &[target(&good), target(&source)]);
+    let r = fx.release(&[target(&good), target(&source)]);
     assert_eq!(r.error_code, Some(Reason::NotSessionHelper));
     assert!(good.exists() && source.exists());
 }
@@ -291,7 +278,7 @@ fn backing_root_trouble_preserves_every_helper() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.error_code, Some(Reason::BackingAlias), "{r:?}");
     assert!(!r.touched);
     assert!(a.exists() && b.exists());
@@ -312,7 +299,7 @@ fn identical_replacement_after_checks_is_restored_not_deleted() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Partial, "{r:?}");
     assert_eq!(r.files[0].outcome, Outcome::Restored);
     assert_eq!(r.files[0].reason.map(TargetCode::as_str), Some("replaced_during_release"));
@@ -335,7 +322,7 @@ fn replacement_swapped_in_quarantine_is_restored() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.files[0].outcome, Outcome::Restored, "{r:?}");
     assert_eq!(fs::read(&h).unwrap(), b"pinned");
 }
@@ -357,7 +344,7 @@ fn in_place_write_after_checks_is_restored_not_deleted() {
             FaultPoint::AfterRename { quarantined, .. } if in_quarantine => rewrite(quarantined),
             _ => Ok(()),
         };
-        let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+        let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
         assert_eq!(r.status, Status::Partial, "{in_quarantine}: {r:?}");
         assert_eq!(r.files[0].outcome, Outcome::Restored, "{in_quarantine}: {r:?}");
         assert_eq!(r.files[0].reason.map(TargetCode::as_str), Some("replaced_during_release"));
@@ -385,7 +372,7 @@ fn occupied_name_during_restore_is_preserved_and_named() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Partial);
     let f = &r.files[0];
     assert_eq!(f.outcome, Outcome::Preserved, "{r:?}");
@@ -409,7 +396,7 @@ fn injected_failure_at(point: &'static str, k: usize) {
         }
         Ok(())
     };
-    let r = run_with(&fx, &targets, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&targets, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Partial, "{r:?}");
     for (i, (f, p)) in r.files.iter().zip(&paths).enumerate() {
         match i.cmp(&k) {
@@ -461,7 +448,7 @@ fn failure_before_anything_moved_touches_nothing() {
             Ok(())
         }
     };
-    let r = run_with(&fx, &[target(&h)], &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&[target(&h)], &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Failed);
     assert!(!r.touched);
     assert!(h.exists());
@@ -485,7 +472,7 @@ fn no_rename_overwrites_an_occupied_name() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &[target(&h)], &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&[target(&h)], &IdleOwner, &with_faults(&hook));
     assert_eq!(r.files[0].outcome, Outcome::Failed, "{r:?}");
     assert_eq!(fs::read(&h).unwrap(), b"mine");
     let squatter = fs::read_dir(&fx.session)
@@ -512,7 +499,7 @@ fn journal_is_durable_before_the_first_rename() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &[target(&h)], &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&[target(&h)], &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Completed);
     assert!(seen.load(Ordering::SeqCst));
 }
@@ -524,7 +511,7 @@ fn release_never_touches_outside_the_session() {
     fs::write(&src, b"source").unwrap();
     let h = fx.helper("h.txt", b"h");
     let before = snapshot(fx.ws());
-    let r = run(&fx, &[target(&h)]);
+    let r = fx.release(&[target(&h)]);
     assert_eq!(r.status, Status::Completed);
     let after = snapshot(fx.ws());
     let removed: Vec<_> = before.iter().filter(|e| !after.contains(e)).map(|e| e.0.clone()).collect();
@@ -555,7 +542,7 @@ fn the_scan_after_the_check_finds_a_new_alias_inline_and_beside_the_rehash() {
             }
             Ok(())
         };
-        let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+        let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
         assert_eq!(r.error_code, Some(Reason::BackingAlias), "{size} bytes: {r:?}");
         assert!(!r.touched);
         assert_eq!(fs::read(&a).unwrap().len(), size);
@@ -582,7 +569,7 @@ fn bytes_reclaimed_counts_only_what_the_removal_freed() {
         }
         Ok(())
     };
-    let r = run_with(&fx, &[target(&held), target(&free)], &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&[target(&held), target(&free)], &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Completed, "{r:?}");
     assert_eq!(r.files[0].outcome, Outcome::Released);
     assert_eq!(r.files[0].bytes_reclaimed, 0, "blocks still held count as reclaimed: {r:?}");
@@ -611,14 +598,14 @@ fn a_dry_run_runs_every_check_and_captures_nothing() {
     assert_denied_with(&fx, std::slice::from_ref(&t), Reason::ExecutionActive, &busy, &dry);
     assert_denied_with(&fx, &[t.clone(), c], Reason::ReadRequired, &IdleOwner, &dry);
     let (before_ws, before_data) = (snapshot(fx.ws()), snapshot(fx.layout.data_dir()));
-    let r = run_with(&fx, std::slice::from_ref(&t), &IdleOwner, &dry);
+    let r = fx.release_with(std::slice::from_ref(&t), &IdleOwner, &dry);
     assert_eq!(r.status, Status::Completed, "{r:?}");
     assert!(!r.touched && r.bytes_reclaimed == 0, "{r:?}");
     assert_eq!(r.files[0].outcome, Outcome::NotAttempted, "{r:?}");
     assert!(r.detail.as_deref().is_some_and(|d| d.contains("dry run")), "{r:?}");
     assert_eq!(snapshot(fx.ws()), before_ws, "a dry run changed the workspace");
     assert_eq!(snapshot(fx.layout.data_dir()), before_data, "a dry run changed the data dir");
-    let r = run(&fx, &[t]);
+    let r = fx.release(&[t]);
     assert_eq!(r.files[0].outcome, Outcome::Released, "{r:?}");
     assert!(!h.exists());
 }
@@ -635,7 +622,7 @@ fn in_flight_holder(path: &Path, secs: f64) -> Option<std::process::Child> {
                    print('ready',flush=True)\n\
                    time.sleep(float(sys.argv[2]))\n\
                    os._exit(0)\n";
-    let _forking = common::no_fork_now();
+    let _forking = crate::common::no_fork_now();
     let mut child = std::process::Command::new("python3")
         .args(["-c", program])
         .arg(path)
@@ -660,7 +647,7 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
         eprintln!("skipped: python3 cannot send a descriptor over a socket here");
         return;
     };
-    let r = run(&fx, &[target(&brief)]);
+    let r = fx.release(&[target(&brief)]);
     holder.wait().unwrap();
     assert_eq!(r.status, Status::Completed, "a hold that ended within the retries refused: {r:?}");
     assert!(!brief.exists());
@@ -668,7 +655,7 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
     // The same for a hold a descriptor table shows (a child between its
     // parent's fork and its own exec looks like this).
     let opened = fx.helper("opened.txt", b"opened");
-    let forking = common::no_fork_now();
+    let forking = crate::common::no_fork_now();
     let mut holder = std::process::Command::new("python3")
         .args(["-c", "import os,sys,time\nfd=os.open(sys.argv[1],os.O_RDONLY)\nprint('ready',flush=True)\ntime.sleep(0.05)\nos._exit(0)\n"])
         .arg(&opened)
@@ -679,7 +666,7 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
     std::io::BufRead::read_line(&mut io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
     drop(forking);
     assert_eq!(line.trim(), "ready");
-    let r = run(&fx, &[target(&opened)]);
+    let r = fx.release(&[target(&opened)]);
     holder.wait().unwrap();
     assert_eq!(r.status, Status::Completed, "a holder that ended within the retries refused: {r:?}");
 
@@ -688,7 +675,7 @@ fn a_hold_no_table_shows_refuses_only_while_it_lasts() {
     assert_denied(&fx, &[target(&lasting)], Reason::InUse);
     holder.kill().unwrap();
     holder.wait().unwrap();
-    assert_eq!(run(&fx, &[target(&lasting)]).status, Status::Completed);
+    assert_eq!(fx.release(&[target(&lasting)]).status, Status::Completed);
 }
 
 /// A `fsync` of a directory whose entries a release changed that fails (an
@@ -706,7 +693,7 @@ fn a_directory_sync_that_fails_keeps_the_journal() {
         FaultPoint::DirSync { .. } => Err(io::Error::from_raw_os_error(libc::EIO)),
         _ => Ok(()),
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!((r.status, r.files[0].outcome), (Status::Completed, Outcome::Released), "{r:?}");
     assert!(r.detail.as_deref().is_some_and(|d| d.contains("could not be synced")), "{r:?}");
     assert!(!h.exists());
@@ -730,7 +717,7 @@ fn a_restore_whose_directory_sync_fails_keeps_the_journal() {
         FaultPoint::DirSync { dir } if dir.ends_with("sub/h.txt") => Err(io::Error::from_raw_os_error(libc::EIO)),
         _ => Ok(()),
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.files[0].outcome, Outcome::Restored, "{r:?}");
     assert!(r.detail.as_deref().is_some_and(|d| d.contains("sub/h.txt")), "{r:?}");
     assert_eq!(fs::read(&h).unwrap(), b"changed");
@@ -751,7 +738,7 @@ fn recovery_keeps_a_journal_whose_restore_it_could_not_sync() {
         FaultPoint::BeforeRestore { .. } => Err(io::Error::other("injected")),
         _ => Ok(()),
     };
-    let r = run_with(&fx, &t, &IdleOwner, &with_faults(&hook));
+    let r = fx.release_with(&t, &IdleOwner, &with_faults(&hook));
     assert_eq!(r.files[0].outcome, Outcome::Preserved, "{r:?}");
     assert!(!h.exists());
     let failing = |p: &FaultPoint<'_>| match p {
@@ -803,6 +790,6 @@ fn answers_about_another_session_directory_refuse_the_release() {
         (m.dev(), m.ino())
     };
     assert_denied_with(&fx, &t, Reason::OtherSession, &About(key(other.path())), &ReleaseOptions::default());
-    let r = run_with(&fx, &t, &About(key(&fx.session)), &ReleaseOptions::default());
+    let r = fx.release_with(&t, &About(key(&fx.session)), &ReleaseOptions::default());
     assert_eq!(r.status, Status::Completed, "{r:?}");
 }
