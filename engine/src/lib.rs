@@ -112,6 +112,7 @@ pub mod retention;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod scan;
 
+mod codes;
 mod error;
 // The exact-path rule, below both `layout` and `preflight`.
 mod exact;
@@ -133,7 +134,8 @@ pub mod journal;
 pub mod rehash;
 
 pub use admission::{Admission, AdmissionGuard};
-pub use error::{Reason, Refusal, TargetCode, TargetReason};
+pub use codes::{Level, Reason, TargetReason, WireCode};
+pub use error::{Refusal, TargetCode};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner};
 pub use release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target, TargetResult};

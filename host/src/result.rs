@@ -12,7 +12,7 @@
 use serde::de::IntoDeserializer;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Value};
-use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, TargetCode, TargetReason, TargetResult};
+use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, TargetCode, TargetReason, TargetResult, WireCode};
 
 use crate::error::{Code, FrontendError};
 
@@ -21,7 +21,8 @@ pub const RELEASE_MODE: &str = "release_temporary";
 
 /// The request-level `errorCode` of a release result: a contract code, or
 /// the frontend's own `receipt_unavailable` (a run that touched the
-/// filesystem but whose receipt could not be written).
+/// filesystem but whose receipt could not be written). A view of the
+/// engine's registry ([`WireCode`]), which spells it.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseCode {
@@ -34,9 +35,14 @@ pub enum ReleaseCode {
 impl ReleaseCode {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
+        self.code().as_str()
+    }
+
+    /// This code in the registry.
+    pub fn code(self) -> WireCode {
         match self {
-            ReleaseCode::Code(c) => c.as_str(),
-            ReleaseCode::ReceiptUnavailable => "receipt_unavailable",
+            ReleaseCode::Code(c) => c.code(),
+            ReleaseCode::ReceiptUnavailable => WireCode::ReceiptUnavailable,
         }
     }
 }

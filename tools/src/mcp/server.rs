@@ -11,6 +11,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
+use winx_release_engine::WireCode;
 use winx_release_kernel::sys::lock;
 use winx_release_mcp_tools::Frontend;
 
@@ -107,7 +108,7 @@ impl ServerHandler for WinxServer {
             Err(e) => {
                 // A panic inside the adapter: the call failed, the server goes on.
                 tracing::error!(tool = %name, error = %e, "tool task failed");
-                json!({"status": "failed", "errorCode": "internal_error",
+                json!({"status": "failed", "errorCode": WireCode::InternalError.as_str(),
                     "message": format!("{name} failed inside the frontend")})
             }
         };
