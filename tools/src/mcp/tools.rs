@@ -59,4 +59,19 @@ mod tests {
         let read = tools.iter().find(|t| t.name == "ReadFiles").unwrap();
         assert_eq!(read.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
     }
+
+    /// What `tools/list` says, pinned byte for byte (names, descriptions,
+    /// schemas, annotations): `tools-list.json` beside this file. A
+    /// deliberate change: `UPDATE_TOOL_LIST=1 cargo test -p winx-release-tools tools_list`,
+    /// and commit the file.
+    #[test]
+    fn tools_list_is_pinned() {
+        let got = serde_json::to_string_pretty(&tool_list()).unwrap() + "\n";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/mcp/tools-list.json");
+        if std::env::var_os("UPDATE_TOOL_LIST").is_some() {
+            std::fs::write(path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(got == want, "tools/list changed: {path} differs (UPDATE_TOOL_LIST=1 to accept)\n{got}");
+    }
 }
