@@ -29,6 +29,7 @@
 pub mod frontend;
 pub mod policy;
 pub mod schema;
+pub mod tool;
 pub mod wire;
 
 pub use winx_release_host::{error, receipt, token};
@@ -43,5 +44,6 @@ pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher
 pub use receipt::{Fingerprint, ReceiptStore};
 pub use schema::{tool_specs, ToolSpec};
 pub use token::{TokenKey, TokenSubject};
+pub use tool::Tool;
 pub use winx_release_host::{ReleaseCode, ReleaseResult};
 pub use wire::EditRequest;

@@ -81,7 +81,9 @@ impl ServerHandler for WinxServer {
         // shape is its `invalid_input` result, not a protocol error.
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
         tracing::debug!(tool = %name, "tool call");
-        if let (Some(streams), "ReadFiles") = (&self.streams, name.as_str()) {
+        if let (Some(streams), Some(winx_release_mcp_tools::Tool::ReadFiles)) =
+            (&self.streams, winx_release_mcp_tools::Tool::from_name(&name))
+        {
             // The reply is written by the stream as the helpers are read;
             // this placeholder only carries the protocol's own members.
             let (tx, rx) = std::sync::mpsc::channel();
