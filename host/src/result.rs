@@ -115,22 +115,13 @@ fn target_code(code: Code) -> TargetCode {
     code.reason().map_or(TargetCode::Target(TargetReason::IoError), TargetCode::Request)
 }
 
-fn result_of(file_path: &str, outcome: Outcome, reason: TargetCode) -> TargetResult {
-    TargetResult {
-        file_path: file_path.to_owned(),
-        outcome,
-        reason: Some(reason),
-        bytes_reclaimed: 0,
-        quarantine_path: None,
-    }
-}
-
 impl ReleaseResult {
     /// A release refused before anything was touched: every file `denied`,
     /// with its own code where `e` names one, else the request's; `status`
     /// `invalid_input` for a malformed request, else `denied`.
     pub fn denied(paths: &[String], e: &FrontendError) -> ReleaseResult {
-        let files = paths.iter().enumerate().map(|(i, p)| result_of(p, Outcome::Denied, target_code(e.code_of(i))));
+        let files =
+            paths.iter().enumerate().map(|(i, p)| TargetResult::unmoved(p, Outcome::Denied, target_code(e.code_of(i))));
         let invalid = e.code.reason().is_some_and(Reason::is_invalid_input);
         ReleaseResult {
             status: if invalid { Status::InvalidInput } else { Status::Denied },
@@ -180,7 +171,7 @@ impl ReleaseResult {
             replayed: false,
             bytes_reclaimed: 0,
             outcome_unknown: true,
-            files: paths.iter().map(|p| result_of(p, Outcome::Failed, code)).collect(),
+            files: paths.iter().map(|p| TargetResult::unmoved(p, Outcome::Failed, code)).collect(),
             message: Some(format!(
                 "{why}. The release was sent but its reply was lost; it is not re-sent automatically. Inspect the \
                  exact targets (ReadFiles): missing or changed generations fail closed on a later explicit retry."
