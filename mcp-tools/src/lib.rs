@@ -37,6 +37,8 @@ pub use winx_release_host::{error, receipt, token};
 mod bash_args;
 mod command_result;
 mod embedded;
+mod from_value;
+mod input_schema;
 mod output_schema;
 
 pub use error::{Code, FrontendError};

@@ -64,12 +64,39 @@ impl Tool {
 
     /// What it does, as `tools/list` says.
     pub fn description(self) -> &'static str {
-        crate::schema::description(self)
+        match self {
+            Tool::Initialize => {
+                "Initialise or re-attach a thread in a workspace. Returns thread_id, workspace_root, the \
+                          session's temporary_artifact_dir, whether temporary_release is available, the helper \
+                          quotas, and a usage audit (nothing is deleted)."
+            }
+            Tool::ReadFiles => {
+                "Read files by absolute path. A helper of this thread's session directory also gets a \
+                          temporary_artifact.artifact_generation token to release it with EditFiles."
+            }
+            Tool::EditFiles => {
+                "Write whole files (mode \"replace\" with content), or release helpers of this thread's \
+                          session (operation \"release_temporary\"; every entry mode \"release_temporary\" with the \
+                          expected_revision and artifact_generation from ReadFiles)."
+            }
+            Tool::BashCommand => {
+                "Run a command in this thread's persistent shell (bash on a PTY: cd, export and functions \
+                          persist; WINX_TEMP_DIR is the session directory), answer a program waiting for input \
+                          (send_text, send_specials, send_ascii), check on it (status_check) or look at its terminal \
+                          (screen). Flat arguments, or winx's action_json with a type."
+            }
+        }
     }
 
-    /// The JSON schema of its arguments (draft 2020-12).
+    /// The JSON schema of its arguments (draft 2020-12): every property has
+    /// a `description`, and an optional one its `default`.
     pub fn input_schema(self) -> Value {
-        crate::schema::input_schema(self)
+        match self {
+            Tool::Initialize => crate::input_schema::initialize(),
+            Tool::ReadFiles => crate::input_schema::read_files(),
+            Tool::EditFiles => crate::input_schema::edit_files(),
+            Tool::BashCommand => crate::input_schema::bash_command(),
+        }
     }
 
     /// The JSON schema of its result, the `structuredContent` object.
