@@ -76,6 +76,11 @@
 //! the files the engine owns) is in `docs/DESIGN.md`, section "Embedding
 //! the engine in another guardian".
 //!
+//! Every wire code of the stack (the contract's reasons, a frontend's and a
+//! guardian's own) is an entry of one registry, [`WireCode`]: its spelling,
+//! what it means ([`WireCode::describe`]) and its [`Level`]. [`Reason`] and
+//! [`TargetReason`], the codes a release answers with, are its views.
+//!
 //! # Platforms
 //!
 //! The engine does its work on Linux only (it calls Linux system calls

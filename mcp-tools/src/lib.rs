@@ -14,9 +14,11 @@
 //! - [`frontend`]: [`Frontend`], whose tool methods take the arguments as
 //!   JSON and return the contract's `structuredContent` objects;
 //! - [`policy`]: what the shell modes allow;
+//! - [`tool`]: each [`Tool`] with its name, description, input and output
+//!   schemas, annotation hints and how its result's files render;
 //! - [`schema`]: the tool definitions for the MCP server to list.
 //!
-//! An MCP server is a thin shell: list [`tool_specs`], call
+//! An MCP server is a thin shell: list [`Tool::ALL`] (or [`tool_specs`]), call
 //! [`Frontend::call`], and answer with the returned object as
 //! `structuredContent` and, serialised as JSON, as its text block (or
 //! [`summary`], one line, for hosts that read `structuredContent`), and
