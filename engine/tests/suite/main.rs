@@ -46,7 +46,11 @@ mod read_pinned;
 #[cfg(not(winx_foreign))]
 mod recovery;
 #[cfg(not(winx_foreign))]
+mod rehash_parity;
+#[cfg(not(winx_foreign))]
 mod release;
+#[cfg(not(winx_foreign))]
+mod release_capture;
 #[cfg(not(winx_foreign))]
 mod retention_scan;
 #[cfg(not(winx_foreign))]
