@@ -275,6 +275,10 @@ impl Crate {
         let mut hidden = false;
         let mut owner: Option<(i64, Option<String>, usize)> = None; // (depth of its body, struct name, impl index)
         let mut pending_use: Option<(String, Vis, bool)> = None;
+        // Inside a top-level `macro_rules!` of one arm (`(…) => { items }`):
+        // the items its arm defines are read as the module's own (the
+        // engine's code registry defines its enums so), two levels down.
+        let mut in_macro = false;
         for raw in text.lines() {
             let line = strip(raw);
             let t = line.trim();
@@ -332,7 +336,14 @@ impl Crate {
                 }
                 continue;
             }
-            if depth == 0 {
+            // The depth the items of this module are read at.
+            let level = if in_macro { depth - 2 } else { depth };
+            if depth == 0 && t.starts_with("macro_rules!") {
+                in_macro = opens > closes;
+                depth += opens - closes;
+                continue;
+            }
+            if level == 0 {
                 let (vis, rest) = visibility(t);
                 if let Some(rest) = rest.strip_prefix("mod ") {
                     let name = name_after(rest);
@@ -353,7 +364,7 @@ impl Crate {
                     }
                 } else if let Some(ty) = impl_type(t) {
                     self.modules[id].impls.push((ty, Vec::new()));
-                    owner = Some((depth + 1, None, self.modules[id].impls.len() - 1));
+                    owner = Some((level + 1, None, self.modules[id].impls.len() - 1));
                 } else {
                     for kind in ITEM_KINDS {
                         if let Some(r) = rest.strip_prefix(kind).and_then(|r| r.strip_prefix(' ')) {
@@ -366,14 +377,14 @@ impl Crate {
                             });
                             item.hidden &= hidden;
                             if *kind == "struct" && opens > closes {
-                                owner = Some((depth + 1, Some(name), 0));
+                                owner = Some((level + 1, Some(name), 0));
                             }
                             break;
                         }
                     }
                 }
             } else if let Some((body, ty, index)) = &owner {
-                if depth == *body {
+                if level == *body {
                     if let (Vis::Public, rest) = visibility(t) {
                         let m = &mut self.modules[id];
                         match ty {
@@ -395,7 +406,9 @@ impl Crate {
             }
             hidden = false;
             depth += opens - closes;
-            if owner.as_ref().is_some_and(|(body, _, _)| depth < *body) {
+            in_macro &= depth > 0;
+            let level = if in_macro { depth - 2 } else { depth };
+            if owner.as_ref().is_some_and(|(body, _, _)| level < *body) {
                 owner = None;
             }
         }

@@ -76,6 +76,11 @@
 //! the files the engine owns) is in `docs/DESIGN.md`, section "Embedding
 //! the engine in another guardian".
 //!
+//! Every wire code of the stack (the contract's reasons, a frontend's and a
+//! guardian's own) is an entry of one registry, [`WireCode`]: its spelling,
+//! what it means ([`WireCode::describe`]) and its [`Level`]. [`Reason`] and
+//! [`TargetReason`], the codes a release answers with, are its views.
+//!
 //! # Platforms
 //!
 //! The engine does its work on Linux only (it calls Linux system calls
@@ -112,6 +117,7 @@ pub mod retention;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod scan;
 
+mod codes;
 mod error;
 // The exact-path rule, below both `layout` and `preflight`.
 mod exact;
@@ -133,7 +139,8 @@ pub mod journal;
 pub mod rehash;
 
 pub use admission::{Admission, AdmissionGuard};
-pub use error::{Reason, Refusal, TargetCode, TargetReason};
+pub use codes::{Level, Reason, TargetReason, WireCode};
+pub use error::{Refusal, TargetCode};
 pub use layout::Layout;
 pub use owner::{IdleOwner, RuntimeOwner, Unsupported};
 pub use release::{release, Outcome, ReleaseOptions, ReleaseReport, ReleaseRequest, Status, Target, TargetResult};

@@ -10,9 +10,10 @@
 
 use std::fmt;
 
-use winx_release_engine::{Reason, Refusal};
+use winx_release_engine::{Level, Reason, Refusal, WireCode};
 
-/// A wire code the frontend reports as `errorCode` or as a per-file reason.
+/// A wire code the frontend reports as `errorCode` or as a per-file reason:
+/// a view of the engine's registry ([`WireCode`]), which spells it.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Code {
@@ -27,18 +28,23 @@ pub enum Code {
 impl Code {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
+        self.code().as_str()
+    }
+
+    /// This code in the registry.
+    pub fn code(self) -> WireCode {
         match self {
-            Code::Reason(r) => r.as_str(),
-            Code::QuotaExceeded => "quota_exceeded",
-            Code::IoError => "io_error",
+            Code::Reason(r) => r.code(),
+            Code::QuotaExceeded => WireCode::QuotaExceeded,
+            Code::IoError => WireCode::IoError,
         }
     }
 
     /// The result `status` of a request refused with this code:
     /// `invalid_input` for malformed requests, `denied` otherwise.
     pub fn status(self) -> &'static str {
-        match self {
-            Code::Reason(r) if r.is_invalid_input() => "invalid_input",
+        match self.code().level() {
+            Level::Shape => "invalid_input",
             _ => "denied",
         }
     }

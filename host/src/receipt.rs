@@ -371,7 +371,7 @@ mod tests {
         assert!(!shard.exists(), "another shard than t1's");
         std::fs::write(&shard, b"").unwrap();
         let a = store.answer(&other, &report);
-        assert_eq!((a.status, a.error_code), (Status::Failed, Some(crate::ReleaseCode::ReceiptUnavailable)));
+        assert_eq!((a.status, a.error_code), (Status::Failed, Some(crate::result::ReleaseCode::ReceiptUnavailable)));
         assert_eq!(a.files, report.files);
     }
 

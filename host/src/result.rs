@@ -12,7 +12,7 @@
 use serde::de::IntoDeserializer;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Value};
-use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, TargetCode, TargetReason, TargetResult};
+use winx_release_engine::{Outcome, Reason, ReleaseReport, Status, TargetCode, TargetReason, TargetResult, WireCode};
 
 use crate::error::{Code, FrontendError};
 
@@ -21,7 +21,8 @@ pub const RELEASE_MODE: &str = "release_temporary";
 
 /// The request-level `errorCode` of a release result: a contract code, or
 /// the frontend's own `receipt_unavailable` (a run that touched the
-/// filesystem but whose receipt could not be written).
+/// filesystem but whose receipt could not be written). A view of the
+/// engine's registry ([`WireCode`]), which spells it.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseCode {
@@ -34,9 +35,14 @@ pub enum ReleaseCode {
 impl ReleaseCode {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
+        self.code().as_str()
+    }
+
+    /// This code in the registry.
+    pub fn code(self) -> WireCode {
         match self {
-            ReleaseCode::Code(c) => c.as_str(),
-            ReleaseCode::ReceiptUnavailable => "receipt_unavailable",
+            ReleaseCode::Code(c) => c.code(),
+            ReleaseCode::ReceiptUnavailable => WireCode::ReceiptUnavailable,
         }
     }
 }
@@ -109,22 +115,13 @@ fn target_code(code: Code) -> TargetCode {
     code.reason().map_or(TargetCode::Target(TargetReason::IoError), TargetCode::Request)
 }
 
-fn result_of(file_path: &str, outcome: Outcome, reason: TargetCode) -> TargetResult {
-    TargetResult {
-        file_path: file_path.to_owned(),
-        outcome,
-        reason: Some(reason),
-        bytes_reclaimed: 0,
-        quarantine_path: None,
-    }
-}
-
 impl ReleaseResult {
     /// A release refused before anything was touched: every file `denied`,
     /// with its own code where `e` names one, else the request's; `status`
     /// `invalid_input` for a malformed request, else `denied`.
     pub fn denied(paths: &[String], e: &FrontendError) -> ReleaseResult {
-        let files = paths.iter().enumerate().map(|(i, p)| result_of(p, Outcome::Denied, target_code(e.code_of(i))));
+        let files =
+            paths.iter().enumerate().map(|(i, p)| TargetResult::unmoved(p, Outcome::Denied, target_code(e.code_of(i))));
         let invalid = e.code.reason().is_some_and(Reason::is_invalid_input);
         ReleaseResult {
             status: if invalid { Status::InvalidInput } else { Status::Denied },
@@ -174,7 +171,7 @@ impl ReleaseResult {
             replayed: false,
             bytes_reclaimed: 0,
             outcome_unknown: true,
-            files: paths.iter().map(|p| result_of(p, Outcome::Failed, code)).collect(),
+            files: paths.iter().map(|p| TargetResult::unmoved(p, Outcome::Failed, code)).collect(),
             message: Some(format!(
                 "{why}. The release was sent but its reply was lost; it is not re-sent automatically. Inspect the \
                  exact targets (ReadFiles): missing or changed generations fail closed on a later explicit retry."

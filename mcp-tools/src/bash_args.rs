@@ -6,9 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{from_value, ShellAction};
+use crate::from_value::from_value;
 use winx_release_host::error::FrontendError;
-use winx_release_protocol::shell::{MAX_INPUT_BYTES, MAX_SPECIAL_KEYS};
+use winx_release_protocol::shell::{ShellAction, MAX_INPUT_BYTES, MAX_SPECIAL_KEYS};
 
 /// Default `wait_for_seconds` of `BashCommand`.
 pub const DEFAULT_WAIT_SECONDS: f64 = 5.0;

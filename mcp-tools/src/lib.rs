@@ -14,9 +14,11 @@
 //! - [`frontend`]: [`Frontend`], whose tool methods take the arguments as
 //!   JSON and return the contract's `structuredContent` objects;
 //! - [`policy`]: what the shell modes allow;
+//! - [`tool`]: each [`Tool`] with its name, description, input and output
+//!   schemas, annotation hints and how its result's files render;
 //! - [`schema`]: the tool definitions for the MCP server to list.
 //!
-//! An MCP server is a thin shell: list [`tool_specs`], call
+//! An MCP server is a thin shell: list [`Tool::ALL`] (or [`tool_specs`]), call
 //! [`Frontend::call`], and answer with the returned object as
 //! `structuredContent` and, serialised as JSON, as its text block (or
 //! [`summary`], one line, for hosts that read `structuredContent`), and
@@ -29,6 +31,7 @@
 pub mod frontend;
 pub mod policy;
 pub mod schema;
+pub mod tool;
 pub mod wire;
 
 pub use winx_release_host::{error, receipt, token};
@@ -36,6 +39,8 @@ pub use winx_release_host::{error, receipt, token};
 mod bash_args;
 mod command_result;
 mod embedded;
+mod from_value;
+mod input_schema;
 mod output_schema;
 
 pub use error::{Code, FrontendError};
@@ -43,5 +48,6 @@ pub use frontend::{is_error, summary, Frontend, FrontendConfig, GuardianLauncher
 pub use receipt::{Fingerprint, ReceiptStore};
 pub use schema::{tool_specs, ToolSpec};
 pub use token::{TokenKey, TokenSubject};
+pub use tool::Tool;
 pub use winx_release_host::{ReleaseCode, ReleaseResult};
 pub use wire::EditRequest;

@@ -31,6 +31,7 @@ use winx_release_host::request;
 pub use winx_release_protocol::shell::ShellAction;
 
 pub use crate::bash_args::{BashAction, BashCommandArgs, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS};
+use crate::from_value::from_value;
 
 use winx_release_host::error::FrontendError;
 
@@ -40,10 +41,6 @@ pub use winx_release_host::result::RELEASE_MODE;
 pub const REPLACE_MODE: &str = "replace";
 /// The explicit `operation` of a non-release `EditFiles` request.
 pub const EDIT_OPERATION: &str = "edit";
-
-pub(crate) fn from_value<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> Result<T, FrontendError> {
-    T::deserialize(v).map_err(|e| FrontendError::invalid(format!("{what}: {e}")))
-}
 
 /// The shell mode of a session (`mode_name`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -154,6 +154,33 @@ async fn proc_a_long_background_command_is_adopted_after_a_restart() {
     long_command_is_adopted("proc").await;
 }
 
+/// Whether a process of [`zombie_leader_program`] (`pid`, or any) holding
+/// `file` is past its main thread's `pthread_exit`: its leader a zombie,
+/// its other thread holding the file.
+fn zombie_leader_holds(pid: Option<u32>, file: &Path) -> bool {
+    let holds = |pid: &str| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat.contains("(zl) ") && stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+        let open_in = |task: std::path::PathBuf| {
+            std::fs::read_dir(task.join("fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == file))
+        };
+        zombie
+            && std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().any(|t| open_in(t.path()))
+    };
+    match pid {
+        Some(pid) => holds(&pid.to_string()),
+        None => std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && holds(n))),
+    }
+}
+
 /// A C program whose main thread calls `pthread_exit` while another thread
 /// keeps `argv[1]` open. Built with `cc`; `None` (printed) without one.
 fn zombie_leader_program(root: &Path) -> Option<PathBuf> {
@@ -203,7 +230,7 @@ async fn zombie_leader_blocks(mode: &str) {
     let cmd = format!("exec {} {}", prog.display(), h.0.display());
     let v = call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": cmd, "is_background": true})).await;
     assert_eq!(v["status"], "running", "{v}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually(10, "the program's main thread to exit", || zombie_leader_holds(None, &h.0));
     let d = denied(&env, &mcp, "t1", &h, "execution_active").await;
     assert!(d["message"].is_string(), "{d}");
     completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
@@ -261,7 +288,7 @@ async fn a_zombie_leader_holding_a_helper_is_in_use() {
     let mut holder = std::process::Command::new(&prog).arg(&h.0).stdout(std::process::Stdio::piped()).spawn().unwrap();
     let line = crate::support::read_line_timeout(holder.stdout.take().unwrap(), Duration::from_secs(10)).unwrap();
     assert_eq!(line.trim(), "holding");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(10, "the holder's main thread to exit", || zombie_leader_holds(Some(holder.id()), &h.0));
     let d = denied(&env, &mcp, "t1", &h, "in_use").await;
     assert!(d["message"].as_str().is_some_and(|m| m.contains(&holder.id().to_string())), "{d}");
     holder.wait().unwrap();

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::support::{
-    assert_completed, helper, is_fifo, mkfifo, p, refused, release_req, revision_of, snapshot, without_members, world,
-    Env,
+    assert_completed, helper, is_fifo, mkfifo, p, read_then_release_req, refused, release_req, revision_of, snapshot,
+    without_members, world, Env,
 };
 use serde_json::{json, Value};
 
@@ -264,20 +264,7 @@ async fn four_sessions_release_concurrently() {
         mcp.init(&env.ws, t).await;
         mcp.bash(t, "for i in 1 2 3 4 5; do echo \"$i $RANDOM\" > $WINX_TEMP_DIR/h$i.py; done").await;
         let paths: Vec<PathBuf> = (1..=5).map(|i| env.session_dir(t).join(format!("h{i}.py"))).collect();
-        let read = mcp.call("ReadFiles", json!({"thread_id": t, "file_paths": paths})).await;
-        assert_eq!(read["status"], "completed", "{read}");
-        let entries: Vec<(String, String)> = read["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                let rev = f["revision"].as_str().unwrap().to_owned();
-                (rev, f["temporary_artifact"]["artifact_generation"].as_str().unwrap().to_owned())
-            })
-            .collect();
-        let triples: Vec<(&Path, &str, &str)> =
-            paths.iter().zip(&entries).map(|(p, (r, g))| (p.as_path(), r.as_str(), g.as_str())).collect();
-        reqs.push(release_req(t, &env.ws, &triples));
+        reqs.push(read_then_release_req(&env, &mcp, t, &paths).await);
         all_paths.push(paths);
     }
     let (a, b, c, d) = tokio::join!(

@@ -283,20 +283,7 @@ async fn four_frontends_of_one_user_release_at_once_ten_times() {
             mcp.bash(t, &format!("for i in $(seq 1 20); do echo \"{round} $i $RANDOM\" > $WINX_TEMP_DIR/h$i.py; done"))
                 .await;
             let paths: Vec<PathBuf> = (1..=20).map(|i| env.session_dir(t).join(format!("h{i}.py"))).collect();
-            let read = mcp.call("ReadFiles", json!({"thread_id": t, "file_paths": paths})).await;
-            assert_eq!(read["status"], "completed", "{read}");
-            let entries: Vec<(String, String)> = read["files"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| {
-                    let rev = f["revision"].as_str().unwrap().to_owned();
-                    (rev, f["temporary_artifact"]["artifact_generation"].as_str().unwrap().to_owned())
-                })
-                .collect();
-            let triples: Vec<(&Path, &str, &str)> =
-                paths.iter().zip(&entries).map(|(p, (r, g))| (p.as_path(), r.as_str(), g.as_str())).collect();
-            reqs.push(release_req(t, &env.ws, &triples));
+            reqs.push(read_then_release_req(&env, mcp, t, &paths).await);
             all_paths.push(paths);
         }
         let (a, b, c, d) = tokio::join!(

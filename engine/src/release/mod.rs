@@ -71,6 +71,7 @@ mod finish;
 mod freed;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod in_use;
+mod unmoved;
 // Every platform but Linux: `release()` answers `unsupported_platform`.
 #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
 mod foreign;

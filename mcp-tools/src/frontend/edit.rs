@@ -218,17 +218,7 @@ impl Frontend {
 mod tests {
     use super::*;
     use serde_json::json;
-    use winx_release_engine::{Outcome, Status, TargetCode, TargetReason, TargetResult};
-
-    fn result_of(file_path: &str, outcome: Outcome, reason: TargetCode) -> TargetResult {
-        TargetResult {
-            file_path: file_path.to_owned(),
-            outcome,
-            reason: Some(reason),
-            bytes_reclaimed: 0,
-            quarantine_path: None,
-        }
-    }
+    use winx_release_engine::{Outcome, Status, TargetReason, TargetResult};
 
     /// A run that failed before anything moved answers `failed` with its
     /// code as `errorCode` (`no_space` or `io_error`) and `touched: false`.
@@ -242,8 +232,8 @@ mod tests {
                 touched: false,
                 bytes_reclaimed: 0,
                 files: vec![
-                    result_of("/w/a", Outcome::Failed, code.into()),
-                    result_of("/w/b", Outcome::NotAttempted, TargetReason::StoppedAfterFailure.into()),
+                    TargetResult::unmoved("/w/a", Outcome::Failed, code.into()),
+                    TargetResult::unmoved("/w/b", Outcome::NotAttempted, TargetReason::StoppedAfterFailure.into()),
                 ],
             };
             let v = ReleaseResult::of_report(&report, None).to_value();

@@ -40,6 +40,7 @@ use winx_release_engine::Reason;
 
 use crate::embedded::ExecTable;
 use crate::policy::Policy;
+use crate::tool::Tool;
 use crate::wire::{InitializeArgs, ModeName};
 use winx_release_host::error::{Code, FrontendError};
 use winx_release_host::receipt::ReceiptStore;
@@ -268,15 +269,14 @@ impl Frontend {
         &self.config
     }
 
-    /// Calls tool `name` (`Initialize`, `ReadFiles`, `EditFiles`,
-    /// `BashCommand`); `None` for an unknown tool.
+    /// Calls tool `name` (a [`Tool`]'s name: `Initialize`, `ReadFiles`,
+    /// `EditFiles`, `BashCommand`); `None` for an unknown tool.
     pub fn call(&self, name: &str, args: Value) -> Option<Value> {
-        Some(match name {
-            "Initialize" => self.initialize(args),
-            "ReadFiles" => self.read_files(args),
-            "EditFiles" => self.edit_files(args),
-            "BashCommand" => self.bash_command(args),
-            _ => return None,
+        Some(match Tool::from_name(name)? {
+            Tool::Initialize => self.initialize(args),
+            Tool::ReadFiles => self.read_files(args),
+            Tool::EditFiles => self.edit_files(args),
+            Tool::BashCommand => self.bash_command(args),
         })
     }
 

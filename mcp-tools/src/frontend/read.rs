@@ -317,7 +317,9 @@ impl Frontend {
             Ok(n) => {
                 let mut s = slots.into_inner().unwrap_or_else(|p| p.into_inner());
                 s.resize_with(n, || None);
-                read_files_result(s.into_iter().map(|e| e.unwrap_or_else(|| Err(json!({"errorCode": "io_error"})))))
+                read_files_result(
+                    s.into_iter().map(|e| e.unwrap_or_else(|| Err(json!({"errorCode": Code::IoError.as_str()})))),
+                )
             }
         }
     }

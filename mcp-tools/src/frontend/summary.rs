@@ -2,6 +2,8 @@
 
 use serde_json::{json, Value};
 
+use crate::tool::Tool;
+
 /// Whether a tool result is an error for MCP (`isError`): `status` is
 /// `denied`, `invalid_input` or `failed`.
 pub fn is_error(result: &Value) -> bool {
@@ -18,8 +20,8 @@ pub fn summary(tool: &str, result: &Value) -> String {
         format!("{tool}: {status}")
     };
     let count = |k: &str| result.get(k).and_then(Value::as_array).map_or(0, Vec::len);
-    match tool {
-        "Initialize" if !is_error(result) => {
+    match Tool::from_name(tool) {
+        Some(Tool::Initialize) if !is_error(result) => {
             let tr = &result["temporary_release"];
             out.push_str(&format!(
                 "; thread {} in {}; helpers in {}; temporary release {}",
@@ -33,8 +35,8 @@ pub fn summary(tool: &str, result: &Value) -> String {
                 }
             ));
         }
-        "ReadFiles" => out.push_str(&format!("; {} read, {} failed", count("files"), count("failed_files"))),
-        "EditFiles" => {
+        Some(Tool::ReadFiles) => out.push_str(&format!("; {} read, {} failed", count("files"), count("failed_files"))),
+        Some(Tool::EditFiles) => {
             let files = result.get("files").and_then(Value::as_array).cloned().unwrap_or_default();
             let mut tally: Vec<(String, usize)> = Vec::new();
             for f in &files {
@@ -56,7 +58,7 @@ pub fn summary(tool: &str, result: &Value) -> String {
                 }
             }
         }
-        "BashCommand" if !is_error(result) => {
+        Some(Tool::BashCommand) if !is_error(result) => {
             out.push_str(&format!("; command {}", s("command_id")));
             if let Some(c) = result.get("exit_code").and_then(Value::as_i64) {
                 out.push_str(&format!(", exit code {c}"));

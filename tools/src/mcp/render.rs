@@ -22,6 +22,7 @@
 use std::io::{self, Write};
 
 use serde_json::{Map, Value};
+use winx_release_mcp_tools::tool::{FilesBlock, Tool};
 
 use super::escape::{word_at, word_has};
 
@@ -51,8 +52,8 @@ pub fn write_result(tool: &str, result: &Value, w: &mut dyn Write) -> io::Result
     }
     if let Some(files) = result.get("files").and_then(Value::as_array) {
         for f in files {
-            match tool {
-                "ReadFiles" => write_read_file(f, w)?,
+            match Tool::from_name(tool).map(Tool::files_block) {
+                Some(FilesBlock::Read) => write_read_file(f, w)?,
                 _ => write_entry(f, w)?,
             }
         }

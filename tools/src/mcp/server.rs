@@ -11,6 +11,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
+use winx_release_engine::WireCode;
 use winx_release_kernel::sys::lock;
 use winx_release_mcp_tools::Frontend;
 
@@ -80,7 +81,9 @@ impl ServerHandler for WinxServer {
         // shape is its `invalid_input` result, not a protocol error.
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
         tracing::debug!(tool = %name, "tool call");
-        if let (Some(streams), "ReadFiles") = (&self.streams, name.as_str()) {
+        if let (Some(streams), Some(winx_release_mcp_tools::Tool::ReadFiles)) =
+            (&self.streams, winx_release_mcp_tools::Tool::from_name(&name))
+        {
             // The reply is written by the stream as the helpers are read;
             // this placeholder only carries the protocol's own members.
             let (tx, rx) = std::sync::mpsc::channel();
@@ -107,7 +110,7 @@ impl ServerHandler for WinxServer {
             Err(e) => {
                 // A panic inside the adapter: the call failed, the server goes on.
                 tracing::error!(tool = %name, error = %e, "tool task failed");
-                json!({"status": "failed", "errorCode": "internal_error",
+                json!({"status": "failed", "errorCode": WireCode::InternalError.as_str(),
                     "message": format!("{name} failed inside the frontend")})
             }
         };

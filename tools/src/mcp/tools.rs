@@ -1,37 +1,32 @@
 //! The four tools as `tools/list` returns them.
 //!
-//! Names, descriptions, input and output schemas come from the adapter
-//! (`winx_release_mcp_tools::tool_specs`), the single source of the
-//! argument shapes; this module adds the MCP tool annotations.
+//! Each [`Tool`] of the adapter carries its name, description, input and
+//! output schemas and annotation hints; this module makes them rmcp's.
 
 use std::sync::Arc;
 
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::ToolAnnotations;
 use serde_json::Value;
-use winx_release_mcp_tools::tool_specs;
+use winx_release_mcp_tools::Tool;
 
 /// MCP hints of a tool (hints only: the frontend enforces its own policy).
-fn annotations(name: &str) -> ToolAnnotations {
-    match name {
-        "ReadFiles" => ToolAnnotations::new().read_only(true).open_world(false),
-        "Initialize" => ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
-        "EditFiles" => ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false),
-        _ => ToolAnnotations::new().read_only(false).destructive(true),
-    }
+fn annotations(tool: Tool) -> ToolAnnotations {
+    let h = tool.hints();
+    ToolAnnotations::from_raw(None, h.read_only, h.destructive, h.idempotent, h.open_world)
 }
 
 /// The tools, in the contract's order.
-pub fn tool_list() -> Vec<Tool> {
-    tool_specs()
+pub fn tool_list() -> Vec<rmcp::model::Tool> {
+    Tool::ALL
         .into_iter()
-        .map(|spec| {
+        .map(|t| {
             let object = |schema: Value| match schema {
                 Value::Object(m) => Arc::new(m),
-                other => panic!("a schema of {} is not an object: {other}", spec.name),
+                other => panic!("a schema of {t} is not an object: {other}"),
             };
-            let mut tool = Tool::new(spec.name, spec.description, object(spec.input_schema))
-                .with_annotations(annotations(spec.name));
-            tool.output_schema = Some(object(spec.output_schema));
+            let mut tool = rmcp::model::Tool::new(t.name(), t.description(), object(t.input_schema()))
+                .with_annotations(annotations(t));
+            tool.output_schema = Some(object(t.output_schema()));
             tool
         })
         .collect()
@@ -58,5 +53,20 @@ mod tests {
         }
         let read = tools.iter().find(|t| t.name == "ReadFiles").unwrap();
         assert_eq!(read.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
+    }
+
+    /// What `tools/list` says, pinned byte for byte (names, descriptions,
+    /// schemas, annotations): `tools-list.json` beside this file. A
+    /// deliberate change: `UPDATE_TOOL_LIST=1 cargo test -p winx-release-tools tools_list`,
+    /// and commit the file.
+    #[test]
+    fn tools_list_is_pinned() {
+        let got = serde_json::to_string_pretty(&tool_list()).unwrap() + "\n";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/mcp/tools-list.json");
+        if std::env::var_os("UPDATE_TOOL_LIST").is_some() {
+            std::fs::write(path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(got == want, "tools/list changed: {path} differs (UPDATE_TOOL_LIST=1 to accept)\n{got}");
     }
 }

@@ -2,8 +2,6 @@
 //! other error keeps the journal and is reported. Recovery holds `D/journal`
 //! exclusively and never runs beside a release in flight.
 
-mod common;
-
 use std::fs;
 use std::io;
 use std::os::fd::AsFd;
@@ -12,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{target, Fixture};
+use crate::common::{target, Fixture};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::journal::{entry_name, rename_noreplace, Quarantine};

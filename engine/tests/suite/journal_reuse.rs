@@ -1,25 +1,20 @@
 //! A process that keeps retired journals (as the guardian does,
 //! `journal/idle.rs`) reuses one file per release in flight, and never a
-//! kept file that recovery removed meanwhile. Its own test binary: keeping
-//! is a process-wide setting.
-
-mod common;
+//! kept file that recovery removed meanwhile. Each test runs in a process
+//! of its own ([`isolated`]): keeping is a process-wide setting, and
+//! [`drop_idle_journals`] drops every kept file.
 
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use common::{target, Fixture};
+use crate::common::{isolated, target, Fixture};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::journal::{drop_idle_journals, keep_idle_journals, read_journal, ReadJournal};
 use winx_release_engine::owner::IdleOwner;
 use winx_release_engine::recovery::recover;
 use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest};
-
-/// Keeping is process-wide and [`drop_idle_journals`] drops every kept
-/// file: the tests of this binary run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn journals(fx: &Fixture) -> Vec<(PathBuf, u64)> {
     let mut v: Vec<_> = fs::read_dir(fx.layout.journal_dir())
@@ -60,8 +55,7 @@ fn release_read(fx: &Fixture, name: &str) -> (Vec<(PathBuf, u64)>, Vec<ReadJourn
     };
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
     let targets = [target(&p)];
-    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
-    let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
+    let r = fx.release_with(&targets, &IdleOwner, &opts);
     assert!(r.to_string().starts_with("release completed"), "{r}");
     assert!(!p.exists());
     seen.into_inner().unwrap()
@@ -69,7 +63,9 @@ fn release_read(fx: &Fixture, name: &str) -> (Vec<(PathBuf, u64)>, Vec<ReadJourn
 
 #[test]
 fn kept_journals_are_reused_and_never_once_recovery_removed_them() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if isolated(module_path!(), "kept_journals_are_reused_and_never_once_recovery_removed_them") {
+        return;
+    }
     keep_idle_journals(4);
     let fx = Fixture::new();
     let first = release_one(&fx, "a.py");
@@ -104,7 +100,9 @@ fn kept_journals_are_reused_and_never_once_recovery_removed_them() {
 /// mark of its own yet.
 #[test]
 fn a_reused_journal_shows_none_of_the_earlier_releases_marks() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if isolated(module_path!(), "a_reused_journal_shows_none_of_the_earlier_releases_marks") {
+        return;
+    }
     keep_idle_journals(4);
     let fx = Fixture::new();
     let long = format!("{}.py", "a-long-helper-name-".repeat(8));
@@ -126,7 +124,7 @@ fn a_reused_journal_shows_none_of_the_earlier_releases_marks() {
 /// A process holding `path` open (fd 3 of a `sleep`), once it holds it.
 fn holder(path: &std::path::Path) -> std::process::Child {
     use std::io::BufRead;
-    let _forking = common::no_fork_now();
+    let _forking = crate::common::no_fork_now();
     let mut child = std::process::Command::new("sh")
         .args(["-c", "exec 3<\"$0\"; echo ready; exec sleep 60"])
         .arg(path)
@@ -145,13 +143,15 @@ fn holder(path: &std::path::Path) -> std::process::Child {
 /// wrote its intent into zeroed and kept again.
 #[test]
 fn an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if isolated(module_path!(), "an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check") {
+        return;
+    }
     keep_idle_journals(4);
     let fx = Fixture::new();
     release_one(&fx, "a.py");
     let p = fx.helper("held.py", b"held");
-    let before_ws = common::snapshot(fx.ws());
-    let before_data = common::snapshot(fx.layout.data_dir());
+    let before_ws = crate::common::snapshot(fx.ws());
+    let before_data = crate::common::snapshot(fx.layout.data_dir());
     let mut held = holder(&p);
     let began = Mutex::new(Vec::new());
     let hook = |f: &FaultPoint<'_>| {
@@ -164,8 +164,7 @@ fn an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check() {
     };
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
     let targets = [target(&p)];
-    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
-    let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
+    let r = fx.release_with(&targets, &IdleOwner, &opts);
     held.kill().unwrap();
     held.wait().unwrap();
     assert_eq!(r.error_code, Some(winx_release_engine::Reason::InUse), "{r}");
@@ -175,8 +174,8 @@ fn an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check() {
     let (quarantine, existed, during, written) = &began[0];
     assert!(*existed && !quarantine.exists(), "the quarantine was not removed: {quarantine:?}");
     assert!(during.len() == 1 && *written, "the intent was not in the kept file: {during:?}");
-    assert_eq!(common::snapshot(fx.ws()), before_ws, "workspace changed by a denial");
-    assert_eq!(common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
+    assert_eq!(crate::common::snapshot(fx.ws()), before_ws, "workspace changed by a denial");
+    assert_eq!(crate::common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
     assert_eq!(drop_idle_journals(), 1);
 }
 
@@ -188,15 +187,17 @@ fn an_in_use_denial_undoes_the_quarantine_and_intent_made_beside_the_check() {
 #[test]
 fn with_another_release_in_flight_an_in_use_denial_makes_no_quarantine_or_intent() {
     use std::sync::Barrier;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if isolated(module_path!(), "with_another_release_in_flight_an_in_use_denial_makes_no_quarantine_or_intent") {
+        return;
+    }
     keep_idle_journals(4);
     let fx = Fixture::new();
     release_one(&fx, "a.py");
     let other = Fixture::new();
     let other_helper = other.helper("other.py", b"other");
     let p = fx.helper("held.py", b"held");
-    let before_ws = common::snapshot(fx.ws());
-    let before_data = common::snapshot(fx.layout.data_dir());
+    let before_ws = crate::common::snapshot(fx.ws());
+    let before_data = crate::common::snapshot(fx.layout.data_dir());
     let mut held = holder(&p);
     // The other release stops before its scan (it is in flight) until this
     // one has its answer.
@@ -235,8 +236,8 @@ fn with_another_release_in_flight_an_in_use_denial_makes_no_quarantine_or_intent
     assert_eq!(r.error_code, Some(winx_release_engine::Reason::InUse), "{r}");
     assert!(!r.touched);
     assert_eq!(*began.lock().unwrap(), 0, "a quarantine and an intent were made beside the check");
-    assert_eq!(common::snapshot(fx.ws()), before_ws, "workspace changed by a denial");
-    assert_eq!(common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
+    assert_eq!(crate::common::snapshot(fx.ws()), before_ws, "workspace changed by a denial");
+    assert_eq!(crate::common::snapshot(fx.layout.data_dir()), before_data, "data dir changed by a denial");
     assert!(r_other.to_string().starts_with("release completed"), "{r_other}");
     assert!(!other_helper.exists());
     // One kept journal in each workspace's data directory.

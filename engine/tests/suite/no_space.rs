@@ -4,14 +4,12 @@
 //! is full. The full filesystem is a real, tiny tmpfs mounted in a private
 //! mount namespace (root only; skipped with a reason otherwise).
 
-mod common;
-
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 
-use common::ns::{fill, in_mount_namespace, is_root, mount};
-use common::{target, Fixture};
+use crate::common::ns::{fill, in_mount_namespace, is_root, mount};
+use crate::common::{target, Fixture};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::layout::Layout;
@@ -84,8 +82,7 @@ fn no_space_at_a_target_is_its_reason() {
         _ => Ok(()),
     };
     let opts = ReleaseOptions { faults: Some(&hook), ..ReleaseOptions::default() };
-    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &targets };
-    let r = release(&req, &Admission::new().enter(), &IdleOwner, &opts);
+    let r = fx.release_with(&targets, &IdleOwner, &opts);
     assert_eq!(r.status, Status::Partial, "{r:?}");
     let got: Vec<_> = r.files.iter().map(|f| (f.outcome, f.reason.map(|c| c.as_str()))).collect();
     assert_eq!(

@@ -7,18 +7,14 @@
 //! `WINX_RACE_TRIES` sets the tries per attack (CI default 500; the
 //! `#[ignore]`d long version runs 25,000 per attack, 100,000 in all).
 
-mod common;
-
 use std::fs::{self, File};
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use common::{target, Fixture};
-use winx_release_engine::admission::Admission;
-use winx_release_engine::owner::IdleOwner;
-use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status};
+use crate::common::{target, Fixture};
+use winx_release_engine::release::{Outcome, Status};
 use winx_release_engine::TargetCode;
 use winx_release_kernel::identity::Identity;
 
@@ -72,8 +68,7 @@ where
                     k += 1;
                 }
             });
-            let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: std::slice::from_ref(&t) };
-            let r = release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default());
+            let r = fx.release(std::slice::from_ref(&t));
             stop.store(true, Ordering::Relaxed);
             r
         });

@@ -2,15 +2,11 @@
 //! the same (reused) inode number within one change-time tick is another
 //! generation, and a pin of the first never releases the second.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 
-use common::{pin, snapshot, Fixture};
-use winx_release_engine::admission::Admission;
-use winx_release_engine::owner::IdleOwner;
-use winx_release_engine::release::{release, ReleaseOptions, ReleaseRequest, Status, Target};
+use crate::common::{pin, snapshot, Fixture};
+use winx_release_engine::release::{Status, Target};
 use winx_release_engine::Reason;
 
 /// Recreates `h` with the same bytes until its inode number is `ino` again;
@@ -49,12 +45,7 @@ fn recreated_file_under_a_reused_inode_within_one_tick_requires_a_new_read() {
 
     let before = snapshot(fx.ws());
     let t = [Target::new(&h, stale)];
-    let r = release(
-        &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
-        &Admission::new().enter(),
-        &IdleOwner,
-        &ReleaseOptions::default(),
-    );
+    let r = fx.release(&t);
     assert_eq!(r.status, Status::Denied, "{r:?}");
     assert_eq!(r.error_code, Some(Reason::ReadRequired), "{r:?}");
     assert!(!r.touched);
@@ -63,12 +54,7 @@ fn recreated_file_under_a_reused_inode_within_one_tick_requires_a_new_read() {
 
     // A fresh read of the recreated file releases it.
     let t = [Target::new(&h, now)];
-    let r = release(
-        &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
-        &Admission::new().enter(),
-        &IdleOwner,
-        &ReleaseOptions::default(),
-    );
+    let r = fx.release(&t);
     assert_eq!(r.status, Status::Completed, "{r:?}");
     assert!(!h.exists());
 }

@@ -3,15 +3,13 @@
 //! helper byte for byte (invariant 4), and a second recovery must restore
 //! nothing.
 
-mod common;
-
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{target, Fixture};
+use crate::common::{target, Fixture};
 use winx_release_engine::admission::Admission;
 use winx_release_engine::fault::FaultPoint;
 use winx_release_engine::layout::Layout;
@@ -132,13 +130,13 @@ fn spawn_child_with(c: &Case, die_at: Option<(String, Option<usize>)>, warm: boo
     };
     let spec_path = c.fx.layout.data_dir().join("crash-spec.json");
     fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-        .env(SPEC_ENV, &spec_path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+    crate::common::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash::crash_child", "--nocapture", "--test-threads=1"])
+            .env(SPEC_ENV, &spec_path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    )
 }
 
 /// Runs recovery and asserts every helper is accounted for byte for byte.

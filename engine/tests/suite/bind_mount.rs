@@ -2,15 +2,11 @@
 //! session) are refused up front with `hardlink` (one helper, two names), touching
 //! nothing.
 
-mod common;
-
 use std::fs;
 use std::process::Command;
 
-use common::{snapshot, target, Fixture};
-use winx_release_engine::admission::Admission;
-use winx_release_engine::owner::IdleOwner;
-use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status};
+use crate::common::{snapshot, status, target, Fixture};
+use winx_release_engine::release::{Outcome, Status};
 use winx_release_engine::Reason;
 
 #[test]
@@ -30,28 +26,23 @@ fn two_paths_to_one_file_through_a_bind_mount_are_refused() {
             eprintln!("skipped: unshare(CLONE_NEWNS): {e}");
             return;
         }
-        let ok = Command::new("/usr/bin/mount").args(["--make-rprivate", "/"]).status().is_ok_and(|s| s.success());
+        let ok = status(Command::new("/usr/bin/mount").args(["--make-rprivate", "/"])).is_ok_and(|s| s.success());
         assert!(ok, "mount --make-rprivate /");
         let fx = Fixture::new();
         let h = fx.helper("h.txt", b"one file");
         let alias = fx.helper("alias.txt", b"");
-        let ok = Command::new("/usr/bin/mount").arg("--bind").arg(&h).arg(&alias).status().is_ok_and(|s| s.success());
+        let ok = status(Command::new("/usr/bin/mount").arg("--bind").arg(&h).arg(&alias)).is_ok_and(|s| s.success());
         assert!(ok, "mount --bind");
         assert_eq!(fs::read(&alias).unwrap(), b"one file");
         let before = snapshot(fx.ws());
         let t = [target(&h), target(&alias)];
-        let r = release(
-            &ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets: &t },
-            &Admission::new().enter(),
-            &IdleOwner,
-            &ReleaseOptions::default(),
-        );
+        let r = fx.release(&t);
         assert_eq!(r.status, Status::Denied, "{r:?}");
         assert_eq!(r.error_code, Some(Reason::Hardlink), "{r:?}");
         assert!(r.files.iter().all(|f| f.outcome == Outcome::Denied), "{r:?}");
         assert!(!r.touched);
         assert_eq!(snapshot(fx.ws()), before);
-        let _ = Command::new("/usr/bin/umount").arg(&alias).status();
+        let _ = status(Command::new("/usr/bin/umount").arg(&alias));
     })
     .join()
     .unwrap();

@@ -18,8 +18,7 @@ use winx_release_engine::scan::{
 };
 use winx_release_engine::{PhysicalId, Reason};
 
-mod common;
-use common::ns::{in_mount_namespace, mount};
+use crate::common::ns::{in_mount_namespace, mount};
 
 fn id_of(p: &Path) -> PhysicalId {
     let m = fs::metadata(p).unwrap();
@@ -213,7 +212,7 @@ fn every_scan(r: &Path) -> Vec<(String, Option<Reason>, Option<PathBuf>)> {
 /// (it had walked, and would have entered a hung mount).
 #[test]
 fn without_a_mount_table_every_scan_is_refused() {
-    if !common::ns::is_root() {
+    if !crate::common::ns::is_root() {
         eprintln!("skipped: needs root");
         return;
     }
@@ -246,7 +245,7 @@ fn without_a_mount_table_every_scan_is_refused() {
 #[test]
 fn a_fuse_mount_below_a_backing_root_is_refused_not_entered() {
     use std::os::fd::AsRawFd;
-    if !common::ns::is_root() || !Path::new("/dev/fuse").exists() {
+    if !crate::common::ns::is_root() || !Path::new("/dev/fuse").exists() {
         eprintln!("skipped: needs root and /dev/fuse");
         return;
     }

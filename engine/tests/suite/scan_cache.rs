@@ -22,6 +22,8 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::common::status;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -166,7 +168,7 @@ impl World {
             .collect();
         points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
         for m in points {
-            let _ = Command::new("umount").arg("-l").arg(&m).status();
+            let _ = status(Command::new("umount").arg("-l").arg(&m));
         }
     }
 
@@ -260,12 +262,12 @@ impl World {
                 }
                 if false {
                     if let Some(m) = self.mounts.pop() {
-                        let _ = Command::new("umount").arg("-l").arg(&m).status();
+                        let _ = status(Command::new("umount").arg("-l").arg(&m));
                     }
                     return;
                 }
                 if let Some(p) = pick(&dirs[2..], d) {
-                    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&p).status();
+                    let ok = status(Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&p));
                     if ok.is_ok_and(|s| s.success()) {
                         let _ = fs::write(p.join("in-mount"), b"m");
                         self.mounts.push(p);
@@ -547,7 +549,7 @@ fn a_mount_between_two_scans_drops_every_record() {
     let fresh = || normal(scan_paths_with(&SyncBackend, &w.roots, lim, &none, ScanMode::Lean));
     let first = settle(&cache, &w.roots, lim);
     let before = cache.stats();
-    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(d.join("e")).status();
+    let ok = status(Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(d.join("e")));
     assert!(ok.is_ok_and(|s| s.success()), "mount failed");
     fs::write(d.join("e/in-mount"), b"m").unwrap();
     fs::write(d.join("e/in-mount-2"), b"m").unwrap();
@@ -558,7 +560,7 @@ fn a_mount_between_two_scans_drops_every_record() {
     assert_eq!(mounted, fresh());
     let before = cache.stats();
     // Lazily: the cache keeps a descriptor of the mounted directory it read.
-    let ok = Command::new("umount").arg("-l").arg(d.join("e")).status();
+    let ok = status(Command::new("umount").arg("-l").arg(d.join("e")));
     assert!(ok.is_ok_and(|s| s.success()), "umount failed");
     let unmounted = normal(cache.scan_paths(&w.roots, lim, &none));
     assert!(cache.stats().drops > before.drops, "the unmount did not drop the records");

@@ -13,8 +13,6 @@
 //! kernel support) is skipped with a printed reason. `.ci/run` installs
 //! `xfsprogs` and `btrfs-progs` when missing.
 
-mod common;
-
 use std::collections::HashSet;
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -22,9 +20,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::no_fork_now;
-use common::ns::{in_mount_namespace, is_root, mount};
-use common::target;
+use crate::common::no_fork_now;
+use crate::common::ns::{in_mount_namespace, is_root, mount};
+use crate::common::target;
 use winx_release_engine::admission::Admission;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::owner::IdleOwner;
@@ -200,7 +198,7 @@ fn checks(name: &str, w: &World) {
     let r = w.release(std::slice::from_ref(&t));
     assert_eq!((r.status, r.error_code), (Status::Denied, Some(Reason::BackingAlias)), "{name}: {r:?}");
     assert!(r.files.iter().all(|f| f.outcome == Outcome::Denied), "{name}");
-    common::ns::detach(&covered).unwrap();
+    crate::common::ns::detach(&covered).unwrap();
     // A lazy unmount lets go of the mount's reference to the helper a
     // moment later (the last `mntput` is deferred): until then the kernel
     // refuses the write lease and the release is `in_use`, nothing else.

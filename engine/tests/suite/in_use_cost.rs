@@ -1,7 +1,7 @@
 //! The cost of the `in_use` check (`release::in_use::in_use`) with many
 //! processes of the user: 300 extra processes, 100 targets. Ignored by
 //! default (it measures); run with
-//! `cargo test --release -p winx-release-engine --test in_use_cost -- --ignored --nocapture`.
+//! `cargo test --release -p winx-release-engine --test suite in_use_cost -- --ignored --nocapture`.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use std::os::fd::AsFd;
 
+use crate::common::spawn;
 use winx_release_engine::release::in_use::{in_use, Held};
 use winx_release_engine::PhysicalId;
 use winx_release_kernel::procfs::{find_holder, find_holder_of};
@@ -46,15 +47,10 @@ fn helpers(dir: &std::path::Path, n: usize) -> (Vec<std::fs::File>, Vec<Physical
     (opened, ids, paths)
 }
 
-/// `n` extra processes of the user (`sleep 60`), given 300 ms to start.
+/// `n` extra processes of the user (`sleep 60`), each past its `exec`
+/// (`spawn` returns once the child has exec'd: no wait needed).
 fn sleepers(n: usize) -> Kids {
-    let kids = Kids(
-        (0..n)
-            .map(|_| Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
-            .collect(),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    kids
+    Kids((0..n).map(|_| spawn(Command::new("sleep").arg("60").stdin(Stdio::null()).stdout(Stdio::null()))).collect())
 }
 
 /// This thread's CPU time so far (`/proc/thread-self/schedstat`, first field, ns).
@@ -120,7 +116,7 @@ fn in_use_check_with_300_processes_and_100_targets() {
     }
     // A holder among them is found.
     let held = dir.path().join("h050");
-    let c = Command::new("sleep").arg("60").stdin(std::fs::File::open(&held).unwrap()).spawn().unwrap();
+    let c = spawn(Command::new("sleep").arg("60").stdin(std::fs::File::open(&held).unwrap()));
     let pid = c.id();
     kids.0.push(c);
     let d = in_use_detail(&files, &me).expect("held");

@@ -1,23 +1,18 @@
 //! Read-and-pin as an embedder uses it, and refusals that name the target
 //! and the cause.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use common::{target, Fixture};
-use winx_release_engine::admission::Admission;
-use winx_release_engine::owner::IdleOwner;
+use crate::common::{target, Fixture};
 use winx_release_engine::preflight::preflight;
 use winx_release_engine::read::{read_pinned, read_pinned_all, Keep};
-use winx_release_engine::release::{release, Outcome, ReleaseOptions, ReleaseRequest, Status, Target};
+use winx_release_engine::release::{Outcome, Status, Target};
 use winx_release_engine::Reason;
 
 fn run(fx: &Fixture, targets: &[Target]) -> winx_release_engine::ReleaseReport {
-    let req = ReleaseRequest { layout: &fx.layout, thread_id: &fx.thread, targets };
-    release(&req, &Admission::new().enter(), &IdleOwner, &ReleaseOptions::default())
+    fx.release(targets)
 }
 
 #[test]
@@ -88,7 +83,7 @@ fn a_refusal_names_the_path_and_the_cause() {
 
     // Placement and opening: the path and what the reason means.
     let missing = fx.session.join("gone.sh");
-    let report = run(&fx, &[target(&a), common::unpinned(missing.to_str().unwrap())]);
+    let report = run(&fx, &[target(&a), crate::common::unpinned(missing.to_str().unwrap())]);
     assert_eq!(report.detail.unwrap(), format!("{}: not_found (the file does not exist)", missing.display()));
     let outside = fx.ws().join("src.rs");
     let refused = preflight(&fx.layout, &fx.thread, &[outside.display().to_string()]).unwrap_err();

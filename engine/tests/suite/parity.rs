@@ -1,4 +1,4 @@
-//! Parity of the scan and rehash backends.
+//! Parity of the scan backends (the rehash backends': [`crate::rehash_parity`]).
 //!
 //! Every scan here runs on the synchronous backend and on the io_uring
 //! backend in several shapes (default, one thread, tiny rings and batches,
@@ -8,14 +8,13 @@
 //! elapsed time and the `backend` field, which must say `uring`, or `sync`
 //! after a switch. Every case also runs leanly (`ScanMode::Lean`) on the
 //! synchronous, io_uring and threaded backends, and with sizes on the
-//! threaded one: same verdict, path and counts. The cases mirror
-//! `tests/scan.rs` and add trees where
+//! threaded one: same verdict, path and counts. The only home of the cases
+//! every backend must agree on ([`crate::scan`] keeps the synchronous
+//! backend's own), with trees where
 //! phase 1 (parallel) and phase 2 (the in-order replay) must agree on where
 //! a bound or an offending entry falls.
 
-mod common;
-
-use common::trees::*;
+use crate::common::trees::*;
 use std::collections::HashSet;
 use std::fs;
 use std::os::fd::AsFd;
@@ -23,14 +22,12 @@ use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use winx_release_engine::read::Keep;
-use winx_release_engine::rehash::{hash_fds, open_and_hash_at, HashJob, OpenJob, RehashBackend, RehashOptions};
 use winx_release_engine::scan::{
     open_root, open_root_beneath, scan_paths, scan_paths_with, BackendKind, DirCache, RootSpec, ScanBackend,
     ScanLimits, ScanMode, ScanReport, ScanRequest, SharedScanner, SyncBackend, ThreadsBackend, UringBackend,
     UringConfig, MAX_DEPTH, MAX_ENTRIES,
 };
-use winx_release_engine::{PhysicalId, Pin, Reason};
+use winx_release_engine::{PhysicalId, Reason};
 use winx_release_kernel::uring::{probe, RingConfig};
 
 /// The io_uring shapes every scan runs on, with whether the run is
@@ -197,8 +194,12 @@ fn empty_and_missing_roots() {
     let r = scan(&[t.path()]);
     assert_clean(&r);
     assert_eq!((r.entries, r.max_depth), (0, 0));
+    assert_eq!((r.directories, r.files, r.bytes), (0, 0, Some(0)));
     write(&t.path().join("f"), 3);
     let missing = t.path().join("nope");
+    let root = open_root(&missing).unwrap();
+    assert!(root.dir.is_none());
+    assert_eq!(root.path, missing);
     let r = scan(&[&missing, &t.path().join("no/such/dir"), t.path()]);
     assert_clean(&r);
     assert_eq!((r.entries, r.files, r.bytes), (1, 1, Some(3)));
@@ -214,7 +215,7 @@ fn root_failures() {
     assert_fail(&scan(&[&link]), Reason::BackingSymlink, &link);
     let r = scan(&[&t.path().join("real"), &link]);
     assert_fail(&r, Reason::BackingSymlink, &link);
-    assert_eq!(r.entries, 0);
+    assert_eq!((r.entries, r.files, r.directories, r.bytes, r.max_depth), (0, 0, 0, Some(0), 0));
     let file = t.path().join("file");
     write(&file, 1);
     assert_fail(&scan(&[&file]), Reason::BackingUnsupportedEntry, &file);
@@ -225,7 +226,7 @@ fn root_failures() {
 }
 
 /// The bound at its edge, on a tree of 5,000 entries with a bound of
-/// 5,000 (the 50,000 default is the same code; `tests/scan.rs` covers it on
+/// 5,000 (the 50,000 default is the same code; [`crate::scan`] covers it on
 /// the synchronous backend, and the benches scan 50,000-entry trees on
 /// both).
 #[test]
@@ -259,6 +260,10 @@ fn entry_limits_small_and_shared() {
     write(&root.join("sub/x"), 1);
     let r = scan_with(&[root], five, &no_aliases());
     assert_eq!((r.reason, r.entries), (Some(Reason::BackingScanLimit), 6));
+    assert_eq!(r.path.as_ref().unwrap().parent(), Some(root));
+    let r = scan_with(&[root], ScanLimits { max_entries: 7, max_depth: MAX_DEPTH }, &no_aliases());
+    assert_clean(&r);
+    assert_eq!((r.entries, r.directories, r.files, r.bytes, r.max_depth), (7, 1, 6, Some(1), 2));
     let zero = ScanLimits { max_entries: 0, max_depth: MAX_DEPTH };
     assert_eq!(scan_with(&[root], zero, &no_aliases()).reason, Some(Reason::BackingScanLimit));
     let empty = tempfile::tempdir().unwrap();
@@ -271,7 +276,14 @@ fn entry_limits_small_and_shared() {
     let ten = ScanLimits { max_entries: 10, max_depth: MAX_DEPTH };
     let r = scan_with(&[a.path(), b.path()], ten, &no_aliases());
     assert_eq!((r.reason, r.entries), (Some(Reason::BackingScanLimit), 11));
+    // The eleventh entry is the fifth of the second root.
     assert_eq!(r.path.as_ref().unwrap().parent(), Some(b.path()));
+    // Each root alone fits; 12 fit in 12.
+    assert_clean(&scan_with(&[a.path()], ten, &no_aliases()));
+    assert_clean(&scan_with(&[b.path()], ten, &no_aliases()));
+    let r = scan_with(&[a.path(), b.path()], ScanLimits { max_entries: 12, max_depth: MAX_DEPTH }, &no_aliases());
+    assert_clean(&r);
+    assert_eq!(r.entries, 12);
 }
 
 #[test]
@@ -282,9 +294,13 @@ fn depth_limits() {
     let r = scan(&[root]);
     assert_clean(&r);
     assert_eq!((r.entries, r.directories, r.max_depth), (16, 16, 16));
+    // A file at depth 16 (in d15) is fine too.
     let f16 = deepest.parent().unwrap().join("file");
     write(&f16, 4);
-    assert_clean(&scan(&[root]));
+    let r = scan(&[root]);
+    assert_clean(&r);
+    assert_eq!((r.entries, r.files, r.bytes, r.max_depth), (17, 1, Some(4), 16));
+    fs::remove_file(&f16).unwrap();
     let d17 = deepest.join("d17");
     fs::create_dir(&d17).unwrap();
     let r = scan(&[root]);
@@ -332,6 +348,11 @@ fn offending_entries_fail_with_their_path() {
     symlink(&outside, &to_file).unwrap();
     assert_fail(&scan(&[&root]), Reason::BackingSymlink, &to_file);
     fs::remove_file(&to_file).unwrap();
+    fs::create_dir(t.path().join("outdir")).unwrap();
+    let to_dir = root.join("a/to-dir");
+    symlink(t.path().join("outdir"), &to_dir).unwrap();
+    assert_fail(&scan(&[&root]), Reason::BackingSymlink, &to_dir);
+    fs::remove_file(&to_dir).unwrap();
     let dangling = root.join("a/dangling");
     symlink("nowhere", &dangling).unwrap();
     assert_fail(&scan(&[&root]), Reason::BackingSymlink, &dangling);
@@ -341,8 +362,11 @@ fn offending_entries_fail_with_their_path() {
     assert_fail(&scan(&[&root]), Reason::BackingUnsupportedEntry, &f);
     fs::remove_file(&f).unwrap();
     let sock = root.join("a/sock");
-    let _listener = UnixListener::bind(&sock).unwrap();
+    let listener = UnixListener::bind(&sock).unwrap();
     assert_fail(&scan(&[&root]), Reason::BackingUnsupportedEntry, &sock);
+    drop(listener);
+    fs::remove_file(&sock).unwrap();
+    assert_clean(&scan(&[&root]));
 }
 
 #[test]
@@ -358,6 +382,8 @@ fn aliases_fail() {
     let link = root.join("x/y/retained");
     fs::hard_link(&target, &link).unwrap();
     assert_fail(&scan_with(&[&root], ScanLimits::default(), &aliases), Reason::BackingAlias, &link);
+    // Without the alias set, the same tree is clean.
+    assert_clean(&scan(&[&root]));
     let dir_alias: HashSet<PhysicalId> = [id_of(&root.join("x/y"))].into_iter().collect();
     assert_fail(&scan_with(&[&root], ScanLimits::default(), &dir_alias), Reason::BackingAlias, &root.join("x/y"));
 }
@@ -492,11 +518,15 @@ fn many_directories_do_not_leak_descriptors() {
     for i in 0..300 {
         fs::create_dir_all(t.path().join(format!("w{i}/x"))).unwrap();
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "leak_child", "--nocapture", "--test-threads=1"])
-        .env("WINX_LEAK_ROOT", t.path())
-        .output()
-        .unwrap();
+    let out = crate::common::spawn(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "parity::leak_child", "--nocapture", "--test-threads=1"])
+            .env("WINX_LEAK_ROOT", t.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    )
+    .wait_with_output()
+    .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && text.contains("leak_child: scanned"),
@@ -523,142 +553,4 @@ fn leak_child() {
     let after = open_fds();
     assert_eq!(after, before, "descriptors before three scans {before}, after {after}");
     println!("leak_child: scanned, {before} descriptors before and after");
-}
-
-// ---- rehash ----
-
-fn temp_file(bytes: &[u8]) -> fs::File {
-    use std::io::Write;
-    let mut f = tempfile::tempfile().unwrap();
-    f.write_all(bytes).unwrap();
-    f
-}
-
-#[test]
-fn rehash_digests_agree_across_backends() {
-    let contents: Vec<Vec<u8>> =
-        (0..40usize).map(|i| (0..(i * i * 997 + i)).map(|k| (k % 251) as u8 ^ i as u8).collect()).collect();
-    let files: Vec<fs::File> = contents.iter().map(|c| temp_file(c)).collect();
-    let want: Vec<([u8; 32], u64)> = files.iter().map(|f| winx_release_engine::rehash::sha256_fd(f).unwrap()).collect();
-    // The fingerprints (BLAKE3) as the release's recheck takes them.
-    let mut buf = vec![0u8; 4096];
-    let prints: Vec<_> = files
-        .iter()
-        .map(|f| winx_release_engine::rehash::fingerprint_fd(f, &mut buf, u64::MAX - 1).unwrap().0)
-        .collect();
-    let jobs: Vec<HashJob<'_>> =
-        files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Bytes(3) }).collect();
-    for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
-        for threads in [0, 1, 2, 4] {
-            for fingerprint in [false, true] {
-                let got = hash_fds(&jobs, &RehashOptions { backend, threads, fingerprint });
-                assert_eq!(got.len(), files.len());
-                for (i, g) in got.iter().enumerate() {
-                    let g = g.as_ref().unwrap();
-                    assert_eq!((g.sha256, g.len), want[i], "{backend:?}/{threads}: file {i}");
-                    assert_eq!(g.head.clone().into_bytes(), &contents[i][..contents[i].len().min(3)]);
-                    assert_eq!(g.fingerprint, fingerprint.then_some(prints[i]), "{backend:?}/{threads}: file {i}");
-                }
-            }
-        }
-    }
-}
-
-/// Text kept across reads (characters cut by every read boundary), and
-/// binary files given up, agree across backends and with the one-file read.
-#[test]
-fn rehash_text_heads_agree_across_backends() {
-    let line = "ÿ€ text — 𝄞 line\n";
-    let contents: Vec<Vec<u8>> = (0..24usize)
-        .map(|i| {
-            let mut c = line.repeat(i * 1500 + i).into_bytes();
-            match i % 4 {
-                // A NUL far in, past the first read.
-                1 => c.insert(c.len() / 2, 0),
-                // A bad byte.
-                2 => c.push(0xff),
-                // A character cut by the end of the file.
-                3 => c.extend_from_slice(&"€".as_bytes()[..2]),
-                _ => {}
-            }
-            c
-        })
-        .collect();
-    let files: Vec<fs::File> = contents.iter().map(|c| temp_file(c)).collect();
-    let limit = 300_000;
-    let want: Vec<Option<String>> = files
-        .iter()
-        .map(|f| {
-            let mut buf = vec![0u8; 4096];
-            let r = winx_release_engine::rehash::read_and_hash(f, &mut buf, Keep::Text(limit)).unwrap();
-            r.head.into_text(r.len > limit as u64)
-        })
-        .collect();
-    // What the rule says, from the whole contents.
-    for (i, c) in contents.iter().enumerate() {
-        let expect = match std::str::from_utf8(&c[..c.len().min(limit)]) {
-            Ok(s) if !s.contains('\0') => Some(s.to_owned()),
-            Err(e) if e.error_len().is_none() && c.len() > limit => {
-                Some(std::str::from_utf8(&c[..e.valid_up_to()]).unwrap().to_owned())
-            }
-            _ => None,
-        };
-        assert_eq!(want[i], expect, "file {i}");
-    }
-    assert!(want.iter().any(Option::is_none) && want.iter().filter(|w| w.is_some()).count() > 6);
-    let jobs: Vec<HashJob<'_>> =
-        files.iter().map(|f| HashJob { fd: f.as_fd(), limit: None, keep: Keep::Text(limit) }).collect();
-    for backend in [RehashBackend::Uring, RehashBackend::Sync] {
-        for threads in [1, 2] {
-            let got = hash_fds(&jobs, &RehashOptions { backend, threads, fingerprint: false });
-            for (i, g) in got.into_iter().enumerate() {
-                let g = g.unwrap();
-                let cut = g.len > limit as u64;
-                assert_eq!(g.head.into_text(cut), want[i], "{backend:?}/{threads}: file {i}");
-            }
-        }
-    }
-}
-
-#[test]
-fn open_and_hash_checks_the_pin_before_hashing() {
-    let t = tempfile::tempdir().unwrap();
-    let d = t.path();
-    write(&d.join("good"), 5000);
-    write(&d.join("other"), 10);
-    write(&d.join("linked"), 10);
-    fs::hard_link(d.join("linked"), d.join("linked2")).unwrap();
-    symlink("good", d.join("link")).unwrap();
-    fifo(&d.join("fifo"));
-    let pin_of = |name: &str| {
-        let f = fs::File::open(d.join(name)).unwrap();
-        let id = winx_release_engine::Identity::of_fd(&f).unwrap();
-        Pin::new(&id, winx_release_engine::rehash::sha256_fd(&f).unwrap().0)
-    };
-    let good = pin_of("good");
-    let linked = pin_of("linked");
-    let dir = fs::File::open(d).unwrap();
-    let jobs = [
-        OpenJob { name: c"good", pin: Some(&good) },
-        OpenJob { name: c"other", pin: Some(&good) },
-        OpenJob { name: c"linked", pin: Some(&linked) },
-        OpenJob { name: c"link", pin: Some(&good) },
-        OpenJob { name: c"fifo", pin: None },
-        OpenJob { name: c"missing", pin: None },
-        OpenJob { name: c"other", pin: None },
-    ];
-    for backend in [RehashBackend::Auto, RehashBackend::Uring, RehashBackend::Sync] {
-        let r = open_and_hash_at(dir.as_fd(), &jobs, &RehashOptions { backend, threads: 0, fingerprint: false });
-        assert!(r[0].as_ref().unwrap().hash.as_ref().unwrap().matches(&good), "{backend:?}");
-        assert!(r[1].as_ref().unwrap().hash.is_none());
-        assert!(r[2].as_ref().unwrap().hash.is_none(), "two links: not hashed");
-        assert_eq!(r[3].as_ref().unwrap_err().raw_os_error(), Some(libc_eloop()));
-        assert!(r[4].as_ref().unwrap().hash.is_none(), "a fifo is opened non-blocking and not read");
-        assert_eq!(r[5].as_ref().unwrap_err().raw_os_error(), Some(rustix::io::Errno::NOENT.raw_os_error()));
-        assert_eq!(r[6].as_ref().unwrap().hash.as_ref().unwrap().len, 10);
-    }
-}
-
-fn libc_eloop() -> i32 {
-    rustix::io::Errno::LOOP.raw_os_error()
 }
