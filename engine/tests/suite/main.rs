@@ -19,6 +19,8 @@
 mod common;
 
 #[cfg(not(winx_foreign))]
+mod async_barrier;
+#[cfg(not(winx_foreign))]
 mod bind_mount;
 #[cfg(not(winx_foreign))]
 mod crash;
@@ -44,6 +46,8 @@ mod race;
 #[cfg(not(winx_foreign))]
 mod read_pinned;
 #[cfg(not(winx_foreign))]
+mod read_whole;
+#[cfg(not(winx_foreign))]
 mod recovery;
 #[cfg(not(winx_foreign))]
 mod rehash_parity;
@@ -57,3 +61,5 @@ mod retention_scan;
 mod scan;
 #[cfg(not(winx_foreign))]
 mod scan_cache;
+#[cfg(not(winx_foreign))]
+mod unsupported_owner;

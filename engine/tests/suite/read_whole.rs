@@ -1,7 +1,6 @@
 //! Read-and-pin for display: the bytes a host shows are the bytes the pin
 //! hashed, from one read, and a pin of those bytes never releases newer
 //! ones.
-#![cfg(all(target_os = "linux", not(winx_foreign)))]
 
 use sha2::{Digest, Sha256};
 use winx_release_engine::read::{read_pinned, Keep};
@@ -65,6 +64,7 @@ fn a_file_changed_after_the_read_is_not_released_on_the_newer_bytes() {
     let targets = [Target::new(&helper, pin)];
     let rr = ReleaseRequest { layout: &layout, thread_id: "t1", targets: &targets };
     let barrier = Admission::new();
+    let _no_fork = crate::common::no_fork_now();
     let report = release(&rr, &barrier.enter(), &IdleOwner, &ReleaseOptions::default());
     assert_ne!(report.files[0].outcome, Outcome::Released, "{report}");
     assert_eq!(std::fs::read(&helper).unwrap(), b"echo newer\n");

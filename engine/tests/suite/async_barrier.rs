@@ -1,7 +1,6 @@
 //! The admission barrier from an async host: a guard held across `.await`
 //! on a multi-thread runtime keeps a release out until it is dropped, and a
 //! release waiting for it from a task does not block the runtime's worker.
-#![cfg(all(target_os = "linux", not(winx_foreign)))]
 
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -36,6 +35,7 @@ fn session() -> Session {
 fn release_under(s: &Session, admission: &winx_release_engine::AdmissionGuard<'_>) -> Outcome {
     let targets = [s.target.clone()];
     let rr = ReleaseRequest { layout: &s.layout, thread_id: "t1", targets: &targets };
+    let _no_fork = crate::common::no_fork_now();
     release(&rr, admission, &IdleOwner, &ReleaseOptions::default()).files[0].outcome
 }
 
