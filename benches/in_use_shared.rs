@@ -6,7 +6,14 @@
 //! eight checks; with both cores busy, all at once can be no faster than
 //! one after another unless the sweeps are shared.
 //!
-//! A smoke run (`cargo test --all-targets`) uses 20 extra processes.
+//! Group `in_use_by_processes` (issue 57): the `in_use` check of one
+//! release of one target, none held, as a warm release runs it, with 300
+//! (the baseline, same group), 1,000 and 3,000 extra idle processes of the
+//! user (`sleep`, three descriptors each): how a check's cost grows with
+//! the machine's processes.
+//!
+//! A smoke run (`cargo test --all-targets`) uses 20 extra processes (and
+//! 20, 30, 40 for the second group).
 
 use std::collections::HashSet;
 use std::fs;
@@ -73,5 +80,30 @@ fn in_use_shared(c: &mut Criterion) {
     drop(kids);
 }
 
-criterion_group!(benches, in_use_shared);
+fn in_use_by_processes(c: &mut Criterion) {
+    let counts: [usize; 3] = if common::smoke() { [20, 30, 40] } else { [300, 1_000, 3_000] };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("h");
+    fs::write(&p, b"helper").unwrap();
+    let file = fs::File::open(&p).unwrap();
+    let m = file.metadata().unwrap();
+    let held = [Held { path: "h", id: PhysicalId { dev: m.dev(), ino: m.ino() }, file: file.as_fd() }];
+    let me = [std::process::id() as i32];
+    let mut g = c.benchmark_group("in_use_by_processes");
+    g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+    let mut kids = Vec::new();
+    let mut running = 0;
+    for n in counts {
+        kids.push(common::Sleepers::start(n - running));
+        running = n;
+        std::thread::sleep(Duration::from_millis(300));
+        g.bench_function(format!("one release, one target, {n} extra processes"), |b| {
+            b.iter(|| assert_eq!(in_use(&held, &me), None))
+        });
+    }
+    g.finish();
+    drop(kids);
+}
+
+criterion_group!(benches, in_use_shared, in_use_by_processes);
 criterion_main!(benches);

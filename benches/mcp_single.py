@@ -16,7 +16,11 @@ and the load before and after.
 With WINX_BENCH_GUARDIAN_LOG=FILE the guardian's stderr goes to FILE with
 RUST_LOG set to log each release's step times (benches/PROFILE.md).
 
-Usage: benches/mcp_single.py BIN [ROUNDS] [--deep] [--receipts N [--sharded]]
+Usage: benches/mcp_single.py BIN [ROUNDS] [--deep] [--receipts N [--sharded]] [--sleepers N]
+  --sleepers N: N idle processes of the user (`sleep`, its three standard
+          descriptors on /dev/null) run beside
+          the guardian for the whole run, started before it and killed at
+          the end (a desktop's 500-1,500 processes, a build host's more)
   --deep: the 48,000 entries as 61 chains of 16 nested directories (976
           directories, the shape of benches/common) instead of 48
           directories of 999 files (the shape of mcp_vs_openssl.py)
@@ -33,6 +37,11 @@ RECEIPTS = 0
 if "--receipts" in argv:
     i = argv.index("--receipts")
     RECEIPTS = int(argv[i + 1])
+    del argv[i:i + 2]
+SLEEPERS = 0
+if "--sleepers" in argv:
+    i = argv.index("--sleepers")
+    SLEEPERS = int(argv[i + 1])
     del argv[i:i + 2]
 SHARDED = "--sharded" in argv
 args = [a for a in argv if not a.startswith("--")]
@@ -102,6 +111,7 @@ env.pop("XDG_RUNTIME_DIR", None)
 sock = os.path.join(root, "run", "g.sock")
 g = m = None
 rid = 0
+sleepers = []
 
 
 def rpc(method, params=None, notify=False):
@@ -131,6 +141,9 @@ try:
     os.makedirs(scratch)
     shards = fill_receipts(os.path.join(root, "data", "winx", "receipts")) if RECEIPTS else 0
     fill(scratch, ENTRIES - RECEIPTS - shards - (ENTRIES - RECEIPTS - shards) // 1000 - 1)
+    for _ in range(SLEEPERS):
+        sleepers.append(subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL))
     glog = os.environ.get("WINX_BENCH_GUARDIAN_LOG")
     genv = dict(env, RUST_LOG="info,winx_release_engine::release=debug,winx_release_guardian=debug") if glog else env
     g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=genv, stdout=subprocess.PIPE,
@@ -179,6 +192,7 @@ try:
     out = {
         "shape": "deep" if DEEP else "flat",
         "receipts": RECEIPTS,
+        "sleepers": SLEEPERS,
         "sharded": SHARDED,
         "rounds": ROUNDS,
         "find_ms": round(statistics.median(rows["find"]) * 1000, 2),
@@ -197,4 +211,7 @@ finally:
     if g:
         g.terminate()
         g.wait()
+    for p in sleepers:
+        p.kill()
+        p.wait()
     shutil.rmtree(root, ignore_errors=True)

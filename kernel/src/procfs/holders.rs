@@ -54,8 +54,8 @@ use std::collections::HashSet;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use rustix::fs::{AtFlags, StatxFlags};
-
+use super::exited::has_exited;
+pub(crate) use super::exited::unexeced_fork_of;
 use super::table::{list_pids, owner_of};
 use super::views::{holders_in, threads_of, Wanted};
 pub use super::views::{Holder, HowHeld};
@@ -379,57 +379,9 @@ fn scan_part(proc: &OwnedFd, look: &Look<'_>) -> Result<HolderScan, ProcError> {
     Ok(scan)
 }
 
-/// Whether process `pid` has exited as a whole: gone, or a zombie whose
-/// every thread is a zombie or gone. Such a process holds no descriptor and
-/// no mapping (`do_exit` drops both before `exit_notify` makes the thread
-/// a zombie). A zombie leader with a live thread has not exited: that
-/// thread still holds the table and the map.
-///
-/// # References
-/// - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html) (`state`)
-/// - [`proc_pid_task(5)`](https://man7.org/linux/man-pages/man5/proc_pid_task.5.html)
-fn has_exited(proc: &OwnedFd, pid: i32) -> bool {
-    let mut buf = Vec::new();
-    // `Some(true)`: gone; `Some(false)`: a zombie; `None`: neither, or
-    // cannot tell.
-    let mut state = |rel: String| match super::read_file(proc, &rel, &mut buf) {
-        Ok(None) | Ok(Some(0)) => Some(true),
-        Ok(Some(n)) => super::stat::ProcStat::parse(&buf[..n]).filter(|st| st.is_zombie()).map(|_| false),
-        Err(_) => None,
-    };
-    match state(format!("{pid}/stat")) {
-        Some(true) => return true,
-        Some(false) => {}
-        None => return false,
-    }
-    // Listed after the leader was a zombie: each thread listed is looked
-    // at (a zombie's list still holds the leader; an empty one cannot tell).
-    let threads = threads_of(proc, pid);
-    !threads.is_empty() && threads.into_iter().all(|t| state(format!("{pid}/task/{t}/stat")).is_some())
-}
-
 /// One of `targets`, for a holder that could hold any of them.
 fn any_of(targets: &HashSet<PhysicalId>) -> PhysicalId {
     targets.iter().next().copied().unwrap_or(PhysicalId { dev: 0, ino: 0 })
-}
-
-/// Whether `pid` is a child of an exempt process that has not called
-/// `execve(2)` yet (it runs the same program image as its parent): between
-/// `fork` and `exec` a child holds copies of its parent's descriptors, the
-/// close-on-exec ones included, which it never uses. Such a child of the
-/// guardian spawning another session's command must not make a target
-/// `in_use`.
-pub(crate) fn unexeced_fork_of(proc: &OwnedFd, pid: i32, exempt: &[i32]) -> bool {
-    let Ok(Some(st)) = super::stat::read_stat(proc, pid) else { return false };
-    if !exempt.contains(&st.ppid) {
-        return false;
-    }
-    let image = |p: i32| {
-        rustix::fs::statx(proc, format!("{p}/exe").as_str(), AtFlags::STATX_DONT_SYNC, StatxFlags::INO)
-            .ok()
-            .map(|x| (x.stx_dev_major, x.stx_dev_minor, x.stx_ino))
-    };
-    matches!((image(pid), image(st.ppid)), (Some(a), Some(b)) if a == b)
 }
 
 #[cfg(test)]
@@ -442,18 +394,6 @@ mod tests {
     fn id_of(p: &std::path::Path) -> PhysicalId {
         let m = std::fs::metadata(p).unwrap();
         PhysicalId { dev: m.dev(), ino: m.ino() }
-    }
-
-    #[test]
-    fn a_child_running_its_parents_image_is_a_fork_not_yet_execed() {
-        let proc = open_proc().unwrap();
-        let me = std::process::id() as i32;
-        // This process is its own image; a child that exec'd `sleep` is not.
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        assert!(!unexeced_fork_of(&proc, child.id() as i32, &[me]));
-        assert!(!unexeced_fork_of(&proc, me, &[me]));
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]

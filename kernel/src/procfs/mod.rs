@@ -38,6 +38,7 @@
 
 pub mod environ;
 mod exempt;
+mod exited;
 pub mod holders;
 mod kept;
 mod kthreads;

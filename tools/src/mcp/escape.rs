@@ -57,6 +57,10 @@ pub struct Stats {
     pub escaped: usize,
     /// The largest the buffer grew.
     pub peak: usize,
+    /// Bytes written as they were, already escaped (a content's
+    /// characters kept from its first block for the second:
+    /// [`Out::escaped_already`]).
+    pub copied: usize,
 }
 
 /// The output of a streamed reply: one reused buffer over the transport's
@@ -82,6 +86,57 @@ impl<'a> Out<'a> {
             self.flush_if_full()?;
         }
         Ok(())
+    }
+
+    /// `text` as the characters of a JSON string ([`Nesting::Json`]), in
+    /// a buffer of their own (to be written, maybe twice, with
+    /// [`Out::escaped_already`]).
+    pub fn escape_apart(&mut self, text: &[u8]) -> Vec<u8> {
+        let mut chars = Vec::with_capacity(text.len() + text.len() / 16 + 16);
+        escape_into(text, Nesting::Json, &mut chars);
+        self.stats.escaped += text.len();
+        chars
+    }
+
+    /// Appends `chars`, already the characters of a JSON string (escaped
+    /// with [`Nesting::Json`] by [`escape_into`]): copied, not looked at.
+    /// A long run goes out past the buffer, in pieces of at most
+    /// [`FLUSH_AT`] bytes, after what the buffer holds.
+    pub fn escaped_already(&mut self, chars: &[u8]) -> io::Result<()> {
+        self.stats.copied += chars.len();
+        if chars.len() < FLUSH_AT / 4 {
+            return self.raw(chars);
+        }
+        self.send()?;
+        for piece in chars.chunks(FLUSH_AT) {
+            self.stats.peak = self.stats.peak.max(piece.len());
+            self.w.write_all(piece)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the object `v` as JSON ([`Nesting::Json`]) like
+    /// [`Out::json`], but its `content` member, when `content` is given,
+    /// as those characters (already escaped: [`Out::escaped_already`])
+    /// whatever `v` holds there.
+    pub fn json_with_content(&mut self, v: &Value, content: Option<&[u8]>) -> io::Result<()> {
+        let (Value::Object(members), Some(chars)) = (v, content) else { return self.json(v, Nesting::Json) };
+        self.raw(b"{")?;
+        for (i, (k, item)) in members.iter().enumerate() {
+            if i > 0 {
+                self.raw(b",")?;
+            }
+            self.string(k, Nesting::Json)?;
+            self.raw(b":")?;
+            if k == "content" {
+                self.raw(b"\"")?;
+                self.escaped_already(chars)?;
+                self.raw(b"\"")?;
+            } else {
+                self.json(item, Nesting::Json)?;
+            }
+        }
+        self.raw(b"}")
     }
 
     /// Writes `v` as JSON, its strings escaped from where they are; with
@@ -174,6 +229,14 @@ impl Write for Out<'_> {
 
 /// A writer into a JSON string (see [`Out::in_string`]).
 pub struct InString<'o, 'a>(&'o mut Out<'a>);
+
+impl InString<'_, '_> {
+    /// Appends `chars`, already escaped for this string
+    /// ([`Out::escaped_already`]).
+    pub fn escaped_already(&mut self, chars: &[u8]) -> io::Result<()> {
+        self.0.escaped_already(chars)
+    }
+}
 
 impl Write for InString<'_, '_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

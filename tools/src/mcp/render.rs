@@ -104,6 +104,17 @@ fn write_failed(failed: &[Value], w: &mut dyn Write) -> io::Result<()> {
 
 /// One `ReadFiles` entry: path, revision, token, size, then its content.
 pub fn write_read_file(f: &Value, w: &mut dyn Write) -> io::Result<()> {
+    write_read_file_with(f, w, |text, w| w.write_all(text.as_bytes()))
+}
+
+/// [`write_read_file`], with the content's bytes inside its fence written
+/// by `body` (given the content and `w`): the streamed reply writes there
+/// the characters it escaped once for both blocks.
+pub fn write_read_file_with<W: Write + ?Sized>(
+    f: &Value,
+    w: &mut W,
+    body: impl FnOnce(&str, &mut W) -> io::Result<()>,
+) -> io::Result<()> {
     writeln!(w)?;
     let s = |k: &str| f.get(k).and_then(Value::as_str);
     writeln!(w, "file_path: {}", s("file_path").unwrap_or(""))?;
@@ -126,7 +137,7 @@ pub fn write_read_file(f: &Value, w: &mut dyn Write) -> io::Result<()> {
             } else {
                 writeln!(w, "content:")?;
             }
-            fenced(text, w)
+            fenced_with(text, w, body)
         }
         None => writeln!(w, "content: none"),
     }
@@ -173,9 +184,18 @@ fn scalar(v: &Value) -> String {
 /// Writes `text` in a fence of backticks one longer than its longest run
 /// (at least three), the closing fence on a line of its own.
 pub fn fenced(text: &str, w: &mut dyn Write) -> io::Result<()> {
+    fenced_with(text, w, |text, w| w.write_all(text.as_bytes()))
+}
+
+/// [`fenced`], `text` itself written by `body`.
+fn fenced_with<W: Write + ?Sized>(
+    text: &str,
+    w: &mut W,
+    body: impl FnOnce(&str, &mut W) -> io::Result<()>,
+) -> io::Result<()> {
     let fence = "`".repeat(longest_backtick_run(text).max(2) + 1);
     writeln!(w, "{fence}")?;
-    w.write_all(text.as_bytes())?;
+    body(text, w)?;
     if !text.is_empty() && !text.ends_with('\n') {
         writeln!(w)?;
     }

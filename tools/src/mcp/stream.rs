@@ -16,13 +16,18 @@
 //! The text block is written first, as the entries come: the rendering
 //! for a model ([`super::render`], whose status line then comes last), or
 //! with `--text-result json` the `structuredContent` object as a JSON
-//! string. Each entry's content goes into the text block's JSON string
-//! escaped once, straight from the entry the read made, and the entry is
-//! kept; once the text block is closed, the kept entries are written
-//! again, as `structuredContent`, each content escaped once more for that
-//! block from the same buffer. Everything goes out through one bounded
-//! buffer ([`super::escape::Out`]); no serialised copy of the reply, nor of
-//! an entry, is held: what is kept is the read's own content, once. With
+//! string. With the rendering, each entry's content is escaped once, in
+//! one pass over its bytes, into a buffer of its own: those characters go
+//! into the text block's fence and are kept instead of the content (which
+//! is dropped), and once the text block is closed they are copied, not
+//! escaped again, into `structuredContent`'s `content` string (the same
+//! JSON string characters: issue 57; a content whose escape is more than a
+//! quarter longer than itself is kept as it is and escaped again). With
+//! the JSON text block each content is escaped for each block from the
+//! entry the read made. Everything else goes out through one bounded
+//! buffer ([`super::escape::Out`]), kept characters straight to the writer
+//! past it; no serialised copy of the reply is held: what is kept is each
+//! content once (as characters or as read). With
 //! `--text-result summary`, `structuredContent` is written as the entries
 //! come and nothing is kept. The pieces of the result object around them
 //! are [`super::frame`]'s.
@@ -163,20 +168,34 @@ impl Stream<'_> {
     /// Writes the `files` entry `v` where it goes first: into the text
     /// block (the rendering, or the result as JSON), or with the summary
     /// into `structuredContent`. `read` entries were written before it.
-    fn emit(&self, v: &Value, read: usize, out: &mut Out<'_>) -> io::Result<()> {
+    ///
+    /// Returns, for the rendering, the content's characters as the text
+    /// block's JSON string holds them: the same characters
+    /// `structuredContent`'s `content` string holds, kept to be copied
+    /// there rather than escaped a second time (when they are at most a
+    /// quarter longer than the content; else `None`, and the content is
+    /// escaped again from the entry).
+    fn emit(&self, v: &Value, read: usize, out: &mut Out<'_>) -> io::Result<Option<Vec<u8>>> {
         match self.text {
-            TextResult::Text => render::write_read_file(v, &mut out.in_string()),
+            TextResult::Text => {
+                let Some(text) = v.get("content").and_then(Value::as_str) else {
+                    return render::write_read_file(v, &mut out.in_string()).map(|()| None);
+                };
+                let chars = out.escape_apart(text.as_bytes());
+                render::write_read_file_with(v, &mut out.in_string(), |_, w| w.escaped_already(&chars))?;
+                Ok((chars.len() <= text.len() + text.len() / 4).then_some(chars))
+            }
             TextResult::Json => {
                 if read > 0 {
                     out.write_all(b",")?;
                 }
-                out.json(v, Nesting::JsonInString)
+                out.json(v, Nesting::JsonInString).map(|()| None)
             }
             TextResult::Summary => {
                 if read > 0 {
                     out.write_all(b",")?;
                 }
-                out.json(v, Nesting::Json)
+                out.json(v, Nesting::Json).map(|()| None)
             }
         }
     }
@@ -216,10 +235,17 @@ impl Stream<'_> {
         let (mut kept, mut read, mut failed) = (Vec::new(), 0usize, Vec::new());
         let mut emit = |e: ReadEntry, out: &mut Out<'_>| -> io::Result<()> {
             match e {
-                Ok(v) => {
-                    self.emit(&v, read, out)?;
+                Ok(mut v) => {
+                    let chars = self.emit(&v, read, out)?;
                     if self.text != TextResult::Summary {
-                        kept.push(v);
+                        // The content's characters stand for the content
+                        // from now on: it is dropped.
+                        if chars.is_some() {
+                            if let Some(c) = v.get_mut("content") {
+                                *c = Value::Null;
+                            }
+                        }
+                        kept.push((v, chars));
                     }
                     read += 1;
                 }
@@ -284,11 +310,11 @@ impl Stream<'_> {
                     write_tail(&tail, &mut out.in_string())?;
                 }
                 out.write_all(b"\"}],\"structuredContent\":{\"files\":[")?;
-                for (i, v) in kept.iter().enumerate() {
+                for (i, (v, chars)) in kept.iter().enumerate() {
                     if i > 0 {
                         out.write_all(b",")?;
                     }
-                    out.json(v, Nesting::Json)?;
+                    out.json_with_content(v, chars.as_deref())?;
                 }
                 write_tail(&tail, &mut out)?;
                 Written::ContentAndStructured
@@ -440,7 +466,9 @@ mod tests {
                 "content": content(i), "binary": false, "truncated": false}))
         };
         let contents: usize = (0..4).map(|i| content(i).len()).sum();
-        for (text, blocks) in [(TextResult::Text, 2), (TextResult::Json, 2), (TextResult::Summary, 1)] {
+        // With the rendering, each content is escaped once, for the text
+        // block, and its characters are copied into `structuredContent`.
+        for (text, blocks) in [(TextResult::Text, 1), (TextResult::Json, 2), (TextResult::Summary, 1)] {
             let (tx, rx) = mpsc::channel();
             for i in [2, 0, 3, 1] {
                 tx.send(Piece::Entry(i, entry(i))).unwrap();
@@ -459,7 +487,10 @@ mod tests {
                 stats.escaped
             );
             assert!(stats.peak <= BUFFER_BOUND, "{text:?}: {stats:?}");
-            assert!(sink.bytes.len() > blocks * contents, "{text:?}");
+            let copied = if text == TextResult::Text { 2 * contents } else { 0 };
+            assert!(stats.copied >= copied && stats.copied <= copied * 5 / 4, "{text:?}: {stats:?}");
+            let copies = if text == TextResult::Summary { 1 } else { 2 };
+            assert!(sink.bytes.len() > copies * contents, "{text:?}");
             assert!(sink.largest_write <= BUFFER_BOUND, "{text:?}: one write of {} bytes", sink.largest_write);
             // And what was written is the result, each content as it was
             // read in each block.

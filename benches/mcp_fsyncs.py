@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Counts and times the fsyncs of one warm release end to end (the guardian
+and the MCP frontend: journal, capture, directories, receipt), with
+`strace -f -y -T -e trace=fsync,fdatasync,sync_file_range,syncfs,sync`
+attached to both for ROUNDS warm releases of one 4 KiB helper (after
+three unwatched ones). Each call is named by what its descriptor is
+(`strace -y` prints the path) and the script prints, per kind: calls per
+release and the median and minimum time of one call (`-T`: the system
+call's own time, from entry to exit).
+
+Usage: benches/mcp_fsyncs.py BIN [ROUNDS]
+"""
+import json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+
+BIN = os.path.abspath(sys.argv[1])
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+
+root = tempfile.mkdtemp(prefix="winx-mcp-fsyncs-")
+ws = os.path.join(root, "ws")
+os.makedirs(ws)
+data = os.path.join(root, "data")
+env = dict(os.environ, XDG_DATA_HOME=data, HOME=os.path.join(root, "home"))
+env.pop("WINX_GUARDIAN_SOCKET", None)
+env.pop("XDG_RUNTIME_DIR", None)
+sock = os.path.join(root, "run", "g.sock")
+g = m = st = None
+rid = 0
+
+
+def rpc(method, params=None, notify=False):
+    global rid
+    msg = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    if not notify:
+        rid += 1
+        msg["id"] = rid
+    m.stdin.write((json.dumps(msg) + "\n").encode())
+    m.stdin.flush()
+    if notify:
+        return None
+    while True:
+        r = json.loads(m.stdout.readline())
+        if r.get("id") == rid:
+            return r
+
+
+def call(name, a):
+    return rpc("tools/call", {"name": name, "arguments": a})["result"]["structuredContent"]
+
+
+def kind(path, session):
+    """What a synced descriptor is, from its path."""
+    w = os.path.join(data, "winx")
+    if path.startswith(os.path.join(w, "journal") + "/"):
+        return "journal file (fdatasync)"
+    if path == os.path.join(w, "journal"):
+        return "D/journal directory"
+    r = os.path.join(w, "receipts")
+    if path == r:
+        return "D/receipts directory (a new shard's name)"
+    if path.startswith(r + "/") and "/" in path[len(r) + 1:]:
+        return "receipt file"
+    if path.startswith(r + "/"):
+        return "receipt shard directory D/receipts/<hh>"
+    if path == session:
+        return "session directory"
+    if path.startswith(session):
+        return "in the session directory (quarantine)"
+    return path.replace(root, "ROOT")[:60]
+
+
+try:
+    g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    g.stdout.readline()
+    m = subprocess.Popen([BIN, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "1"}})
+    rpc("notifications/initialized", notify=True)
+    session = call("Initialize", {"any_workspace_path": ws, "thread_id": "bench"})["temporary_artifact_dir"]
+    session = os.path.realpath(session)
+
+    def release(i):
+        p = os.path.join(session, f"h{i:04}.py")
+        with open(p, "wb") as f:
+            f.write(bytes((k * 31 ^ i) & 0xFF for k in range(4096)))
+        r = call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
+        files = [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
+                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
+        res = call("EditFiles", {"thread_id": "bench", "workspace_root": ws, "operation": "release_temporary",
+                                 "files": files})
+        assert res["status"] == "completed", res
+
+    for i in range(3):
+        release(i)
+    log = os.path.join(root, "strace.log")
+    st = subprocess.Popen(["strace", "-f", "-y", "-T", "-qq", "-o", log, "-e",
+                           "trace=fsync,fdatasync,sync_file_range,syncfs,sync", "-p", str(g.pid), "-p", str(m.pid)],
+                          stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # strace attached to every thread
+    load_before = open("/proc/loadavg").read().split()[0]
+    for i in range(ROUNDS):
+        release(100 + i)
+    time.sleep(0.2)
+    st.terminate()
+    st.wait()
+    st = None
+    calls = {}
+    line_re = re.compile(r"^\d+\s+(\w+)\((\d+)<([^>]*)>.*<([0-9.]+)>\s*$")
+    for line in open(log):
+        mm = line_re.match(line.strip())
+        if not mm:
+            continue
+        name, _, path, secs = mm.groups()
+        calls.setdefault((name, kind(path, session)), []).append(float(secs))
+    print(f"{ROUNDS} warm releases of one 4 KiB helper, load before "
+          f"{load_before}, after {open('/proc/loadavg').read().split()[0]}")
+    total = 0
+    for (name, k), ts in sorted(calls.items(), key=lambda kv: -len(kv[1])):
+        total += len(ts)
+        print(f"{name:10} {k:45} {len(ts) / ROUNDS:5.2f} per release; median {statistics.median(ts) * 1e3:.3f} ms,"
+              f" min {min(ts) * 1e3:.3f} ms")
+    print(f"total {total / ROUNDS:.2f} per release")
+finally:
+    if st:
+        st.terminate()
+        st.wait()
+    if m:
+        m.kill()
+        m.wait()
+    if g:
+        g.terminate()
+        g.wait()
+    shutil.rmtree(root, ignore_errors=True)
