@@ -32,6 +32,8 @@ mod generation;
 #[cfg(not(winx_foreign))]
 mod in_use_cost;
 #[cfg(not(winx_foreign))]
+mod in_use_processes;
+#[cfg(not(winx_foreign))]
 mod journal_reuse;
 #[cfg(not(winx_foreign))]
 mod lean;

@@ -5,7 +5,8 @@
 //! per check. CPU does not depend on what else the machine runs, so the
 //! CPU per extra process is the figure to compare across days. Ignored by
 //! default (it measures); run with
-//! `cargo test --release -p winx-release-engine --test in_use_processes -- --ignored --nocapture`.
+//! `cargo test --release -p winx-release-engine --test suite in_use_processes:: -- --ignored --nocapture --test-threads=1`
+//! (alone: the CPU figure is the whole test process's).
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
@@ -52,7 +53,7 @@ fn in_use_check_with_300_1000_and_3000_idle_processes() {
         while kids.0.len() < n {
             let mut c = Command::new("sleep");
             c.arg("120").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-            kids.0.push(c.spawn().unwrap());
+            kids.0.push(crate::common::spawn(&mut c));
         }
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(in_use(&held, &me), None);
