@@ -93,6 +93,8 @@ pub struct Execution {
     /// Why its record could not be read, for a record of unknown owner.
     pub unreadable: Option<String>,
     pub(crate) leader: Mutex<Option<Leader>>,
+    /// Its monitor (`monitor/`), once spawned.
+    pub(crate) monitor: Mutex<Option<Leader>>,
     pub(crate) leader_exited_unix: Mutex<Option<u64>>,
     pub(crate) quiet_probes: Mutex<u32>,
     /// Every process a look has seen as its member (`members.rs`).
@@ -116,6 +118,7 @@ impl Execution {
             cgroup: record.cgroup.clone(),
             unreadable: None,
             leader: Mutex::new(record.leader),
+            monitor: Mutex::new(record.monitor),
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
             members: Members::default(),
@@ -176,6 +179,11 @@ impl Execution {
         *lock(&self.leader)
     }
 
+    /// Its monitor, once spawned.
+    pub(crate) fn monitor(&self) -> Option<Leader> {
+        *lock(&self.monitor)
+    }
+
     /// Whether its leader has exited (the shell is done; what it left
     /// behind may still run).
     pub fn leader_exited(&self) -> bool {
@@ -228,6 +236,7 @@ impl Execution {
             state,
             leader: self.leader(),
             cgroup: self.cgroup.clone(),
+            monitor: self.monitor(),
             leader_exited_unix: *lock(&self.leader_exited_unix),
             exit_code,
             failed_to_start,

@@ -97,6 +97,10 @@ pub struct Record {
     /// Its cgroup (absolute path), in cgroup mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<PathBuf>,
+    /// Its monitor (`monitor/`), the leader's parent: while it has a
+    /// descendant the execution runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<Leader>,
     /// When its leader exited (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_exited_unix: Option<u64>,
@@ -142,6 +146,7 @@ impl Record {
             state,
             leader: None,
             cgroup: None,
+            monitor: None,
             leader_exited_unix: None,
             exit_code: None,
             failed_to_start: false,
@@ -219,6 +224,7 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
         state,
         leader,
         cgroup: None,
+        monitor: None,
         leader_exited_unix: v.get("leader_exited_unix").and_then(|t| t.as_u64()),
         exit_code: code("exit_code").or_else(|| code("leader_exit_code")),
         failed_to_start: v.get("failed_to_start").and_then(|b| b.as_bool()).unwrap_or(false),
@@ -254,6 +260,7 @@ mod tests {
             state: RecordState::Lingering,
             leader: Some(Leader { pid: 9, start_time: 10, own_group: true, own_session: true }),
             cgroup: Some("/sys/fs/cgroup/x".into()),
+            monitor: Some(Leader { pid: 8, start_time: 9, own_group: true, own_session: true }),
             leader_exited_unix: Some(6),
             exit_code: Some(0),
             failed_to_start: false,

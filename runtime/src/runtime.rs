@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cgroup::{self, Subtree};
 use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+use super::monitor::Monitored;
 use super::probe::{self, Probe, QUIET_PROBES};
 use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use super::shell::Core;
@@ -63,6 +64,10 @@ pub struct RuntimeOptions {
     pub adopt: bool,
     /// Variables no command inherits (systemd's activation variables, say).
     pub env_remove: Vec<OsString>,
+    /// The program every execution starts under as its monitor
+    /// ([`crate::monitor`]); `None`: [`crate::monitor::program`] finds one.
+    /// Where none is found, nothing starts (every start fails, saying why).
+    pub monitor: Option<PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -73,6 +78,7 @@ impl Default for RuntimeOptions {
             subreaper: true,
             adopt: true,
             env_remove: Vec::new(),
+            monitor: None,
         }
     }
 }
@@ -129,6 +135,8 @@ pub struct Runtime {
     /// children that are not leaders orphans of its executions.
     subreaper: bool,
     env_remove: Vec<OsString>,
+    /// The monitor program, if one was found.
+    monitor: Option<PathBuf>,
     table: Mutex<HashMap<String, Arc<Execution>>>,
     resolved: Mutex<HashSet<String>>,
     /// The last look at `D/executions` that left nothing to look at again
@@ -184,6 +192,7 @@ impl Runtime {
             adopt: opts.adopt,
             subreaper,
             env_remove: opts.env_remove.clone(),
+            monitor: opts.monitor.clone().or_else(crate::monitor::program),
             table: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashSet::new()),
             adopt_look: Mutex::new(None),
@@ -194,6 +203,13 @@ impl Runtime {
             shells: Mutex::new(HashMap::new()),
         });
         tracing::info!(liveness = rt.liveness_mode().as_str(), reason = %rt.reason, "execution liveness");
+        match &rt.monitor {
+            Some(p) => tracing::info!(monitor = %p.display(), "every execution starts under a monitor"),
+            None => tracing::error!(
+                "no monitor program (winx-release-monitor, or {}): no command can start",
+                crate::monitor::PROGRAM_VAR
+            ),
+        }
         match rt.adopt() {
             Ok(0) => {}
             Ok(adopted) => tracing::info!(adopted, "found unresolved executions of an earlier runtime"),
@@ -302,7 +318,7 @@ impl Runtime {
     pub(crate) fn run_with(
         self: &Arc<Self>,
         e: &Arc<Execution>,
-        spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Child>,
+        spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Monitored>,
     ) -> io::Result<()> {
         // The thread that will wait for the leader is had first: where none
         // can be had (the user's task limit reached), nothing is started,
@@ -310,10 +326,10 @@ impl Runtime {
         let watcher = winx_release_kernel::sys::Reserved::thread()
             .map_err(|err| io::Error::new(err.kind(), format!("no thread to watch the command: {err}")));
         match watcher.and_then(|w| spawn(e).map(|child| (w, child))) {
-            Ok((watcher, child)) => {
+            Ok((watcher, started)) => {
                 e.set(ExecState::Running);
                 let (rt, e) = (self.clone(), e.clone());
-                watcher.run(move || rt.monitor(e, child));
+                watcher.run(move || rt.watch_leader(e, started));
                 Ok(())
             }
             Err(err) => {
@@ -340,14 +356,32 @@ impl Runtime {
         }
     }
 
-    fn spawn(&self, e: &Arc<Execution>, spawn: &Spawn) -> io::Result<Child> {
+    fn spawn(&self, e: &Arc<Execution>, spawn: &Spawn) -> io::Result<Monitored> {
         let spec = CommandSpec {
             command: spawn.command.clone(),
             cwd: spawn.cwd.clone().unwrap_or_else(|| spawn.workspace.clone()),
             env: spawn.env.clone(),
             env_remove: self.env_remove.clone(),
         };
-        self.start_leader(e, || spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), |cmd| self.spawn_child(cmd)))
+        let monitor = self.monitor_program()?;
+        self.start_leader(e, || {
+            spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), monitor, |cmd| self.spawn_child(cmd))
+        })
+    }
+
+    /// The monitor program, or why no execution can start.
+    pub(super) fn monitor_program(&self) -> io::Result<&Path> {
+        self.monitor.as_deref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no monitor program: {} is not beside this program, {} is not set, and this program does \
+                     not call winx_release_runtime::monitor::enter (refusing to start a command without one)",
+                    crate::monitor::BINARY,
+                    crate::monitor::PROGRAM_VAR
+                ),
+            )
+        })
     }
 
     /// Starts the leader of `e` with `start` (which spawns it through
@@ -358,16 +392,18 @@ impl Runtime {
     pub(super) fn start_leader(
         &self,
         e: &Execution,
-        start: impl FnOnce() -> io::Result<(Child, Leader)>,
-    ) -> io::Result<Child> {
+        start: impl FnOnce() -> io::Result<(Monitored, Leader)>,
+    ) -> io::Result<Monitored> {
         if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
             s.create_execution_cgroup(&e.id)?;
         }
         record::write_record(&e.dir, &e.record(RecordState::Starting))?;
-        let (child, leader) = start()?;
+        let (started, leader) = start()?;
+        let monitor = started.child.id() as i32;
+        *lock(&e.monitor) = Some(probe::spawned_leader(monitor, true, true));
         *lock(&e.leader) = Some(leader);
         self.write(e, &e.record(RecordState::Running));
-        Ok(child)
+        Ok(started)
     }
 
     /// Spawns `cmd` under the table of leaders: the orphan reaper never
@@ -379,13 +415,18 @@ impl Runtime {
         Ok(child)
     }
 
-    fn monitor(self: Arc<Self>, e: Arc<Execution>, mut child: Child) {
-        let status = child.wait();
+    /// Waits for the leader's exit, as its monitor reports it, then for
+    /// the monitor's (which outlives everything the execution started).
+    fn watch_leader(self: Arc<Self>, e: Arc<Execution>, started: Monitored) {
+        let Monitored { mut child, control, .. } = started;
+        let code = control.leader_exit();
+        self.leader_ended(&e, code);
+        let _ = child.wait();
         lock(&self.children).remove(&(child.id() as i32));
-        let code = status.as_ref().ok().and_then(|s| {
-            use std::os::unix::process::ExitStatusExt;
-            s.code().or_else(|| s.signal().map(|n| 128 + n))
-        });
+    }
+
+    fn leader_ended(&self, e: &Arc<Execution>, code: Option<i32>) {
+        let e = e.clone();
         *lock(&e.leader_exited_unix) = Some(now_unix());
         // Still `Running` for every observer until this is decided.
         if self.nothing_left(&e) {

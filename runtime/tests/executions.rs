@@ -200,6 +200,7 @@ fn a_leader_recorded_without_its_start_time_still_counts() {
         state: RecordState::Running,
         leader: Some(Leader { pid, start_time: Leader::UNKNOWN_START, own_group: true, own_session: false }),
         cgroup: None,
+        monitor: None,
         leader_exited_unix: None,
         exit_code: None,
         failed_to_start: false,

@@ -68,7 +68,10 @@ impl Runtime {
                 _ => None,
             };
             readers = Some((reports, output));
+            let monitor = self.monitor_program()?;
             let spec = ShellSpec {
+                dir: &e.dir,
+                monitor,
                 id: &e.id,
                 hook: &hook,
                 cwd: &spawn.cwd,
