@@ -95,6 +95,8 @@ pub struct Execution {
     pub(crate) leader: Mutex<Option<Leader>>,
     /// Its monitor (`monitor/`), once spawned.
     pub(crate) monitor: Mutex<Option<Leader>>,
+    /// Whether it is a shell on a terminal.
+    pub(crate) terminal: std::sync::atomic::AtomicBool,
     pub(crate) leader_exited_unix: Mutex<Option<u64>>,
     pub(crate) quiet_probes: Mutex<u32>,
     /// Every process a look has seen as its member (`members.rs`).
@@ -119,6 +121,7 @@ impl Execution {
             unreadable: None,
             leader: Mutex::new(record.leader),
             monitor: Mutex::new(record.monitor),
+            terminal: std::sync::atomic::AtomicBool::new(record.terminal),
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
             members: Members::default(),
@@ -242,6 +245,8 @@ impl Execution {
             failed_to_start,
             ended_unix: None,
             shell: None,
+            prompts_before: None,
+            terminal: self.terminal.load(std::sync::atomic::Ordering::SeqCst),
         }
     }
 }

@@ -185,6 +185,6 @@ pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
 pub use liveness::{Liveness, LivenessMode, OwnerAnswer, MARKER};
 pub use probe::snapshots_taken_here;
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
-pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
+pub use runtime::{Hook, LivenessChoice, Reattached, Runtime, RuntimeOptions, Spawn};
 pub use session::SessionKey;
 pub use spawn::CGROUP_JOIN_FAILED;

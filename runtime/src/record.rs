@@ -118,6 +118,14 @@ pub struct Record {
     /// accounts for everything the command started); adoption skips it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
+    /// For a command typed into a shell: the shell's prompt count when it
+    /// was typed (it ends at a later prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts_before: Option<u64>,
+    /// Whether the execution is a shell on a terminal (its monitor hands
+    /// the terminal to a next runtime).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
 }
 
 /// Who a new record is: the fields a record starts with.
@@ -152,6 +160,8 @@ impl Record {
             failed_to_start: false,
             ended_unix: None,
             shell: None,
+            prompts_before: None,
+            terminal: false,
         }
     }
 }
@@ -230,6 +240,8 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
         failed_to_start: v.get("failed_to_start").and_then(|b| b.as_bool()).unwrap_or(false),
         ended_unix: v.get("ended_unix").and_then(|t| t.as_u64()),
         shell: None,
+        prompts_before: None,
+        terminal: false,
     })
 }
 
@@ -266,6 +278,8 @@ mod tests {
             failed_to_start: false,
             ended_unix: None,
             shell: None,
+            prompts_before: None,
+            terminal: true,
         }
     }
 

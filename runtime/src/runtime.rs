@@ -19,12 +19,16 @@ use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, 
 use super::shell::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
+pub(crate) use reattach::save_prompt;
+pub use reattach::Reattached;
+
 use winx_release_engine::scan::DirLook;
 use winx_release_kernel::sys::create_private_dir_all;
 use winx_release_kernel::sys::lock;
 
 mod adopt;
 mod answer;
+mod reattach;
 mod shell;
 mod shell_members;
 mod union;

@@ -110,7 +110,7 @@ pub(crate) fn spawn_leader(
     // The monitor's end of the control socket is closed here: a monitor
     // that ends at once is seen at once.
     drop(cmd);
-    let started = start_monitored(child, control, monitor.as_os_str())?;
+    let started = start_monitored(child, control, monitor.as_os_str(), &[])?;
     let pid = started.leader;
     Ok((started, super::probe::spawned_leader(pid, true, setsid.is_some())))
 }

@@ -206,6 +206,8 @@ fn a_leader_recorded_without_its_start_time_still_counts() {
         failed_to_start: false,
         ended_unix: None,
         shell: None,
+        prompts_before: None,
+        terminal: false,
     };
     let dir = data.join("executions").join(id);
     std::fs::create_dir_all(&dir).unwrap();

@@ -10,6 +10,7 @@ mod executions;
 mod guardian_crash;
 mod limits;
 mod liveness;
+mod monitor;
 mod mcp_cancel;
 mod mcp_host;
 mod mcp_owner;

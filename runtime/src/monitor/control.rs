@@ -3,7 +3,7 @@
 
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader};
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -37,6 +37,12 @@ pub(crate) struct Control {
 }
 
 impl Control {
+    /// The control socket of a monitor this runtime attached to
+    /// (`attach.rs`), after its first message.
+    pub(crate) fn from_stream(stream: UnixStream) -> Control {
+        Control { reader: BufReader::new(stream) }
+    }
+
     /// Waits until the monitor reports the leader's exit: its code
     /// (`None` when not known), or `None` when the monitor is gone
     /// without saying (killed: the leader may still run).
@@ -79,7 +85,19 @@ pub(crate) fn command(program: &Path, dir: &Path, io: LeaderIo, own_group: bool)
 /// leader. An error when it could not start the leader (it says why) or
 /// did not say in time (then it is not waited for here: the runtime's
 /// reaper takes it).
-pub(crate) fn start_monitored(child: Child, ours: UnixStream, program: &OsStr) -> io::Result<Monitored> {
+///
+/// A shell's monitor is first sent `held` (the hook socket's runtime end,
+/// then the terminal's controller when the runtime keeps it), which it
+/// holds for the shell's life.
+pub(crate) fn start_monitored(
+    child: Child,
+    ours: UnixStream,
+    program: &OsStr,
+    held: &[BorrowedFd<'_>],
+) -> io::Result<Monitored> {
+    if !held.is_empty() {
+        super::fds::send(&ours, "F\n", held)?;
+    }
     ours.set_read_timeout(Some(HANDSHAKE))?;
     let mut reader = BufReader::new(ours);
     let mut line = String::new();

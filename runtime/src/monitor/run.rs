@@ -7,6 +7,13 @@
 //! no `setsid` program does that), and the leader's argv. Its standard
 //! input is the control socket; its standard output and error are the
 //! leader's.
+//!
+//! A shell's monitor (`out`) first receives, on the control socket, the
+//! runtime's end of the shell's hook socket and the terminal's controller
+//! (when the runtime keeps it), and holds them for the shell's life: a
+//! runtime that dies leaves the shell neither a hangup (`SIGHUP`) nor a
+//! broken hook (`EPIPE`). It listens on an abstract socket of its
+//! execution ([`super::socket_name`]) for the next runtime (`attach.rs`).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -35,6 +42,18 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
         say(&mut control, &format!("E cannot become a child subreaper: {e}"));
         return 126;
     }
+    let shell = stdin == "out";
+    let held = if shell {
+        match control.as_ref().map(super::fds::recv) {
+            Some(Ok((line, fds))) if line == "F\n" && !fds.is_empty() => fds,
+            _ => {
+                say(&mut control, "E no terminal and hook descriptors came");
+                return 126;
+            }
+        }
+    } else {
+        Vec::new()
+    };
     let mut cmd = Command::new(program);
     cmd.args(leader_args);
     if stdin == "out" {
@@ -60,6 +79,8 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
         }
     };
     say(&mut control, &format!("L {leader}"));
+    let id = Path::new(dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let attach = if shell { super::attach::listen(&id, leader, held) } else { None };
     let mut code = None;
     loop {
         match wait(WaitOptions::empty()) {
@@ -68,6 +89,9 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
                     code = status.exit_status().or_else(|| status.terminating_signal().map(|s| 128 + s));
                     let shown = code.map_or_else(|| "?".to_owned(), |c| c.to_string());
                     say(&mut control, &format!("X {shown}"));
+                    if let Some(a) = &attach {
+                        a.leader_exited(code);
+                    }
                 }
             }
             Ok(None) | Err(rustix::io::Errno::INTR) => {}

@@ -51,6 +51,7 @@ impl Runtime {
         })?;
         // Started here, not by `run`.
         lock(&self.specs).remove(&e.id);
+        e.terminal.store(true, std::sync::atomic::Ordering::SeqCst);
         let hook = e.dir.join(HOOK_FILE);
         let (ours, theirs) = UnixStream::pair()?;
         let made = fs::write(&hook, crate::shell::hook_script());
@@ -79,7 +80,11 @@ impl Runtime {
                 env_remove: &env_remove,
                 cgroup: e.cgroup.as_deref(),
             };
-            self.start_leader(e, || spawn_shell(&spec, &follower, OwnedFd::from(theirs), |cmd| self.spawn_child(cmd)))
+            let mut held = vec![ours.as_fd()];
+            held.extend(controller.as_ref().map(|c| c.as_fd()));
+            self.start_leader(e, || {
+                spawn_shell(&spec, &follower, OwnedFd::from(theirs), &held, |cmd| self.spawn_child(cmd))
+            })
         })?;
         let core = Arc::new(Core {
             execution: e.clone(),
@@ -140,7 +145,7 @@ impl Runtime {
 
 /// Reads the controller until the shell's leader exited, handing every
 /// chunk to `sink`.
-fn read_output(e: &Execution, controller: OwnedFd, sink: OutputSink) {
+pub(super) fn read_output(e: &Execution, controller: OwnedFd, sink: OutputSink) {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut buf = vec![0u8; 16 * 1024];
     let timeout = Timespec { tv_sec: 0, tv_nsec: OUTPUT_POLL.as_nanos() as _ };

@@ -18,7 +18,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -47,11 +47,13 @@ const SHELL_ENV: [(&str, &str); 4] =
     [("TERM", "xterm-256color"), ("PAGER", "cat"), ("GIT_PAGER", "cat"), ("LESS", "-FRX")];
 
 /// Spawns the shell through `spawn` (the runtime records the pid under its
-/// lock there).
+/// lock there); its monitor holds `held` (the hook socket's runtime end,
+/// the controller) for the shell's life.
 pub(crate) fn spawn_shell(
     spec: &ShellSpec<'_>,
     follower: &OwnedFd,
     hook_end: OwnedFd,
+    held: &[BorrowedFd<'_>],
     spawn: impl FnOnce(&mut Command) -> io::Result<Child>,
 ) -> io::Result<(Monitored, Leader)> {
     let bash = on_path("bash").ok_or_else(|| not_found("bash"))?;
@@ -92,7 +94,7 @@ pub(crate) fn spawn_shell(
     // The monitor's end of the control socket is closed here: a monitor
     // that ends at once is seen at once.
     drop(cmd);
-    let started = start_monitored(child, control, spec.monitor.as_os_str())?;
+    let started = start_monitored(child, control, spec.monitor.as_os_str(), held)?;
     let pid = started.leader;
     Ok((started, crate::probe::spawned_leader(pid, true, true)))
 }

@@ -1,0 +1,92 @@
+//! Shells that outlive the guardian (issue 54): every execution runs under
+//! a monitor of its own that holds its terminal and hook, so a guardian
+//! SIGKILL, restart or upgrade leaves the thread's shell running, and the
+//! next guardian takes it over: the same shell, its command still running
+//! (releases still refused) and finishing with its output.
+//!
+//! Both tests failed before the monitor: the killed guardian's PTY
+//! controllers closed, every shell was hung up, and the command died with
+//! it.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::blocked::{call, completes_after, denied, helper};
+use crate::support::{eventually, Env, BIN};
+
+async fn bash(mcp: &crate::support::Mcp, args: Value) -> Value {
+    call(mcp, "BashCommand", args).await
+}
+
+/// `sleep 30; cat H` (the sleep a loop on a gate file the test opens, so
+/// that the test takes no 30 s) is running when the guardian is SIGKILLed;
+/// after a restart it still runs, the release of the thread's helper is
+/// still refused, and the command completes with its output once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_running_in_the_shell_outlives_a_guardian_sigkill() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "h.txt").await;
+    let gate = env.root.join("gate");
+    let started = env.root.join("started");
+    let command = format!(
+        "touch {started}; while [ ! -e {gate} ]; do sleep 0.1; done; cat {h}",
+        started = started.display(),
+        gate = gate.display(),
+        h = h.0.display()
+    );
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": command, "wait_for_seconds": 0.2})).await;
+    assert_eq!(v["status"], "running", "{v}");
+    let id = v["command_id"].as_str().unwrap_or_else(|| panic!("no command_id: {v}")).to_owned();
+    eventually(10, "the command to start", || started.exists());
+
+    env.kill_guardian();
+    env.start_guardian();
+    mcp.init(&env.ws, "t1").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id})).await;
+    assert_eq!(v["status"], "running", "after the restart: {v}");
+    denied(&env, &mcp, "t1", &h, "execution_active").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": "echo no"})).await;
+    assert!(v["status"] != "completed" || v["output"] != "no\n", "typed into a busy shell: {v}");
+
+    std::fs::write(&gate, b"").unwrap();
+    let v = bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 10})).await;
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["output"], "helper h.txt\n", "{v}");
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(10)).await;
+    mcp.stop().await;
+}
+
+/// A guardian replaced by a new build of itself (another file, started
+/// after the old one was killed) takes the thread's shell over: the same
+/// shell process, whose `cd` and `export` survive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guardian_replaced_by_a_new_build_reattaches_the_shell() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": "mkdir -p kept && cd kept && export WINX_KEPT=yes && echo $$"})).await;
+    assert_eq!(v["status"], "completed", "{v}");
+    let pid = v["output"].as_str().unwrap_or_default().trim().to_owned();
+
+    // The new build: a copy of the binary elsewhere (another inode).
+    let new_build = env.root.join("winx-release-new");
+    std::fs::copy(BIN, &new_build).unwrap();
+    env.kill_guardian();
+    let script = format!("shift; exec {} \"$@\"", new_build.display());
+    env.start_guardian_with(&["sh", "-c", &script, "sh"]);
+    mcp.init(&env.ws, "t1").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": "echo $$; pwd; echo \"$WINX_KEPT\""})).await;
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(
+        v["output"].as_str().unwrap_or_default(),
+        format!("{pid}\n{}\nyes\n", env.ws.join("kept").display()),
+        "{v}"
+    );
+    mcp.stop().await;
+}
