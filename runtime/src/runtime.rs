@@ -156,6 +156,28 @@ pub struct Runtime {
     shells: Mutex<HashMap<String, Weak<Core>>>,
 }
 
+/// Waits until `leader` has exited (by a pidfd; at once when it is gone
+/// or is another process now).
+///
+/// # References
+/// - [`pidfd_open(2)`](https://man7.org/linux/man-pages/man2/pidfd_open.2.html)
+pub(crate) fn wait_gone(leader: Option<Leader>) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let Some(l) = leader else { return };
+    let Some(fd) = winx_release_kernel::sys::pidfd_of(l.pid) else { return };
+    // Opened before the check: the pidfd names the process checked.
+    if probe::start_time_of(l.pid).is_none_or(|st| !l.may_be(st)) {
+        return;
+    }
+    loop {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return,
+        }
+    }
+}
+
 fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
@@ -423,7 +445,12 @@ impl Runtime {
     /// the monitor's (which outlives everything the execution started).
     fn watch_leader(self: Arc<Self>, e: Arc<Execution>, started: Monitored) {
         let Monitored { mut child, control, .. } = started;
-        let code = control.leader_exit();
+        let code = control.leader_exit().unwrap_or_else(|| {
+            // The monitor was killed: its leader (reparented to this
+            // process or to init) may run on.
+            wait_gone(e.leader());
+            None
+        });
         self.leader_ended(&e, code);
         let _ = child.wait();
         lock(&self.children).remove(&(child.id() as i32));

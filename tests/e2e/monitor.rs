@@ -53,7 +53,8 @@ async fn a_command_running_in_the_shell_outlives_a_guardian_sigkill() {
     assert!(v["status"] != "completed" || v["output"] != "no\n", "typed into a busy shell: {v}");
 
     std::fs::write(&gate, b"").unwrap();
-    let v = bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 10})).await;
+    let v =
+        bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 10})).await;
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["exit_code"], 0, "{v}");
     assert_eq!(v["output"], "helper h.txt\n", "{v}");
@@ -70,7 +71,11 @@ async fn a_guardian_replaced_by_a_new_build_reattaches_the_shell() {
     env.start_guardian();
     let mcp = env.mcp(&[]).await;
     mcp.init(&env.ws, "t1").await;
-    let v = bash(&mcp, json!({"thread_id": "t1", "command": "mkdir -p kept && cd kept && export WINX_KEPT=yes && echo $$"})).await;
+    let v = bash(
+        &mcp,
+        json!({"thread_id": "t1", "command": "mkdir -p kept && cd kept && export WINX_KEPT=yes && echo $$"}),
+    )
+    .await;
     assert_eq!(v["status"], "completed", "{v}");
     let pid = v["output"].as_str().unwrap_or_default().trim().to_owned();
 

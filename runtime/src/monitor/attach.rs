@@ -47,7 +47,6 @@ impl Attach {
         let line = exit_line(code);
         st.peers.retain_mut(|p| p.write_all(line.as_bytes()).is_ok());
     }
-
 }
 
 /// Listens on the socket of execution `id` for the shell whose leader is `leader`,

@@ -43,10 +43,10 @@ impl Control {
         Control { reader: BufReader::new(stream) }
     }
 
-    /// Waits until the monitor reports the leader's exit: its code
-    /// (`None` when not known), or `None` when the monitor is gone
+    /// Waits until the monitor reports the leader's exit: `Some` with its
+    /// code (`None` when not known), or `None` when the monitor is gone
     /// without saying (killed: the leader may still run).
-    pub(crate) fn leader_exit(mut self) -> Option<i32> {
+    pub(crate) fn leader_exit(mut self) -> Option<Option<i32>> {
         let _ = self.reader.get_ref().set_read_timeout(None);
         let mut line = String::new();
         loop {
@@ -55,7 +55,7 @@ impl Control {
                 Ok(0) | Err(_) => return None,
                 Ok(_) => {
                     if let Some(code) = line.trim_end().strip_prefix("X ") {
-                        return code.parse().ok();
+                        return Some(code.parse().ok());
                     }
                 }
             }

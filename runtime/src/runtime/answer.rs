@@ -212,7 +212,10 @@ impl Runtime {
             let mut claimed_by = Vec::new();
             for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
                 let in_cgroup = matches!((&e.cgroup, &cgroup_of), (Some(cg), Some(d)) if d.starts_with(cg));
-                if e.members.contains_kin(pid, start) {
+                // A leader whose monitor was killed: the runtime recorded
+                // it (pid and start time) when it spawned it.
+                let its_leader = e.leader().is_some_and(|l| l.pid == pid && l.may_be(start));
+                if its_leader || e.members.contains_kin(pid, start) {
                     kin_of.push(e);
                 } else if e.members.contains(pid, start) || in_cgroup || probe.belongs(pid, &e.id, e.leader())? {
                     claimed_by.push(e);

@@ -126,20 +126,10 @@ impl Runtime {
             fs::read(e.dir.join(PROMPT_FILE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         let current = unfinished_of(&self.data_dir, &e.id);
         let at_prompt = saved.prompts > current.as_ref().map_or(0, |c| c.prompts_before);
-        let state = State {
-            at_prompt,
-            prompts: saved.prompts,
-            held: saved.held,
-            binary: saved.binary,
-            ..State::default()
-        };
-        let core = Arc::new(Core {
-            execution: e.clone(),
-            controller,
-            follower,
-            state: Mutex::new(state),
-            cv: Condvar::new(),
-        });
+        let state =
+            State { at_prompt, prompts: saved.prompts, held: saved.held, binary: saved.binary, ..State::default() };
+        let core =
+            Arc::new(Core { execution: e.clone(), controller, follower, state: Mutex::new(state), cv: Condvar::new() });
         lock(&self.shells).insert(e.id.clone(), Arc::downgrade(&core));
         e.set(ExecState::Running);
         let named = |what: &str| format!("winx-shell-{what}");
@@ -158,7 +148,10 @@ impl Runtime {
             let (rt, e) = (self.clone(), e.clone());
             let _ = conn.set_read_timeout(None);
             std::thread::Builder::new().name(named("exit")).spawn(move || {
-                let code = crate::monitor::Control::from_stream(conn).leader_exit();
+                let code = crate::monitor::Control::from_stream(conn).leader_exit().unwrap_or_else(|| {
+                    super::wait_gone(e.leader());
+                    None
+                });
                 rt.leader_ended(&e, code);
             })?;
         }

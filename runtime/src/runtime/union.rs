@@ -62,7 +62,6 @@ impl Runtime {
         let mut reported: BTreeSet<i32> = except.iter().copied().collect();
         // Its monitor is no member (it carries the marker it passes on).
         reported.extend(e.monitor().map(|m| m.pid));
-        self.look_monitor(e, &mut reported, probe, &mut found);
         if let Some(cg) = &e.cgroup {
             match cgroup::procs(cg) {
                 Ok(pids) => {
@@ -79,6 +78,7 @@ impl Runtime {
                 Err(err) => found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display())),
             }
         }
+        self.look_monitor(e, &mut reported, probe, &mut found);
         match probe.members_parts(&e.id, e.leader()) {
             Ok(parts) => {
                 let (remembered, _) = e.members.alive();
