@@ -205,13 +205,15 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     };
 
     let liveness = runtime.liveness_mode().as_str();
+    tracing::info!(containment = runtime.containment(), reason = %runtime.containment_reason(), "containment");
     // Keys in the contract's order (a `json!` object sorts them).
     let ready = format!(
-        r#"{{"event":"ready","socket":{},"pid":{},"capabilities":{},"liveness":{}}}"#,
+        r#"{{"event":"ready","socket":{},"pid":{},"capabilities":{},"liveness":{},"containment":{}}}"#,
         json!(socket),
         std::process::id(),
         json!(CAPABILITIES),
-        json!(liveness)
+        json!(liveness),
+        json!(runtime.containment())
     );
     {
         let mut out = std::io::stdout().lock();
@@ -464,6 +466,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
                     pid: Some(u64::from(std::process::id())),
                     liveness: Some(g.runtime.liveness_mode().as_str().to_owned()),
                     data_dir: std::fs::canonicalize(&g.data_dir).ok().map(|d| d.display().to_string()),
+                    containment: Some(g.runtime.containment().to_owned()),
                 },
             ))
         }

@@ -19,6 +19,7 @@ pub(crate) fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &st
             executions: vec![],
             mode_name: None,
             code_writer_config: None,
+            containment: Some(g.runtime.containment().to_owned()),
         };
         return Ok(ok_line(id, &reply));
     };
@@ -34,5 +35,9 @@ pub(crate) fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &st
         Some(p) => (Some(p.mode_name), p.code_writer_config),
         None => (None, None),
     };
-    Ok(ok_line(id, &StatusReply { known: true, running, pending, executions, mode_name, code_writer_config }))
+    let containment = Some(g.runtime.containment().to_owned());
+    Ok(ok_line(
+        id,
+        &StatusReply { known: true, running, pending, executions, mode_name, code_writer_config, containment },
+    ))
 }

@@ -263,6 +263,38 @@ impl Runtime {
         &self.reason
     }
 
+    /// What keeps an execution's processes from leaving it: `"ancestry"`
+    /// (each execution's processes descend from its monitor, a child
+    /// subreaper: `monitor/`). `"cgroupns"` (a cgroup namespace per
+    /// execution on an `nsdelegate` mount, where the kernel refuses moves
+    /// out of the execution's subtree) is the containment the contract
+    /// names where the kernel offers it; this runtime does not make such
+    /// namespaces yet ([`Runtime::containment_reason`] says why not here).
+    pub fn containment(&self) -> &'static str {
+        "ancestry"
+    }
+
+    /// Why [`Runtime::containment`] is what it is, in one line.
+    pub fn containment_reason(&self) -> String {
+        let nsdelegate = std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| {
+            m.lines()
+                .any(|l| l.split(" - ").nth(1).is_some_and(|r| r.starts_with("cgroup2 ")) && l.contains("nsdelegate"))
+        });
+        match (&self.mode, nsdelegate) {
+            (Mode::Proc, _) => {
+                "no delegated cgroup subtree: ancestry (each execution's monitor) and the /proc signals".into()
+            }
+            (Mode::Cgroup(_), false) => {
+                "the cgroup2 mount lacks nsdelegate: a cgroup namespace would not stop moves out of \
+                                         an execution's cgroup; ancestry (each execution's monitor) and its cgroup"
+                    .into()
+            }
+            (Mode::Cgroup(_), true) => "cgroup namespaces per execution are not made by this build; ancestry (each \
+                                        execution's monitor) and its cgroup"
+                .into(),
+        }
+    }
+
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir

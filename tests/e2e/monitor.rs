@@ -27,6 +27,7 @@ async fn bash(mcp: &crate::support::Mcp, args: Value) -> Value {
 async fn a_command_running_in_the_shell_outlives_a_guardian_sigkill() {
     let mut env = Env::new();
     env.start_guardian();
+    assert_eq!(env.ready.as_ref().unwrap()["containment"], "ancestry");
     let mcp = env.mcp(&[]).await;
     mcp.init(&env.ws, "t1").await;
     let h = helper(&env, &mcp, "t1", "h.txt").await;
