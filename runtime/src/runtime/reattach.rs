@@ -67,7 +67,7 @@ impl Runtime {
             .into_iter()
             .filter(|e| e.adopted && e.state().is_unresolved())
             .filter(|e| e.terminal.load(std::sync::atomic::Ordering::SeqCst))
-            .filter(|e| !lock(&self.shells).get(&e.id).is_some_and(|c| c.strong_count() > 0))
+            .filter(|e| lock(&self.shells).get(&e.id).is_none_or(|c| c.strong_count() == 0))
             .filter(|e| e.monitor().is_some_and(|m| crate::probe::start_time_of(m.pid) == Some(m.start_time)))
             .collect();
         v.sort_by_key(|e| e.started_unix);
