@@ -144,3 +144,89 @@ fn the_leader_is_the_monitors_child_and_no_monitor_starts_nothing() {
     assert_eq!(e.state(), ExecState::FailedToStart);
     assert!(!marker.exists(), "the command ran without a monitor");
 }
+
+/// Writes the record of a shell an earlier runtime left: `leader` its
+/// process, `monitor` the process its record names as the monitor.
+fn left_shell(data: &Path, id: &str, key: SessionKey, leader: i32, monitor: i32) {
+    use winx_release_runtime::{Leader, Record, RecordState};
+    let at =
+        |pid: i32| Leader { pid, start_time: Runtime::start_time_of(pid).unwrap(), own_group: true, own_session: true };
+    let record = Record {
+        command_id: id.into(),
+        thread_id: "t1".into(),
+        workspace: data.into(),
+        session: Some(key),
+        background: false,
+        started_unix: 1,
+        state: RecordState::Running,
+        leader: Some(at(leader)),
+        cgroup: None,
+        monitor: Some(at(monitor)),
+        leader_exited_unix: None,
+        exit_code: None,
+        failed_to_start: false,
+        ended_unix: None,
+        shell: None,
+        prompts_before: None,
+        terminal: true,
+    };
+    let dir = data.join("executions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("status.json"), serde_json::to_vec(&record).unwrap()).unwrap();
+}
+
+/// Binds the monitor socket of `id` here and answers every peer with
+/// `line` (and nothing else), until the process ends.
+fn fake_monitor(id: &str, line: String) {
+    use std::io::Write;
+    use std::os::linux::net::SocketAddrExt;
+    let name = winx_release_runtime::monitor::socket_name(id);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for mut c in listener.incoming().flatten() {
+            let _ = c.write_all(line.as_bytes());
+            kept.push(c);
+        }
+    });
+}
+
+/// A shell an earlier runtime left whose monitor speaks another version of
+/// the monitor socket's protocol is reported and left running, never
+/// killed, and counts as running; a socket held by another process than
+/// the recorded monitor (a squatter on the abstract name) is refused.
+#[test]
+fn a_monitor_of_another_version_or_a_squatter_is_refused_and_the_shell_left_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let data = root.join("data");
+    let key = SessionKey { dev: 5, ino: 5, born: 0 };
+    let mut shell = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = shell.id() as i32;
+    let me = std::process::id() as i32;
+    // This process holds both sockets: it is the recorded monitor of the
+    // first shell only.
+    let (newer, squatted) = ("00000000000000c1", "00000000000000c2");
+    left_shell(&data, newer, key, pid, me);
+    left_shell(&data, squatted, key, pid, pid);
+    fake_monitor(newer, format!("W 2 {pid}\n"));
+    fake_monitor(squatted, format!("W 1 {pid}\n"));
+    let rt = runtime(&data);
+    let left = rt.shells_to_reattach();
+    assert_eq!(left.len(), 2, "{left:?}");
+    for e in left {
+        let err = rt.reattach_shell(&e, None).unwrap_err();
+        if e.id == newer {
+            assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}");
+            assert!(err.to_string().contains("version 2") && err.to_string().contains("left running"), "{err}");
+        } else {
+            assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+        }
+    }
+    assert!(shell.try_wait().unwrap().is_none(), "the shell was ended");
+    let live = rt.liveness(&key);
+    assert!(live.running > 0 && live.detail.as_deref().unwrap_or("").contains(&pid.to_string()), "{live:?}");
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+}
