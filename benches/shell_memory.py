@@ -42,6 +42,8 @@ def rollup(pid):
 mons = []
 for c in children(g.pid):
     try:
+        argv = open(f"/proc/{c}/cmdline", "rb").read().split(b"\0")
+        if len(argv) < 2 or argv[1] != b"__winx-release-monitor": continue
         r = rollup(c); exe = os.readlink(f"/proc/{c}/exe")
     except OSError: continue
     mons.append((r.get("Private_Clean", 0) + r.get("Private_Dirty", 0), r.get("Rss", 0), r.get("Pss", 0), exe))
