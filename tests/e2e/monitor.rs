@@ -96,3 +96,35 @@ async fn a_guardian_replaced_by_a_new_build_reattaches_the_shell() {
     );
     mcp.stop().await;
 }
+
+/// A background command (a shell of its own) running across a guardian
+/// SIGKILL and restart: its `bg_command_id` still answers `running`, the
+/// thread's releases stay refused, and it completes with its output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_command_outlives_a_guardian_sigkill() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "bg.txt").await;
+    let (gate, started) = (env.root.join("gate"), env.root.join("started"));
+    let command =
+        format!("touch {}; while [ ! -e {} ]; do sleep 0.1; done; echo bg-done", started.display(), gate.display());
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": command, "is_background": true})).await;
+    let id = v["bg_command_id"].as_str().unwrap_or_else(|| panic!("no bg_command_id: {v}")).to_owned();
+    eventually(10, "the background command to start", || started.exists());
+
+    env.kill_guardian();
+    env.start_guardian();
+    mcp.init(&env.ws, "t1").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "status_check": true, "bg_command_id": id})).await;
+    assert_eq!(v["status"], "running", "after the restart: {v}");
+    denied(&env, &mcp, "t1", &h, "execution_active").await;
+    std::fs::write(&gate, b"").unwrap();
+    let v =
+        bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 10})).await;
+    assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("completed"), Some(0)), "{v}");
+    assert_eq!(v["output"], "bg-done\n", "{v}");
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(15)).await;
+    mcp.stop().await;
+}
