@@ -56,7 +56,7 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
     };
     let mut cmd = Command::new(program);
     cmd.args(leader_args);
-    if stdin == "out" {
+    if shell {
         match std::io::stdout().as_fd().try_clone_to_owned() {
             Ok(fd) => cmd.stdin(Stdio::from(fd)),
             Err(e) => {
