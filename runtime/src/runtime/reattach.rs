@@ -39,6 +39,25 @@ struct Prompt {
     held: Vec<String>,
 }
 
+/// Whether the shell process `pid` waits in `read(2)` on descriptor 3, the
+/// hook's socket: only the hook reads it, waiting for the runtime's answer
+/// to a report (`/proc/<pid>/syscall`: the call's number, then its first
+/// argument). Elsewhere than x86-64 and aarch64, never.
+///
+/// # References
+/// - [`proc_pid_syscall(5)`](https://man7.org/linux/man-pages/man5/proc_pid_syscall.5.html)
+pub(crate) fn waits_for_answer(pid: i32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    const READ: &str = "0";
+    #[cfg(target_arch = "aarch64")]
+    const READ: &str = "63";
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    const READ: &str = "-";
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/syscall")) else { return false };
+    let mut f = text.split_whitespace();
+    f.next() == Some(READ) && f.next() == Some("0x3")
+}
+
 /// Writes what a report left in `st` to `dir/prompt.json` (not durably: a
 /// runtime that dies leaves the page cache; a machine that dies, no shell).
 pub(crate) fn save_prompt(dir: &Path, st: &State) {
@@ -125,16 +144,28 @@ impl Runtime {
         let saved: Prompt =
             fs::read(e.dir.join(PROMPT_FILE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         let current = unfinished_of(&self.data_dir, &e.id);
-        let at_prompt = saved.prompts > current.as_ref().map_or(0, |c| c.prompts_before);
-        let state =
-            State { at_prompt, prompts: saved.prompts, held: saved.held, binary: saved.binary, ..State::default() };
+        // The earlier runtime read a report and died before it answered
+        // (whether or not it saved it): the hook waits for the answer, and
+        // nothing else will come. Taken as a report of its own, exit code
+        // unknown, and answered below.
+        let unanswered = pid.is_some_and(waits_for_answer);
+        let prompts = saved.prompts + u64::from(unanswered);
+        let at_prompt = unanswered || saved.prompts > current.as_ref().map_or(0, |c| c.prompts_before);
+        let state = State { at_prompt, prompts, held: saved.held, binary: saved.binary, ..State::default() };
         let core =
             Arc::new(Core { execution: e.clone(), controller, follower, state: Mutex::new(state), cv: Condvar::new() });
         lock(&self.shells).insert(e.id.clone(), Arc::downgrade(&core));
         e.set(ExecState::Running);
         let named = |what: &str| format!("winx-shell-{what}");
+        let hook = UnixStream::from(hook);
+        if unanswered {
+            use std::io::Write;
+            let st = lock(&core.state);
+            crate::shell::hook_saved(&core, &st);
+            (&hook).write_all(format!("{prompts}\n").as_bytes())?;
+        }
         {
-            let (core, hook) = (core.clone(), UnixStream::from(hook));
+            let core = core.clone();
             std::thread::Builder::new().name(named("hook")).spawn(move || crate::shell::read_reports(core, hook))?;
         }
         if let (Some(c), Some(sink)) = (&core.controller, sink) {
@@ -157,5 +188,38 @@ impl Runtime {
         }
         tracing::info!(command_id = %e.id, at_prompt, "took over a shell an earlier guardian left");
         Ok(Reattached { shell: Shell { core }, current })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// A shell whose hook waits for its answer (bash's `read -u 3`) is seen
+    /// waiting; a process waiting otherwise is not.
+    #[test]
+    fn a_shell_reading_descriptor_3_waits_for_an_answer_another_process_does_not() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut hook = Command::new("sh")
+            .args(["-c", "exec 3<&0 0</dev/null; exec bash -c 'read -r -u 3 x; [ \"$x\" = 7 ]'"])
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .spawn()
+            .unwrap();
+        let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = hook.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !super::waits_for_answer(pid) {
+            assert!(Instant::now() < deadline, "never seen waiting");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!super::waits_for_answer(other.id() as i32));
+        (&ours).write_all(b"7\n").unwrap();
+        assert!(hook.wait().unwrap().success());
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 }
