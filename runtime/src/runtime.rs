@@ -422,9 +422,7 @@ impl Runtime {
             env_remove: self.env_remove.clone(),
         };
         let monitor = self.monitor_program()?;
-        self.start_leader(e, || {
-            spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), monitor, |cmd| self.spawn_child(cmd))
-        })
+        self.start_leader(e, || spawn_leader(&e.dir, &spec, e.cgroup.as_deref(), monitor, |cmd| self.spawn_child(cmd)))
     }
 
     /// The monitor program, or why no execution can start.

@@ -55,12 +55,11 @@ pub(crate) fn not_found(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{what} not found on PATH (ENOENT)"))
 }
 
-/// Spawns the leader of execution `id` whose directory is `dir`, into
+/// Spawns the leader of the execution whose directory is `dir`, into
 /// `cgroup` when given, under the monitor `monitor` (`monitor/`).
 /// `spawn` runs the prepared command, the monitor's (a guardian records
 /// the child's pid under its own lock there).
 pub(crate) fn spawn_leader(
-    id: &str,
     dir: &Path,
     spec: &CommandSpec,
     cgroup: Option<&Path>,
@@ -99,7 +98,9 @@ pub(crate) fn spawn_leader(
             cmd.args(&argv);
         }
     }
-    cmd.current_dir(&spec.cwd).env(MARKER, id).stdout(out).stderr(err);
+    // The monitor sets the marker on the leader alone (`monitor/run.rs`):
+    // the monitor is no member of its execution.
+    cmd.current_dir(&spec.cwd).env_remove(MARKER).stdout(out).stderr(err);
     for var in &spec.env_remove {
         cmd.env_remove(var);
     }

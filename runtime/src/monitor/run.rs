@@ -54,8 +54,11 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
     } else {
         Vec::new()
     };
+    // The execution's marker, on the leader alone: the monitor carries
+    // none (it is no member of its execution).
+    let id = Path::new(dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut cmd = Command::new(program);
-    cmd.args(leader_args);
+    cmd.args(leader_args).env(crate::MARKER, &id);
     if shell {
         match std::io::stdout().as_fd().try_clone_to_owned() {
             Ok(fd) => cmd.stdin(Stdio::from(fd)),
@@ -79,7 +82,6 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
         }
     };
     say(&mut control, &format!("L {leader}"));
-    let id = Path::new(dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let attach = if shell { super::attach::listen(&id, leader, held) } else { None };
     let mut code = None;
     loop {

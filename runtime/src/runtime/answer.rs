@@ -75,7 +75,11 @@ impl Runtime {
                 }
                 continue;
             }
-            if e.state() == ExecState::Running && !e.adopted {
+            // A leader that has exited while its monitor's report is on its
+            // way: what it left is looked for below, with the rest.
+            let leader_runs =
+                e.leader().is_none_or(|l| crate::probe::start_time_of(l.pid).is_some_and(|st| l.may_be(st)));
+            if e.state() == ExecState::Running && !e.adopted && leader_runs {
                 let pid = e.leader().map_or_else(|| "?".to_owned(), |l| l.pid.to_string());
                 found.push(format!("command {} is running (pid {pid})", e.id));
                 // Remembered now, should they leave the cgroup later.

@@ -73,7 +73,6 @@ impl Runtime {
             let spec = ShellSpec {
                 dir: &e.dir,
                 monitor,
-                id: &e.id,
                 hook: &hook,
                 cwd: &spawn.cwd,
                 env: &spawn.env,

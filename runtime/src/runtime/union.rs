@@ -60,7 +60,8 @@ impl Runtime {
             return found;
         }
         let mut reported: BTreeSet<i32> = except.iter().copied().collect();
-        // Its monitor is no member (it carries the marker it passes on).
+        // Its monitor is no member (it carries no marker; a look never
+        // names it).
         reported.extend(e.monitor().map(|m| m.pid));
         if let Some(cg) = &e.cgroup {
             match cgroup::procs(cg) {

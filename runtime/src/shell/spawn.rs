@@ -29,7 +29,6 @@ use crate::MARKER;
 
 /// What a shell's leader gets.
 pub(crate) struct ShellSpec<'a> {
-    pub(crate) id: &'a str,
     pub(crate) hook: &'a Path,
     pub(crate) cwd: &'a Path,
     pub(crate) env: &'a [(OsString, OsString)],
@@ -89,7 +88,8 @@ pub(crate) fn spawn_shell(
     for (k, v) in spec.env {
         cmd.env(k, v);
     }
-    cmd.env(MARKER, spec.id);
+    // Set by the monitor on the leader alone (`monitor/run.rs`).
+    cmd.env_remove(MARKER);
     let child = spawn(&mut cmd)?;
     // The monitor's end of the control socket is closed here: a monitor
     // that ends at once is seen at once.
