@@ -128,3 +128,26 @@ async fn a_background_command_outlives_a_guardian_sigkill() {
     completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(15)).await;
     mcp.stop().await;
 }
+
+/// A shell's monitor whose execution's directory is gone (the data
+/// directory removed while no guardian runs: nothing can account for the
+/// shell or take it over any more) lets go of the terminal: the kernel
+/// hangs it up and the shell ends, as shells did before monitors when
+/// their guardian ended (else every such shell would run for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_whose_data_directory_is_gone_is_hung_up() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": "echo $$"})).await;
+    let pid: i32 = v["output"].as_str().unwrap_or_default().trim().parse().unwrap_or_else(|_| panic!("{v}"));
+    env.kill_guardian();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the shell ended with its guardian");
+    std::fs::remove_dir_all(env.data_home.join("winx")).unwrap();
+    eventually(10, "the shell to be hung up", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+    });
+    mcp.stop().await;
+}

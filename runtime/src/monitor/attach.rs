@@ -19,6 +19,10 @@ use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::Path;
+use std::time::Duration;
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::sync::{Arc, Mutex};
 
 use super::PROTOCOL;
@@ -49,12 +53,19 @@ impl Attach {
     }
 }
 
-/// Listens on the socket of execution `id` for the shell whose leader is `leader`,
-/// handing `held` (the hook's runtime end, then the controller when
-/// given) with the monitor's standard output (the follower) to every peer
-/// of this user. `None` when the socket cannot be made: the shell then
-/// does not outlive its runtime (said on standard error).
-pub(super) fn listen(id: &str, leader: i32, held: Vec<OwnedFd>) -> Option<Arc<Attach>> {
+/// Listens on the socket of execution `id` (whose directory is `dir`) for
+/// the shell whose leader is `leader`, handing `held` (the hook's runtime
+/// end, then the controller when given) with the monitor's standard output
+/// (the follower) to every peer of this user. `None` when the socket
+/// cannot be made: the shell then does not outlive its runtime (said on
+/// standard error).
+///
+/// Once `dir` is gone (the data directory removed: no runtime can account
+/// for the execution or take the shell over any more) the monitor lets go
+/// of what it holds and stops listening: with no runtime holding the
+/// controller either, the kernel hangs the terminal up, as it did before
+/// monitors when a runtime ended. It looks every [`DIR_LOOK`].
+pub(super) fn listen(id: &str, dir: &Path, leader: i32, held: Vec<OwnedFd>) -> Option<Arc<Attach>> {
     let name = super::socket_name(id);
     let listener = match SocketAddr::from_abstract_name(name.as_bytes()).and_then(|a| UnixListener::bind_addr(&a)) {
         Ok(l) => l,
@@ -67,9 +78,23 @@ pub(super) fn listen(id: &str, leader: i32, held: Vec<OwnedFd>) -> Option<Arc<At
     let attach = Arc::new(Attach { state: Mutex::new(State { exited: None, peers: Vec::new() }) });
     let shared = attach.clone();
     let me = rustix::process::getuid();
+    let dir = dir.to_path_buf();
     let spawned = std::thread::Builder::new().stack_size(64 * 1024).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
+        let timeout = Timespec { tv_sec: DIR_LOOK.as_secs() as _, tv_nsec: 0 };
+        loop {
+            let mut fds = [PollFd::new(&listener, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) => {
+                    if !dir.exists() {
+                        // `held` and `follower` are dropped with the thread.
+                        return;
+                    }
+                    continue;
+                }
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
+            let Ok((mut conn, _)) = listener.accept() else { continue };
             if rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid) != Ok(me) {
                 continue;
             }
@@ -87,3 +112,7 @@ pub(super) fn listen(id: &str, leader: i32, held: Vec<OwnedFd>) -> Option<Arc<At
     });
     spawned.ok().map(|_| attach)
 }
+
+/// How often a shell's monitor looks whether its execution's directory is
+/// still there.
+const DIR_LOOK: Duration = Duration::from_secs(1);

@@ -82,7 +82,7 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
         }
     };
     say(&mut control, &format!("L {leader}"));
-    let attach = if shell { super::attach::listen(&id, leader, held) } else { None };
+    let attach = if shell { super::attach::listen(&id, Path::new(dir), leader, held) } else { None };
     let mut code = None;
     loop {
         match wait(WaitOptions::empty()) {
