@@ -6,6 +6,10 @@
 //! Both are measured at the MCP client (rmcp over the frontend's stdio):
 //! `tools/call`, the frontend, for the shell the guardian's `shell` op, the
 //! line typed, the hook's prompt, the output's end marker, and the reply.
+//!
+//! With `WINX_BENCH_BASELINE_BIN=OTHER_BUILD`, the same `true` in an idle
+//! shell of that build's guardian and frontend joins the group (issue 54:
+//! the shell under its monitor against a build without one).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -26,9 +30,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_winx-release");
 
 /// An MCP frontend on `dirs`'s socket, `RUST_LOG` unset, with a client.
 async fn mcp(dirs: &PrivateDirs, extra: &[&str]) -> RunningService<RoleClient, ()> {
+    mcp_of(BIN, dirs, extra).await
+}
+
+/// An MCP frontend of the binary `bin` on `dirs`'s socket.
+async fn mcp_of(bin: &str, dirs: &PrivateDirs, extra: &[&str]) -> RunningService<RoleClient, ()> {
     let mut args = vec!["mcp", "--socket", dirs.sock.to_str().unwrap()];
     args.extend_from_slice(extra);
-    let mut cmd = dirs.command(&[], Path::new(BIN), &args);
+    let mut cmd = dirs.command(&[], Path::new(bin), &args);
     cmd.env_remove("RUST_LOG");
     let (t, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd)).stderr(Stdio::null()).spawn().unwrap();
     ().serve(t).await.unwrap()
@@ -67,6 +76,20 @@ fn shell_command(c: &mut Criterion) {
         init(&m, &w.ws).await;
         m
     });
+    // Another build's guardian and frontend in a world of their own.
+    let baseline = std::env::var("WINX_BENCH_BASELINE_BIN").ok().map(|bin| {
+        let w = PrivateDirs::create("winx-bench-shell-base-", None).unwrap();
+        let mut cmd = w.command(&[], Path::new(&bin), &["guardian", "--socket", w.sock.to_str().unwrap()]);
+        cmd.stderr(Stdio::null());
+        let guardian = GuardianProc::spawn(cmd, Duration::from_secs(30)).unwrap();
+        let m = rt.block_on(async {
+            let m = mcp_of(&bin, &w, &[]).await;
+            init(&m, &w.ws).await;
+            run(&m, "true").await;
+            m
+        });
+        (w, guardian, m)
+    });
     let mut g = c.benchmark_group("shell_command");
     if !common::smoke() {
         g.sample_size(30).measurement_time(Duration::from_secs(10));
@@ -74,6 +97,11 @@ fn shell_command(c: &mut Criterion) {
     g.bench_function("true in the thread's idle shell (MCP client)", |b| {
         b.iter(|| rt.block_on(run(&shell, "true")));
     });
+    if let Some((_, _, base)) = &baseline {
+        g.bench_function("true in the thread's idle shell (MCP client, baseline build)", |b| {
+            b.iter(|| rt.block_on(run(base, "true")));
+        });
+    }
     g.bench_function("one-shot sh -c true execution (MCP client, --embedded)", |b| {
         b.iter(|| rt.block_on(run(&embedded, "sh -c true")));
     });
@@ -83,6 +111,12 @@ fn shell_command(c: &mut Criterion) {
         let _ = embedded.cancel().await;
     });
     guardian.kill();
+    if let Some((_w, mut guardian, base)) = baseline {
+        rt.block_on(async {
+            let _ = base.cancel().await;
+        });
+        guardian.kill();
+    }
 }
 
 criterion_group!(benches, shell_command);

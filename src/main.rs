@@ -2,6 +2,10 @@
 #![deny(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
+    // First: started as the monitor of an execution, this process is that
+    // and nothing else (docs/DESIGN.md, "The monitor").
+    #[cfg(target_os = "linux")]
+    winx_release_runtime::monitor::enter();
     keep_freed_memory();
     winx_release_tools::set_idle_hook(give_back_freed_memory);
     winx_release_tools::main()

@@ -22,6 +22,7 @@ mod retention;
 mod server;
 mod sessions;
 mod shell;
+mod status;
 mod stop;
 mod sync;
 

@@ -12,8 +12,7 @@ use serde_json::json;
 use winx_release_engine::layout::Layout;
 use winx_release_engine::Reason;
 use winx_release_protocol::messages::{
-    error_line, ok_line, parse_request, ErrorCode, ExecutionSummary, Hello, Request, RequestLine, SessionOpened,
-    StatusReply, MAX_REQUEST_BYTES,
+    error_line, ok_line, parse_request, ErrorCode, Hello, Request, RequestLine, SessionOpened, MAX_REQUEST_BYTES,
 };
 use winx_release_protocol::trust;
 use winx_release_runtime::{ExecState, LivenessChoice, Runtime, RuntimeOptions};
@@ -152,6 +151,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
             subreaper: true,
             adopt: true,
             env_remove: activation::SYSTEMD_VARS.iter().map(Into::into).collect(),
+            monitor: None,
         },
     );
     if runtime.liveness_mode() == winx_release_runtime::LivenessMode::Proc {
@@ -177,6 +177,12 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
             })),
         );
     }
+    // The shells an earlier guardian left (killed, restarted, upgraded):
+    // the same shells, taken over from their monitors.
+    let taken = crate::shell::reattach_at_start(&guardian);
+    if taken > 0 {
+        tracing::info!(shells = taken, "took over the shells an earlier guardian left");
+    }
     let shared = Arc::new(Shared {
         guardian,
         shutdown,
@@ -199,13 +205,15 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     };
 
     let liveness = runtime.liveness_mode().as_str();
+    tracing::info!(containment = runtime.containment(), reason = %runtime.containment_reason(), "containment");
     // Keys in the contract's order (a `json!` object sorts them).
     let ready = format!(
-        r#"{{"event":"ready","socket":{},"pid":{},"capabilities":{},"liveness":{}}}"#,
+        r#"{{"event":"ready","socket":{},"pid":{},"capabilities":{},"liveness":{},"containment":{}}}"#,
         json!(socket),
         std::process::id(),
         json!(CAPABILITIES),
-        json!(liveness)
+        json!(liveness),
+        json!(runtime.containment())
     );
     {
         let mut out = std::io::stdout().lock();
@@ -458,6 +466,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
                     pid: Some(u64::from(std::process::id())),
                     liveness: Some(g.runtime.liveness_mode().as_str().to_owned()),
                     data_dir: std::fs::canonicalize(&g.data_dir).ok().map(|d| d.display().to_string()),
+                    containment: Some(g.runtime.containment().to_owned()),
                 },
             ))
         }
@@ -482,7 +491,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
             g.retention.kick(Some(&workspace));
             r
         }
-        Request::Status { workspace, thread_id } => status_op(g, id, &workspace, &thread_id),
+        Request::Status { workspace, thread_id } => crate::status::status_op(g, id, &workspace, &thread_id),
         Request::GuardianStatus {} => Ok(ok_line(id, &crate::stop::guardian_status(g))),
         Request::Stop { force } => crate::stop::stop(g, force)
             .map(|r| ok_line(id, &r))
@@ -565,34 +574,6 @@ fn exec_status(g: &Arc<Guardian>, id: u64, command_id: &str, wait: Option<f64>) 
     })?;
     e.wait_until(wait_secs(wait, 0.0), ExecState::is_final);
     Ok(ok_line(id, &exec::reply(&e)))
-}
-
-fn status_op(g: &Arc<Guardian>, id: u64, workspace: &str, thread: &str) -> Result<Vec<u8>, OpError> {
-    let layout = layout_of(g, workspace, thread)?;
-    let Some(s) = g.session(&layout, thread) else {
-        let reply = StatusReply {
-            known: false,
-            running: 0,
-            pending: 0,
-            executions: vec![],
-            mode_name: None,
-            code_writer_config: None,
-        };
-        return Ok(ok_line(id, &reply));
-    };
-    let all = g.runtime.executions_of(&s.key);
-    let executions = all
-        .iter()
-        .map(|e| ExecutionSummary { command_id: e.id.clone(), state: e.state().into(), background: e.background })
-        .collect();
-    let running = all.iter().filter(|e| e.state().is_unresolved()).count();
-    let pending = lock(&s.state).pending();
-    let recorded = lock(&s.policy).clone();
-    let (mode_name, code_writer_config) = match recorded {
-        Some(p) => (Some(p.mode_name), p.code_writer_config),
-        None => (None, None),
-    };
-    Ok(ok_line(id, &StatusReply { known: true, running, pending, executions, mode_name, code_writer_config }))
 }
 
 #[cfg(test)]

@@ -386,6 +386,9 @@ mod host {
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // First: started as an execution's monitor, this program is that
+    // (before any thread or runtime exists).
+    winx_release_runtime::monitor::enter();
     // One worker: a call that blocked it would stall the whole server.
     tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?.block_on(host::run())
 }

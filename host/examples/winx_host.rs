@@ -214,6 +214,8 @@ mod host {
 
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // First: started as an execution's monitor, this program is that.
+    winx_release_runtime::monitor::enter();
     host::run()
 }
 

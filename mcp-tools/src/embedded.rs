@@ -53,6 +53,7 @@ impl ExecTable {
                 subreaper: false,
                 adopt: false,
                 env_remove: Vec::new(),
+                monitor: None,
             };
             Runtime::start(data_dir, &opts)
         })

@@ -29,6 +29,8 @@ use winx_release_runtime::shell::{ShellSpawn, Terminal, Write};
 use winx_release_runtime::{LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // First: started as an execution's monitor, this program is that.
+    winx_release_runtime::monitor::enter();
     let tmp = tempfile::tempdir()?;
     let workspace = tmp.path().canonicalize()?.join("ws");
     std::fs::create_dir(&workspace)?;

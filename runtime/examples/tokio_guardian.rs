@@ -84,6 +84,9 @@ async fn exists(path: &std::path::Path) -> std::io::Result<bool> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // First: started as an execution's monitor, this program is that (a
+    // host with a synchronous `main` calls it before its reactor starts).
+    winx_release_runtime::monitor::enter();
     // Setup (a temporary workspace, the session directory, a helper) is
     // blocking filesystem work too.
     let (tmp, layout, key, helper) = spawn_blocking(|| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {

@@ -93,6 +93,10 @@ pub struct Execution {
     /// Why its record could not be read, for a record of unknown owner.
     pub unreadable: Option<String>,
     pub(crate) leader: Mutex<Option<Leader>>,
+    /// Its monitor (`monitor/`), once spawned.
+    pub(crate) monitor: Mutex<Option<Leader>>,
+    /// Whether it is a shell on a terminal.
+    pub(crate) terminal: std::sync::atomic::AtomicBool,
     pub(crate) leader_exited_unix: Mutex<Option<u64>>,
     pub(crate) quiet_probes: Mutex<u32>,
     /// Every process a look has seen as its member (`members.rs`).
@@ -116,6 +120,8 @@ impl Execution {
             cgroup: record.cgroup.clone(),
             unreadable: None,
             leader: Mutex::new(record.leader),
+            monitor: Mutex::new(record.monitor),
+            terminal: std::sync::atomic::AtomicBool::new(record.terminal),
             leader_exited_unix: Mutex::new(record.leader_exited_unix),
             quiet_probes: Mutex::new(0),
             members: Members::default(),
@@ -176,6 +182,11 @@ impl Execution {
         *lock(&self.leader)
     }
 
+    /// Its monitor, once spawned.
+    pub(crate) fn monitor(&self) -> Option<Leader> {
+        *lock(&self.monitor)
+    }
+
     /// Whether its leader has exited (the shell is done; what it left
     /// behind may still run).
     pub fn leader_exited(&self) -> bool {
@@ -228,11 +239,14 @@ impl Execution {
             state,
             leader: self.leader(),
             cgroup: self.cgroup.clone(),
+            monitor: self.monitor(),
             leader_exited_unix: *lock(&self.leader_exited_unix),
             exit_code,
             failed_to_start,
             ended_unix: None,
             shell: None,
+            prompts_before: None,
+            terminal: self.terminal.load(std::sync::atomic::Ordering::SeqCst),
         }
     }
 }

@@ -33,10 +33,17 @@
 //! (`Runtime::adopt`); a record it cannot read counts as running for
 //! every session. Nothing here ever signals, kills or freezes a process.
 //!
+//! Every execution starts under a monitor of its own ([`monitor`]), the
+//! leader's parent and a child subreaper: an execution runs while its
+//! monitor has a descendant. A program that embeds the runtime calls
+//! [`monitor::enter`] first thing in `main` (or ships
+//! `winx-release-monitor` beside itself).
+//!
 //! # Example
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # winx_release_runtime::monitor::enter(); // this program is every command's monitor too
 //! use std::time::Duration;
 //! use winx_release_runtime::{ExecState, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
 //!
@@ -66,6 +73,7 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # winx_release_runtime::monitor::enter(); // this program is every command's monitor too
 //! use std::time::Duration;
 //!
 //! use winx_release_runtime::{ExecState, LivenessChoice, OwnerAnswer, Runtime, RuntimeOptions, SessionKey, Spawn};
@@ -166,6 +174,7 @@ mod end;
 mod execution;
 mod liveness;
 mod members;
+pub mod monitor;
 pub(crate) use members::members_held_at_most;
 pub(crate) mod probe;
 pub(crate) mod record;
@@ -180,6 +189,6 @@ pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
 pub use liveness::{Liveness, LivenessMode, OwnerAnswer, MARKER};
 pub use probe::snapshots_taken_here;
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
-pub use runtime::{Hook, LivenessChoice, Runtime, RuntimeOptions, Spawn};
+pub use runtime::{Hook, LivenessChoice, Reattached, Runtime, RuntimeOptions, Spawn};
 pub use session::SessionKey;
 pub use spawn::CGROUP_JOIN_FAILED;

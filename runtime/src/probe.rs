@@ -342,6 +342,15 @@ impl Probe {
         false
     }
 
+    /// Whether the process `pid` that started at `start_time` (any, for
+    /// [`Leader::UNKNOWN_START`]) is alive in this snapshot.
+    pub(crate) fn is_alive(&mut self, pid: i32, start_time: u64) -> bool {
+        let same =
+            self.table.get(pid).is_some_and(|e| start_time == Leader::UNKNOWN_START || e.stat.start_time == start_time);
+        // A `status` that cannot be read is a doubt: alive.
+        same && self.alive(pid).unwrap_or(true)
+    }
+
     /// The live descendants of `roots` in this snapshot (children, their
     /// children, ...), `roots` themselves left out. A process an execution's
     /// member started is a member too, whatever it did to its environment,

@@ -97,6 +97,10 @@ pub struct Record {
     /// Its cgroup (absolute path), in cgroup mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<PathBuf>,
+    /// Its monitor (`monitor/`), the leader's parent: while it has a
+    /// descendant the execution runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<Leader>,
     /// When its leader exited (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_exited_unix: Option<u64>,
@@ -114,6 +118,14 @@ pub struct Record {
     /// accounts for everything the command started); adoption skips it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
+    /// For a command typed into a shell: the shell's prompt count when it
+    /// was typed (it ends at a later prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts_before: Option<u64>,
+    /// Whether the execution is a shell on a terminal (its monitor hands
+    /// the terminal to a next runtime).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
 }
 
 /// Who a new record is: the fields a record starts with.
@@ -142,11 +154,14 @@ impl Record {
             state,
             leader: None,
             cgroup: None,
+            monitor: None,
             leader_exited_unix: None,
             exit_code: None,
             failed_to_start: false,
             ended_unix: None,
             shell: None,
+            prompts_before: None,
+            terminal: false,
         }
     }
 }
@@ -219,11 +234,14 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
         state,
         leader,
         cgroup: None,
+        monitor: None,
         leader_exited_unix: v.get("leader_exited_unix").and_then(|t| t.as_u64()),
         exit_code: code("exit_code").or_else(|| code("leader_exit_code")),
         failed_to_start: v.get("failed_to_start").and_then(|b| b.as_bool()).unwrap_or(false),
         ended_unix: v.get("ended_unix").and_then(|t| t.as_u64()),
         shell: None,
+        prompts_before: None,
+        terminal: false,
     })
 }
 
@@ -254,11 +272,14 @@ mod tests {
             state: RecordState::Lingering,
             leader: Some(Leader { pid: 9, start_time: 10, own_group: true, own_session: true }),
             cgroup: Some("/sys/fs/cgroup/x".into()),
+            monitor: Some(Leader { pid: 8, start_time: 9, own_group: true, own_session: true }),
             leader_exited_unix: Some(6),
             exit_code: Some(0),
             failed_to_start: false,
             ended_unix: None,
             shell: None,
+            prompts_before: None,
+            terminal: true,
         }
     }
 

@@ -13,17 +13,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cgroup::{self, Subtree};
 use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+use super::monitor::Monitored;
 use super::probe::{self, Probe, QUIET_PROBES};
 use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use super::shell::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
+pub(crate) use reattach::save_prompt;
+pub use reattach::Reattached;
+
 use winx_release_engine::scan::DirLook;
 use winx_release_kernel::sys::create_private_dir_all;
 use winx_release_kernel::sys::lock;
 
 mod adopt;
 mod answer;
+mod reattach;
 mod shell;
 mod shell_members;
 mod union;
@@ -63,6 +68,10 @@ pub struct RuntimeOptions {
     pub adopt: bool,
     /// Variables no command inherits (systemd's activation variables, say).
     pub env_remove: Vec<OsString>,
+    /// The program every execution starts under as its monitor
+    /// ([`crate::monitor`]); `None`: [`crate::monitor::program`] finds one.
+    /// Where none is found, nothing starts (every start fails, saying why).
+    pub monitor: Option<PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -73,6 +82,7 @@ impl Default for RuntimeOptions {
             subreaper: true,
             adopt: true,
             env_remove: Vec::new(),
+            monitor: None,
         }
     }
 }
@@ -129,6 +139,8 @@ pub struct Runtime {
     /// children that are not leaders orphans of its executions.
     subreaper: bool,
     env_remove: Vec<OsString>,
+    /// The monitor program, if one was found.
+    monitor: Option<PathBuf>,
     table: Mutex<HashMap<String, Arc<Execution>>>,
     resolved: Mutex<HashSet<String>>,
     /// The last look at `D/executions` that left nothing to look at again
@@ -142,6 +154,28 @@ pub struct Runtime {
     /// The live shells this runtime started, by execution id
     /// (`runtime/shell.rs`).
     shells: Mutex<HashMap<String, Weak<Core>>>,
+}
+
+/// Waits until `leader` has exited (by a pidfd; at once when it is gone
+/// or is another process now).
+///
+/// # References
+/// - [`pidfd_open(2)`](https://man7.org/linux/man-pages/man2/pidfd_open.2.html)
+pub(crate) fn wait_gone(leader: Option<Leader>) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let Some(l) = leader else { return };
+    let Some(fd) = winx_release_kernel::sys::pidfd_of(l.pid) else { return };
+    // Opened before the check: the pidfd names the process checked.
+    if probe::start_time_of(l.pid).is_none_or(|st| !l.may_be(st)) {
+        return;
+    }
+    loop {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return,
+        }
+    }
 }
 
 fn now_unix() -> u64 {
@@ -184,6 +218,7 @@ impl Runtime {
             adopt: opts.adopt,
             subreaper,
             env_remove: opts.env_remove.clone(),
+            monitor: opts.monitor.clone().or_else(crate::monitor::program),
             table: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashSet::new()),
             adopt_look: Mutex::new(None),
@@ -194,6 +229,13 @@ impl Runtime {
             shells: Mutex::new(HashMap::new()),
         });
         tracing::info!(liveness = rt.liveness_mode().as_str(), reason = %rt.reason, "execution liveness");
+        match &rt.monitor {
+            Some(p) => tracing::info!(monitor = %p.display(), "every execution starts under a monitor"),
+            None => tracing::error!(
+                "no monitor program (winx-release-monitor, or {}): no command can start",
+                crate::monitor::PROGRAM_VAR
+            ),
+        }
         match rt.adopt() {
             Ok(0) => {}
             Ok(adopted) => tracing::info!(adopted, "found unresolved executions of an earlier runtime"),
@@ -219,6 +261,38 @@ impl Runtime {
     /// Why that mode is in force, in one line.
     pub fn liveness_reason(&self) -> &str {
         &self.reason
+    }
+
+    /// What keeps an execution's processes from leaving it: `"ancestry"`
+    /// (each execution's processes descend from its monitor, a child
+    /// subreaper: `monitor/`). `"cgroupns"` (a cgroup namespace per
+    /// execution on an `nsdelegate` mount, where the kernel refuses moves
+    /// out of the execution's subtree) is the containment the contract
+    /// names where the kernel offers it; this runtime does not make such
+    /// namespaces yet ([`Runtime::containment_reason`] says why not here).
+    pub fn containment(&self) -> &'static str {
+        "ancestry"
+    }
+
+    /// Why [`Runtime::containment`] is what it is, in one line.
+    pub fn containment_reason(&self) -> String {
+        let nsdelegate = std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| {
+            m.lines()
+                .any(|l| l.split(" - ").nth(1).is_some_and(|r| r.starts_with("cgroup2 ")) && l.contains("nsdelegate"))
+        });
+        match (&self.mode, nsdelegate) {
+            (Mode::Proc, _) => {
+                "no delegated cgroup subtree: ancestry (each execution's monitor) and the /proc signals".into()
+            }
+            (Mode::Cgroup(_), false) => {
+                "the cgroup2 mount lacks nsdelegate: a cgroup namespace would not stop moves out of \
+                                         an execution's cgroup; ancestry (each execution's monitor) and its cgroup"
+                    .into()
+            }
+            (Mode::Cgroup(_), true) => "cgroup namespaces per execution are not made by this build; ancestry (each \
+                                        execution's monitor) and its cgroup"
+                .into(),
+        }
     }
 
     /// The data directory.
@@ -302,7 +376,7 @@ impl Runtime {
     pub(crate) fn run_with(
         self: &Arc<Self>,
         e: &Arc<Execution>,
-        spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Child>,
+        spawn: impl FnOnce(&Arc<Execution>) -> io::Result<Monitored>,
     ) -> io::Result<()> {
         // The thread that will wait for the leader is had first: where none
         // can be had (the user's task limit reached), nothing is started,
@@ -310,10 +384,10 @@ impl Runtime {
         let watcher = winx_release_kernel::sys::Reserved::thread()
             .map_err(|err| io::Error::new(err.kind(), format!("no thread to watch the command: {err}")));
         match watcher.and_then(|w| spawn(e).map(|child| (w, child))) {
-            Ok((watcher, child)) => {
+            Ok((watcher, started)) => {
                 e.set(ExecState::Running);
                 let (rt, e) = (self.clone(), e.clone());
-                watcher.run(move || rt.monitor(e, child));
+                watcher.run(move || rt.watch_leader(e, started));
                 Ok(())
             }
             Err(err) => {
@@ -340,14 +414,30 @@ impl Runtime {
         }
     }
 
-    fn spawn(&self, e: &Arc<Execution>, spawn: &Spawn) -> io::Result<Child> {
+    fn spawn(&self, e: &Arc<Execution>, spawn: &Spawn) -> io::Result<Monitored> {
         let spec = CommandSpec {
             command: spawn.command.clone(),
             cwd: spawn.cwd.clone().unwrap_or_else(|| spawn.workspace.clone()),
             env: spawn.env.clone(),
             env_remove: self.env_remove.clone(),
         };
-        self.start_leader(e, || spawn_leader(&e.id, &e.dir, &spec, e.cgroup.as_deref(), |cmd| self.spawn_child(cmd)))
+        let monitor = self.monitor_program()?;
+        self.start_leader(e, || spawn_leader(&e.dir, &spec, e.cgroup.as_deref(), monitor, |cmd| self.spawn_child(cmd)))
+    }
+
+    /// The monitor program, or why no execution can start.
+    pub(super) fn monitor_program(&self) -> io::Result<&Path> {
+        self.monitor.as_deref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no monitor program: {} is not beside this program, {} is not set, and this program does \
+                     not call winx_release_runtime::monitor::enter (refusing to start a command without one)",
+                    crate::monitor::BINARY,
+                    crate::monitor::PROGRAM_VAR
+                ),
+            )
+        })
     }
 
     /// Starts the leader of `e` with `start` (which spawns it through
@@ -358,16 +448,18 @@ impl Runtime {
     pub(super) fn start_leader(
         &self,
         e: &Execution,
-        start: impl FnOnce() -> io::Result<(Child, Leader)>,
-    ) -> io::Result<Child> {
+        start: impl FnOnce() -> io::Result<(Monitored, Leader)>,
+    ) -> io::Result<Monitored> {
         if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
             s.create_execution_cgroup(&e.id)?;
         }
         record::write_record(&e.dir, &e.record(RecordState::Starting))?;
-        let (child, leader) = start()?;
+        let (started, leader) = start()?;
+        let monitor = started.child.id() as i32;
+        *lock(&e.monitor) = Some(probe::spawned_leader(monitor, true, true));
         *lock(&e.leader) = Some(leader);
         self.write(e, &e.record(RecordState::Running));
-        Ok(child)
+        Ok(started)
     }
 
     /// Spawns `cmd` under the table of leaders: the orphan reaper never
@@ -379,13 +471,23 @@ impl Runtime {
         Ok(child)
     }
 
-    fn monitor(self: Arc<Self>, e: Arc<Execution>, mut child: Child) {
-        let status = child.wait();
-        lock(&self.children).remove(&(child.id() as i32));
-        let code = status.as_ref().ok().and_then(|s| {
-            use std::os::unix::process::ExitStatusExt;
-            s.code().or_else(|| s.signal().map(|n| 128 + n))
+    /// Waits for the leader's exit, as its monitor reports it, then for
+    /// the monitor's (which outlives everything the execution started).
+    fn watch_leader(self: Arc<Self>, e: Arc<Execution>, started: Monitored) {
+        let Monitored { mut child, control, .. } = started;
+        let code = control.leader_exit().unwrap_or_else(|| {
+            // The monitor was killed: its leader (reparented to this
+            // process or to init) may run on.
+            wait_gone(e.leader());
+            None
         });
+        self.leader_ended(&e, code);
+        let _ = child.wait();
+        lock(&self.children).remove(&(child.id() as i32));
+    }
+
+    fn leader_ended(&self, e: &Arc<Execution>, code: Option<i32>) {
+        let e = e.clone();
         *lock(&e.leader_exited_unix) = Some(now_unix());
         // Still `Running` for every observer until this is decided.
         if self.nothing_left(&e) {

@@ -1,4 +1,5 @@
-//! Starting an execution's leader: `bash -c COMMAND` in its own session and
+//! Starting an execution's leader, under its monitor (`monitor/`):
+//! `bash -c COMMAND` in its own session and
 //! process group (through `setsid` when it is on `PATH`), marked with
 //! `WINX_EXECUTION_ID` in its environment, stdin from `/dev/null`, stdout
 //! and stderr appended to `D/executions/<id>/output`.
@@ -18,10 +19,10 @@ use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
+use super::monitor::{start_monitored, LeaderIo, Monitored};
 use super::record::{Leader, OUTPUT_FILE};
 use super::MARKER;
 
@@ -54,16 +55,17 @@ pub(crate) fn not_found(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{what} not found on PATH (ENOENT)"))
 }
 
-/// Spawns the leader of execution `id` whose directory is `dir`, into
-/// `cgroup` when given. `spawn` runs the prepared command (a guardian
-/// records the child's pid under its own lock there).
-pub fn spawn_leader(
-    id: &str,
+/// Spawns the leader of the execution whose directory is `dir`, into
+/// `cgroup` when given, under the monitor `monitor` (`monitor/`).
+/// `spawn` runs the prepared command, the monitor's (a guardian records
+/// the child's pid under its own lock there).
+pub(crate) fn spawn_leader(
     dir: &Path,
     spec: &CommandSpec,
     cgroup: Option<&Path>,
+    monitor: &Path,
     spawn: impl FnOnce(&mut Command) -> io::Result<Child>,
-) -> io::Result<(Child, Leader)> {
+) -> io::Result<(Monitored, Leader)> {
     let out = OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(OUTPUT_FILE))?;
     let err = out.try_clone()?;
     let bash = on_path("bash").ok_or_else(|| not_found("bash"))?;
@@ -78,30 +80,27 @@ pub fn spawn_leader(
     argv.push(bash.into());
     argv.push("-c".into());
     argv.push(spec.command.clone().into());
-    let mut cmd = match cgroup {
+    let (mut cmd, control) = crate::monitor::command(monitor, dir, LeaderIo::Null, setsid.is_none())?;
+    match cgroup {
         Some(cg) => {
             // POSIX puts `sh` at /bin/sh; PATH only where it does not.
             let sh = Some(PathBuf::from("/bin/sh")).filter(|p| p.exists()).or_else(|| on_path("sh"));
             let sh = sh.ok_or_else(|| not_found("sh"))?;
-            let mut c = Command::new(sh);
-            c.arg("-c")
+            cmd.arg(sh)
+                .arg("-c")
                 .arg(format!(
                     "echo $$ > \"$0/cgroup.procs\" || {{ echo \"winx: cannot join cgroup $0; not run\" >&2; exit {CGROUP_JOIN_FAILED}; }}; exec \"$@\""
                 ))
                 .arg(cg)
                 .args(&argv);
-            c
         }
         None => {
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..]);
-            c
+            cmd.args(&argv);
         }
-    };
-    if setsid.is_none() {
-        cmd.process_group(0);
     }
-    cmd.current_dir(&spec.cwd).env(MARKER, id).stdin(Stdio::null()).stdout(out).stderr(err);
+    // The monitor sets the marker on the leader alone (`monitor/run.rs`):
+    // the monitor is no member of its execution.
+    cmd.current_dir(&spec.cwd).env_remove(MARKER).stdout(out).stderr(err);
     for var in &spec.env_remove {
         cmd.env_remove(var);
     }
@@ -109,6 +108,10 @@ pub fn spawn_leader(
         cmd.env(k, v);
     }
     let child = spawn(&mut cmd)?;
-    let pid = child.id() as i32;
-    Ok((child, super::probe::spawned_leader(pid, true, setsid.is_some())))
+    // The monitor's end of the control socket is closed here: a monitor
+    // that ends at once is seen at once.
+    drop(cmd);
+    let started = start_monitored(child, control, monitor.as_os_str(), &[])?;
+    let pid = started.leader;
+    Ok((started, super::probe::spawned_leader(pid, true, setsid.is_some())))
 }

@@ -200,11 +200,14 @@ fn a_leader_recorded_without_its_start_time_still_counts() {
         state: RecordState::Running,
         leader: Some(Leader { pid, start_time: Leader::UNKNOWN_START, own_group: true, own_session: false }),
         cgroup: None,
+        monitor: None,
         leader_exited_unix: None,
         exit_code: None,
         failed_to_start: false,
         ended_unix: None,
         shell: None,
+        prompts_before: None,
+        terminal: false,
     };
     let dir = data.join("executions").join(id);
     std::fs::create_dir_all(&dir).unwrap();

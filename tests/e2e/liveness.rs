@@ -91,6 +91,11 @@ async fn a_setsid_daemon_blocks_release() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Changed by issue 54: what a command leaves is reparented to its
+/// execution's monitor, not to the guardian; a process becomes an orphan
+/// of the guardian only when its monitor is killed (here by the command
+/// itself, `kill -9 $PPID`: the shell's parent is its monitor). Such an
+/// orphan lost its ancestry and counts for every session.
 async fn an_orphan_nothing_accounts_for_blocks_every_session() {
     let mut env = Env::new();
     // The /proc fallback: in cgroup mode the orphan is in its execution's
@@ -105,7 +110,7 @@ async fn an_orphan_nothing_accounts_for_blocks_every_session() {
     call(
         &mcp,
         "BashCommand",
-        json!({"thread_id": "t1", "command": "( env -i setsid sleep 3 >/dev/null 2>&1 </dev/null & ); echo ok"}),
+        json!({"thread_id": "t1", "command": "( env -i setsid sleep 3 >/dev/null 2>&1 </dev/null & ); kill -9 $PPID; echo ok"}),
     )
     .await;
     let d = denied(&env, &mcp, "t2", &h2, "execution_active").await;

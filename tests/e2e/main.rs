@@ -16,6 +16,7 @@ mod mcp_owner;
 mod mcp_protocol;
 mod mcp_release;
 mod mcp_ts_sdk;
+mod monitor;
 mod nonroot;
 mod operator;
 mod provenance;

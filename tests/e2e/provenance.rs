@@ -3,11 +3,11 @@
 //! they apply:
 //! - a command of thread A starts a child that calls `setsid`, clears its
 //!   environment and takes thread B's shell's marker (and, in cgroup mode,
-//!   joins B's shell's cgroup): orphaned to the guardian, it still keeps
-//!   A's releases refused while it runs, and then reads A's helper;
-//! - a job a look saw as a child of thread A's shell, orphaned when the
-//!   shell exits, stays A's alone (the exception to "an orphan counts for
-//!   every session");
+//!   joins B's shell's cgroup): reparented to A's shell's monitor, it
+//!   still keeps A's releases refused while it runs, and then reads A's
+//!   helper;
+//! - a job of thread A's shell, orphaned when the shell exits, stays A's
+//!   alone: it descends from A's shell's monitor;
 //! - a process of the user outside the guardian whose environment cannot
 //!   be read (a zombie leader with a live thread) does not refuse a
 //!   thread's releases: ancestry decides, and it descends from no process
@@ -63,6 +63,17 @@ fn ppid_of(pid: i32) -> Option<i32> {
     text[text.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
 }
 
+/// The monitor of `thread`'s shell (the shell's parent).
+async fn monitor_of(mcp: &Mcp, thread: &str) -> i32 {
+    let v = call(mcp, "BashCommand", json!({"thread_id": thread, "command": "echo \"ppid=$PPID.\""})).await;
+    let out = v["output"].as_str().unwrap_or_default();
+    out.split("ppid=")
+        .nth(1)
+        .and_then(|r| r.split('.').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{v}"))
+}
+
 /// The execution id of `thread`'s shell (its marker).
 async fn shell_id(mcp: &Mcp, thread: &str) -> String {
     let v = call(mcp, "BashCommand", json!({"thread_id": thread, "command": "echo \"id=$WINX_EXECUTION_ID.\""})).await;
@@ -103,8 +114,10 @@ async fn wearing_another_threads_execution(mode: &str, join_cgroup: bool) {
         out = out.display()
     );
     std::fs::write(dir.join("wearer.sh"), script).unwrap();
-    // `setsid -f`: forked, and its parent exits at once: an orphan of the
-    // guardian, in a session of its own, with B's marker alone.
+    // `setsid -f`: forked, and its parent exits at once: reparented to A's
+    // shell's monitor (before issue 54's monitor: to the guardian), in a
+    // session of its own, with B's marker alone.
+    let a_monitor = monitor_of(&mcp, "t1").await;
     let cmd = format!(
         "setsid -f env -i PATH=/usr/bin:/bin WINX_EXECUTION_ID={b} sh {} >/dev/null 2>&1 </dev/null; echo started",
         dir.join("wearer.sh").display()
@@ -117,7 +130,8 @@ async fn wearing_another_threads_execution(mode: &str, join_cgroup: bool) {
         pid != 0
     });
     let guardian = env.ready.as_ref().unwrap()["pid"].as_i64().unwrap() as i32;
-    eventually(10, "the wearer to be an orphan of the guardian", || ppid_of(pid) == Some(guardian));
+    assert_eq!(ppid_of(a_monitor), Some(guardian));
+    eventually(10, "the wearer to be an orphan of A's monitor", || ppid_of(pid) == Some(a_monitor));
     assert_eq!(marker_of(pid).as_deref(), Some(b.as_str()));
     if join_cgroup {
         assert!(cgroup_of(pid).is_some_and(|c| c.ends_with(&b)), "{:?}", cgroup_of(pid));
@@ -203,9 +217,10 @@ async fn cgroup_an_unreadable_process_outside_the_thread_does_not_refuse_its_rel
     an_unreadable_stranger_does_not_refuse("cgroup").await;
 }
 
-/// The exception to "an orphan counts for every session": a job a look saw
-/// as kin of thread A's shell (a child of the shell, whatever its marker)
-/// that is orphaned when the shell exits stays A's alone: A's releases are
+/// A job of thread A's shell (a child of the shell, whatever its marker)
+/// that is orphaned when the shell exits stays A's alone: it is reparented
+/// to A's shell's monitor (before issue 54's monitor, to the guardian,
+/// where a look that had seen it as kin kept it A's). A's releases are
 /// refused while it runs, B's are not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_seen_as_kin_before_counts_for_its_thread_alone() {
@@ -228,10 +243,10 @@ async fn an_orphan_seen_as_kin_before_counts_for_its_thread_alone() {
     // A look sees it as a child of the shell: kin.
     let d = denied(&env, &mcp, "t1", &h1, "execution_active").await;
     assert!(d["message"].as_str().unwrap_or_default().contains(&pid.to_string()), "{d}");
-    // The shell exits; the job is reparented to the guardian.
+    // The shell exits; the job is reparented to its monitor.
+    let a_monitor = monitor_of(&mcp, "t1").await;
     call(&mcp, "BashCommand", json!({"thread_id": "t1", "command": "exit", "wait_for_seconds": 2})).await;
-    let guardian = env.ready.as_ref().unwrap()["pid"].as_i64().unwrap() as i32;
-    eventually(10, "the job to be an orphan of the guardian", || ppid_of(pid) == Some(guardian));
+    eventually(10, "the job to be an orphan of A's monitor", || ppid_of(pid) == Some(a_monitor));
     let d = denied(&env, &mcp, "t1", &h1, "execution_active").await;
     assert!(d["message"].as_str().unwrap_or_default().contains(&pid.to_string()), "{d}");
     completes_after(&env, &mcp, "t2", &h2, "execution_active", Duration::from_secs(10)).await;

@@ -214,7 +214,11 @@ async fn a_frontend_restart_keeps_the_cwd() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_guardian_sigkill_a_nohup_daemon_blocks_and_a_new_shell_answers() {
+/// Changed by issue 54: the shell outlives the guardian (its monitor holds
+/// its terminal), so the same shell answers after the restart, in the
+/// directory its last command left it in (before, a restart hung it up and
+/// a new shell answered in the workspace).
+async fn after_a_guardian_sigkill_a_nohup_daemon_blocks_and_the_same_shell_answers() {
     let mut env = Env::new();
     env.start_guardian();
     let mcp = env.mcp(&[]).await;
@@ -227,9 +231,9 @@ async fn after_a_guardian_sigkill_a_nohup_daemon_blocks_and_a_new_shell_answers(
     env.start_guardian();
     mcp.init(&env.ws, "t1").await;
     denied(&env, &mcp, "t1", &h, "execution_active").await;
-    // A new shell, in the workspace again (the old one was hung up).
+    // The same shell, where its last command left it.
     let v = ok(&mcp, "t1", "pwd").await;
-    assert_eq!(out(&v), format!("{}\n", env.ws.display()), "{v}");
+    assert_eq!(out(&v), "/\n", "{v}");
     completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
     mcp.stop().await;
 }

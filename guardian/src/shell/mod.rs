@@ -1,7 +1,8 @@
 //! The shells this guardian owns: one persistent shell per thread, and one
 //! per background command, each an execution of the engine on a PTY whose
-//! controller the guardian keeps (so a frontend restart finds it as it
-//! was; a guardian restart hangs it up).
+//! controller the guardian keeps, and the shell's monitor with it (so a
+//! frontend restart finds it as it was, and so does a guardian that was
+//! killed or restarted: `reattach.rs`).
 //!
 //! What the terminal prints is fed to a `vt100` screen (for `screen`) and
 //! to the engine's output filter, which splits it at the hook's markers
@@ -9,6 +10,7 @@
 //! prompt or escape sequences), appended to `D/executions/<command_id>/output`.
 
 mod ops;
+mod reattach;
 mod retire;
 mod screen;
 
@@ -25,6 +27,7 @@ use winx_release_runtime::shell::{
 use winx_release_runtime::{Runtime, SessionKey};
 
 pub use ops::shell_op;
+pub(crate) use reattach::reattach_at_start;
 
 use crate::sync::lock;
 use screen::Screen;
@@ -212,26 +215,7 @@ fn start(
     on_done: Option<Done>,
 ) -> std::io::Result<Arc<Term>> {
     let background = on_done.is_some();
-    let rows = NonZeroU16::new(DEFAULT_ROWS).unwrap_or(NonZeroU16::MIN);
-    let cols = NonZeroU16::new(DEFAULT_COLS).unwrap_or(NonZeroU16::MIN);
-    let view = Arc::new(Mutex::new(View {
-        screen: Screen::new(rows, cols),
-        filter: OutputFilter::default(),
-        shell: None,
-        current: None,
-        started: false,
-        last: None,
-        closing: false,
-        on_done,
-    }));
-    let cv = Arc::new(Condvar::new());
-    let sink = {
-        let (view, cv, rt) = (view.clone(), cv.clone(), rt.clone());
-        Arc::new(move |bytes: &[u8]| {
-            feed(&rt, &mut lock(&view), bytes);
-            cv.notify_all();
-        })
-    };
+    let (view, cv, sink) = new_view(rt, on_done);
     let workspace = session.workspace.to_path_buf();
     let shell = rt.start_shell(
         admitted,
@@ -260,6 +244,34 @@ fn start(
         view,
         cv,
     }))
+}
+
+/// A new view of a terminal, its condition, and the sink that feeds it.
+fn new_view(
+    rt: &Arc<Runtime>,
+    on_done: Option<Done>,
+) -> (Arc<Mutex<View>>, Arc<Condvar>, winx_release_runtime::shell::OutputSink) {
+    let rows = NonZeroU16::new(DEFAULT_ROWS).unwrap_or(NonZeroU16::MIN);
+    let cols = NonZeroU16::new(DEFAULT_COLS).unwrap_or(NonZeroU16::MIN);
+    let view = Arc::new(Mutex::new(View {
+        screen: Screen::new(rows, cols),
+        filter: OutputFilter::default(),
+        shell: None,
+        current: None,
+        started: false,
+        last: None,
+        closing: false,
+        on_done,
+    }));
+    let cv = Arc::new(Condvar::new());
+    let sink = {
+        let (view, cv, rt) = (view.clone(), cv.clone(), rt.clone());
+        Arc::new(move |bytes: &[u8]| {
+            feed(&rt, &mut lock(&view), bytes);
+            cv.notify_all();
+        })
+    };
+    (view, cv, sink)
 }
 
 /// One chunk of terminal output: the screen, and the current command's

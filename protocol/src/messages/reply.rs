@@ -36,6 +36,12 @@ pub struct Hello {
     /// it serves the same `D`, whose executions it adopts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<String>,
+    /// What keeps an execution's processes from leaving it:
+    /// `"cgroupns"` (a cgroup namespace per execution on an `nsdelegate`
+    /// mount: the kernel refuses moves out) or `"ancestry"` (each
+    /// execution's processes descend from its monitor, a subreaper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 impl Hello {
@@ -159,6 +165,9 @@ pub struct StatusReply {
     /// The `code_writer_config` recorded with the mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_writer_config: Option<Value>,
+    /// The containment in force (as in [`Hello::containment`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// One session in a [`GuardianStatus`].

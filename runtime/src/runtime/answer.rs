@@ -75,7 +75,11 @@ impl Runtime {
                 }
                 continue;
             }
-            if e.state() == ExecState::Running && !e.adopted {
+            // A leader that has exited while its monitor's report is on its
+            // way: what it left is looked for below, with the rest.
+            let leader_runs =
+                e.leader().is_none_or(|l| crate::probe::start_time_of(l.pid).is_some_and(|st| l.may_be(st)));
+            if e.state() == ExecState::Running && !e.adopted && leader_runs {
                 let pid = e.leader().map_or_else(|| "?".to_owned(), |l| l.pid.to_string());
                 found.push(format!("command {} is running (pid {pid})", e.id));
                 // Remembered now, should they leave the cgroup later.
@@ -212,7 +216,10 @@ impl Runtime {
             let mut claimed_by = Vec::new();
             for e in self.executions().into_iter().filter(|e| e.state().is_unresolved()) {
                 let in_cgroup = matches!((&e.cgroup, &cgroup_of), (Some(cg), Some(d)) if d.starts_with(cg));
-                if e.members.contains_kin(pid, start) {
+                // A leader whose monitor was killed: the runtime recorded
+                // it (pid and start time) when it spawned it.
+                let its_leader = e.leader().is_some_and(|l| l.pid == pid && l.may_be(start));
+                if its_leader || e.members.contains_kin(pid, start) {
                     kin_of.push(e);
                 } else if e.members.contains(pid, start) || in_cgroup || probe.belongs(pid, &e.id, e.leader())? {
                     claimed_by.push(e);

@@ -64,6 +64,7 @@ impl Runtime {
         })?;
         // Started here, not by `run`.
         lock(&self.specs).remove(&e.id);
+        e.terminal.store(true, std::sync::atomic::Ordering::SeqCst);
         let hook = e.dir.join(HOOK_FILE);
         let (ours, theirs) = UnixStream::pair()?;
         let made = fs::write(&hook, program.rc_script());
@@ -83,15 +84,21 @@ impl Runtime {
                 _ => None,
             };
             readers = Some((reports, output));
+            let monitor = self.monitor_program()?;
             let spec = ShellSpec {
-                id: &e.id,
+                dir: &e.dir,
+                monitor,
                 argv: &argv,
                 cwd: &spawn.cwd,
                 env: &spawn.env,
                 env_remove: &env_remove,
                 cgroup: e.cgroup.as_deref(),
             };
-            self.start_leader(e, || spawn_shell(&spec, &follower, OwnedFd::from(theirs), |cmd| self.spawn_child(cmd)))
+            let mut held = vec![ours.as_fd()];
+            held.extend(controller.as_ref().map(|c| c.as_fd()));
+            self.start_leader(e, || {
+                spawn_shell(&spec, &follower, OwnedFd::from(theirs), &held, |cmd| self.spawn_child(cmd))
+            })
         })?;
         let core = Arc::new(Core {
             execution: e.clone(),
@@ -153,7 +160,7 @@ impl Runtime {
 
 /// Reads the controller until the shell's leader exited, handing every
 /// chunk to `sink`.
-fn read_output(e: &Execution, controller: OwnedFd, sink: OutputSink) {
+pub(super) fn read_output(e: &Execution, controller: OwnedFd, sink: OutputSink) {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut buf = vec![0u8; 16 * 1024];
     let timeout = Timespec { tv_sec: 0, tv_nsec: OUTPUT_POLL.as_nanos() as _ };

@@ -60,6 +60,9 @@ impl Runtime {
             return found;
         }
         let mut reported: BTreeSet<i32> = except.iter().copied().collect();
+        // Its monitor is no member (it carries no marker; a look never
+        // names it).
+        reported.extend(e.monitor().map(|m| m.pid));
         if let Some(cg) = &e.cgroup {
             match cgroup::procs(cg) {
                 Ok(pids) => {
@@ -76,6 +79,7 @@ impl Runtime {
                 Err(err) => found.push(format!("cannot tell whether command {} runs: {}: {err}", e.id, cg.display())),
             }
         }
+        self.look_monitor(e, &mut reported, probe, &mut found);
         match probe.members_parts(&e.id, e.leader()) {
             Ok(parts) => {
                 let (remembered, _) = e.members.alive();
@@ -136,6 +140,32 @@ impl Runtime {
         found
     }
 
+    /// The ancestry part of [`Runtime::look`]: while `e`'s monitor runs,
+    /// every descendant of it not in `reported` (the shell's own process,
+    /// say) runs, and a monitor without one is still recording its exit
+    /// (counted, except where `reported` excepts its one child). A monitor
+    /// gone without its exit record was killed: what it left was
+    /// reparented to the nearest subreaper (this process's orphans) or to
+    /// init, where the rest of the union finds it.
+    fn look_monitor(&self, e: &Execution, reported: &mut BTreeSet<i32>, probe: &mut Probe, found: &mut Vec<String>) {
+        let Some(m) = e.monitor() else { return };
+        if !probe.is_alive(m.pid, m.start_time) {
+            return;
+        }
+        let below = probe.descendants(&[m.pid]);
+        e.members.note_kin(not_leader(e, below.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
+        let excepted = below.iter().any(|p| reported.contains(p));
+        let left: Vec<i32> = below.into_iter().filter(|p| reported.insert(*p)).collect();
+        if !left.is_empty() {
+            found.push(format!(
+                "command {} left process(es) {left:?} running (descendants of its monitor, pid {})",
+                e.id, m.pid
+            ));
+        } else if !excepted {
+            found.push(format!("the monitor of command {} (pid {}) has not recorded its exit yet", e.id, m.pid));
+        }
+    }
+
     /// Whether the kernel's ancestry decides what of `e` runs: this process
     /// is a child subreaper and started `e` itself, so that everything `e`
     /// started descends from `e`'s leader or members, or was reparented
@@ -161,5 +191,6 @@ pub(super) fn not_leader<'a>(
     seen: impl IntoIterator<Item = (i32, u64)> + 'a,
 ) -> impl Iterator<Item = (i32, u64)> + 'a {
     let leader = e.leader().map(|l| (l.pid, l.start_time));
-    seen.into_iter().filter(move |m| Some(*m) != leader)
+    let monitor = e.monitor().map(|l| l.pid);
+    seen.into_iter().filter(move |m| Some(*m) != leader && Some(m.0) != monitor)
 }

@@ -67,6 +67,7 @@ impl Shell {
         fs::write(dir.join(COMMAND_FILE), text)?;
         let record = Record {
             shell: Some(e.id.clone()),
+            prompts_before: Some(self.prompts()),
             ..Record::new(NewRecord {
                 command_id: id.clone(),
                 thread_id: e.thread.clone(),
@@ -82,7 +83,7 @@ impl Shell {
         Ok(CommandRecord {
             id,
             dir,
-            prompts_before: self.prompts(),
+            prompts_before: record.prompts_before.unwrap_or(0),
             restricted: self.core.restricted,
             record: Mutex::new(record),
             out: Mutex::new(Some(out)),
@@ -168,6 +169,38 @@ impl CommandRecord {
         record::write_record(&self.dir, &r)?;
         Ok(dropped)
     }
+}
+
+/// The command typed into the shell of execution `shell` that is not back
+/// at its prompt, by its record in `data_dir/executions` (the latest, if
+/// several), opened again for its output: for a runtime that takes the
+/// shell over.
+pub(crate) fn unfinished_of(data_dir: &Path, shell: &str) -> Option<CommandRecord> {
+    let mut latest: Option<(Record, PathBuf)> = None;
+    for entry in fs::read_dir(data_dir.join("executions")).ok()?.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(record::is_command_id) {
+            continue;
+        }
+        let record::ReadRecord::Found(r) = record::read_record(&entry.path()) else { continue };
+        if r.shell.as_deref() != Some(shell) || r.state == RecordState::Resolved {
+            continue;
+        }
+        if latest.as_ref().is_none_or(|(l, _)| l.started_unix <= r.started_unix) {
+            latest = Some((*r, entry.path()));
+        }
+    }
+    let (r, dir) = latest?;
+    let out = OpenOptions::new().append(true).open(dir.join(OUTPUT_FILE)).ok()?;
+    Some(CommandRecord {
+        id: r.command_id.clone(),
+        dir,
+        prompts_before: r.prompts_before.unwrap_or(0),
+        // Typed already: how it was typed no longer matters.
+        restricted: false,
+        record: Mutex::new(r),
+        out: Mutex::new(Some(out)),
+    })
 }
 
 /// A command record of `D/executions/<id>` read back (a finished command

@@ -44,6 +44,11 @@ use std::time::{Duration, Instant};
 
 pub use command::CommandRecord;
 pub(crate) use hook::read_reports;
+
+/// Saves what the shell's last report left (`runtime/reattach.rs`).
+pub(crate) fn hook_saved(core: &Core, st: &State) {
+    crate::runtime::save_prompt(&core.execution.dir, st);
+}
 pub use hook::{HOOK_FILE, OUTPUT_END, OUTPUT_START};
 pub use output::{OutputFilter, Piece};
 pub use program::ShellProgram;

@@ -150,7 +150,8 @@ impl ShellProgram {
         Ok(argv)
     }
 
-    /// How the execution's record names the shell.
+    /// How the execution's record names the shell (a restricted one with
+    /// ` -r -i`, which a runtime that takes the shell over reads back).
     pub(crate) fn describe(&self) -> String {
         let r = if self.restricted { " -r" } else { "" };
         let rc = self.rc.as_ref().map(|p| format!(", rc {}", p.display())).unwrap_or_default();

@@ -1,4 +1,5 @@
-//! Starting a shell's leader on its terminal.
+//! Starting a shell's leader on its terminal, under its monitor
+//! (`monitor/`, which passes its standard output on as the leader's input).
 //!
 //! `sh -c WRAPPER` with the follower as standard input and output and the
 //! engine's end of the hook socket as standard error. The wrapper moves
@@ -18,23 +19,27 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::monitor::{start_monitored, LeaderIo, Monitored};
 use crate::record::Leader;
 use crate::spawn::{not_found, on_path, CGROUP_JOIN_FAILED};
 use crate::MARKER;
 
 /// What a shell's leader gets.
 pub(crate) struct ShellSpec<'a> {
-    pub(crate) id: &'a str,
     /// The shell's command line ([`super::ShellProgram::argv`]).
     pub(crate) argv: &'a [OsString],
     pub(crate) cwd: &'a Path,
     pub(crate) env: &'a [(OsString, OsString)],
     pub(crate) env_remove: &'a [OsString],
     pub(crate) cgroup: Option<&'a Path>,
+    /// The execution's directory.
+    pub(crate) dir: &'a Path,
+    /// The monitor program.
+    pub(crate) monitor: &'a Path,
 }
 
 /// Variables every shell gets: a terminal type the renderers know, and
@@ -43,13 +48,15 @@ const SHELL_ENV: [(&str, &str); 4] =
     [("TERM", "xterm-256color"), ("PAGER", "cat"), ("GIT_PAGER", "cat"), ("LESS", "-FRX")];
 
 /// Spawns the shell through `spawn` (the runtime records the pid under its
-/// lock there).
+/// lock there); its monitor holds `held` (the hook socket's runtime end,
+/// the controller) for the shell's life.
 pub(crate) fn spawn_shell(
     spec: &ShellSpec<'_>,
     follower: &OwnedFd,
     hook_end: OwnedFd,
+    held: &[BorrowedFd<'_>],
     spawn: impl FnOnce(&mut Command) -> io::Result<Child>,
-) -> io::Result<(Child, Leader)> {
+) -> io::Result<(Monitored, Leader)> {
     let setsid = on_path("setsid").ok_or_else(|| not_found("setsid (util-linux, for --ctty)"))?;
     let sh: PathBuf = Some(PathBuf::from("/bin/sh"))
         .filter(|p| p.exists())
@@ -58,8 +65,9 @@ pub(crate) fn spawn_shell(
     let script = format!(
         "exec 3>&2 2>&1; if [ -n \"$1\" ]; then echo $$ > \"$1/cgroup.procs\" || {{ echo \"winx: cannot join cgroup $1; not run\"; exit {CGROUP_JOIN_FAILED}; }}; fi; shift; exec \"$@\""
     );
-    let mut cmd = Command::new(sh);
-    cmd.arg("-c")
+    let (mut cmd, control) = crate::monitor::command(spec.monitor, spec.dir, LeaderIo::Stdout, false)?;
+    cmd.arg(sh)
+        .arg("-c")
         .arg(script)
         .arg("winx-shell")
         .arg(spec.cgroup.map(|p| p.as_os_str().to_owned()).unwrap_or_default())
@@ -67,10 +75,7 @@ pub(crate) fn spawn_shell(
         .arg("--ctty")
         .arg("--")
         .args(spec.argv);
-    cmd.current_dir(spec.cwd)
-        .stdin(Stdio::from(follower.try_clone()?))
-        .stdout(Stdio::from(follower.try_clone()?))
-        .stderr(Stdio::from(hook_end));
+    cmd.current_dir(spec.cwd).stdout(Stdio::from(follower.try_clone()?)).stderr(Stdio::from(hook_end));
     for var in spec.env_remove {
         cmd.env_remove(var);
     }
@@ -80,8 +85,13 @@ pub(crate) fn spawn_shell(
     for (k, v) in spec.env {
         cmd.env(k, v);
     }
-    cmd.env(MARKER, spec.id);
+    // Set by the monitor on the leader alone (`monitor/run.rs`).
+    cmd.env_remove(MARKER);
     let child = spawn(&mut cmd)?;
-    let pid = child.id() as i32;
-    Ok((child, crate::probe::spawned_leader(pid, true, true)))
+    // The monitor's end of the control socket is closed here: a monitor
+    // that ends at once is seen at once.
+    drop(cmd);
+    let started = start_monitored(child, control, spec.monitor.as_os_str(), held)?;
+    let pid = started.leader;
+    Ok((started, crate::probe::spawned_leader(pid, true, true)))
 }

@@ -32,8 +32,9 @@ pub fn left_behind_across_restart(
     let gate = w.new_gate();
     let loop_ = gated(&gate);
     // The command ends at once; a subshell job and a daemon in its own
-    // session stay until the gate opens (the guardian's death hangs up the
-    // shell's terminal: the job gets SIGHUP, the daemon stays).
+    // session stay until the gate opens (the guardian's death no longer
+    // hangs up the shell's terminal: its monitor holds it, and the new
+    // guardian takes the shell over).
     let cmd =
         format!("( {loop_} ) >/dev/null 2>&1 & ( setsid sh -c '{loop_}' >/dev/null 2>&1 </dev/null & ); echo left");
     let v = ops::bash(w, sess, &cmd, 5.0, false)?;
