@@ -6,8 +6,9 @@
 //! in each probe session (threads of their own, outside the workers') a
 //! command that cannot end before its gate opens is started in the
 //! thread's shell; every other cycle the kill waits for a worker to send a
-//! release and lands a random 0–40 ms later (mid-release: in the
-//! frontend's checks, the guardian's run, or its answer); the guardian is
+//! release and lands a random 0–1.2 × the typical release latency later
+//! (mid-release: in the frontend's checks, the guardian's run, or its
+//! answer); the guardian is
 //! SIGKILLed, a new one started on the same data directory and socket (it
 //! runs crash recovery before its ready line). Then each probe's command
 //! must still be `running` in the new guardian's `status_check`, and once
@@ -98,7 +99,11 @@ fn cycle(
             let sent = c.wait_release(RELEASE_WAIT);
             c.disarm();
             if sent {
-                ops::nap(rng.below(41));
+                // Anywhere in the release: its checks in the frontend, the
+                // guardian's scan, capture, verification and removal, or
+                // its answer.
+                let typical = c.typical_latency().as_millis() as u64;
+                ops::nap(rng.below((typical * 6 / 5).clamp(20, 3000) + 1));
                 inc(&c.counts.kills_mid_release);
             }
         }

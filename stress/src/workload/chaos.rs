@@ -118,6 +118,8 @@ pub struct Chaos {
     armed: AtomicBool,
     sent: Mutex<bool>,
     sent_cv: Condvar,
+    /// A moving average of the release latency, in microseconds.
+    latency_us: AtomicU64,
     /// The counts.
     pub counts: Counts,
 }
@@ -192,6 +194,19 @@ impl Chaos {
             *self.sent.lock().unwrap_or_else(|e| e.into_inner()) = true;
             self.sent_cv.notify_all();
         }
+    }
+
+    /// Records the latency of a release that was not cut off.
+    pub fn latency(&self, d: Duration) {
+        let x = d.as_micros() as u64;
+        let _ = self.latency_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+            Some(if old == 0 { x } else { (old * 7 + x) / 8 })
+        });
+    }
+
+    /// The moving average of the release latency.
+    pub fn typical_latency(&self) -> Duration {
+        Duration::from_micros(self.latency_us.load(Ordering::Relaxed))
     }
 
     /// Waits up to `timeout` for a release after [`Chaos::arm`].

@@ -443,6 +443,9 @@ fn release_once(
         ws.book.commit(sess.slot, sess.ledger.usage().1);
         return Ok(Value::Null);
     }
+    if let Some(c) = &w.chaos {
+        c.latency(reply.elapsed);
+    }
     Stats::inc(&w.stats.releases);
     if v["replayed"] == json!(true) {
         w.findings.mismatch("fresh release", "replayed false", v.clone());
