@@ -133,7 +133,7 @@ fn chaos_run_kills_the_guardian_and_loses_nothing() {
             "--json",
             "--chaos",
             "--chaos-every",
-            "1",
+            "0.5",
             "--duration",
             "6",
             "--sessions",

@@ -80,6 +80,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     }
     let peak_rss = cpu::peak_rss_kib(guardian.pid());
     let code = guardian.stop(Duration::from_secs(10));
+    let leftovers = w.private.end_leftovers();
     let (mut report, fatal) = match result {
         Ok(r) => (r, None),
         Err(e) => (Report::build(&w, cfg, 0.0, 0.0, 0), Some(format!("{e:#}"))),
@@ -90,6 +91,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     if code != Some(0) {
         w.findings.note("guardian_exit_not_0");
         report.notes.insert("guardian_exit_not_0".to_owned(), 1);
+    }
+    if leftovers > 0 {
+        report.notes.insert("leftover_processes_ended".to_owned(), leftovers as u64);
     }
     if cfg.keep || report.error.is_some() {
         report.private_dir = Some(w.private.dirs.keep().display().to_string());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 
 use crate::workload::backing::Backing;
-use crate::workload::chaos::{self, Chaos};
+use crate::workload::chaos::{self, Chaos, Settled};
 use crate::workload::ops::{self, Expect};
 use crate::workload::scenarios::{self, Blocker};
 use crate::workload::world::{Stats, TrackedSession, World};
@@ -173,7 +173,14 @@ pub fn worker(w: &World, mut sess: TrackedSession, deadline: Instant) -> Tracked
         let r = match (&w.chaos, r) {
             (Some(c), Err(e)) if c.interrupted_since(epoch) => {
                 tracing::debug!(error = %format!("{e:#}"), session = sess.idx, "a step cut short by a guardian kill");
-                chaos::settle(w, &mut sess, epoch).map(|e| joined = e)
+                match chaos::settle(w, &mut sess, epoch) {
+                    Ok(Settled::Joined(e)) => {
+                        joined = e;
+                        Ok(())
+                    }
+                    Ok(Settled::Stuck) => break,
+                    Err(e) => Err(e),
+                }
             }
             (_, r) => r,
         };

@@ -314,24 +314,38 @@ pub fn rejoin(w: &World, sess: &TrackedSession) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What became of a worker's thread after a kill.
+pub enum Settled {
+    /// Its shell is back at its prompt; the epoch of the guardian it
+    /// initialised its thread with last.
+    Joined(u64),
+    /// Its shell never came back to its prompt: the violation
+    /// `shell_stuck_after_kill` is recorded and the worker stops (each
+    /// command of its thread would be refused).
+    Stuck,
+}
+
+/// How long a settling worker waits for its shell's prompt, in status
+/// checks of up to 5 s.
+const PROMPT_CHECKS: usize = 12;
+
 /// After a step that failed while a kill happened: the worker's gates
 /// open, its thread initialised again, its shell back at its prompt, and
 /// what a command it typed before the kill wrote since in its ledger.
-/// Returns the epoch of the guardian it initialised its thread with last.
-pub fn settle(w: &World, sess: &mut TrackedSession, epoch: u64) -> anyhow::Result<u64> {
-    let Some(c) = &w.chaos else { return Ok(epoch) };
+pub fn settle(w: &World, sess: &mut TrackedSession, epoch: u64) -> anyhow::Result<Settled> {
+    let Some(c) = &w.chaos else { return Ok(Settled::Joined(epoch)) };
     inc(&c.counts.interrupted_steps);
     w.open_my_gates();
     let mut joined = c.wait_up_after(w, epoch)?;
     rejoin(w, sess)?;
     let args = json!({"thread_id": sess.thread_id, "status_check": true, "wait_for_seconds": 5});
-    let mut idle = false;
-    for _ in 0..24 {
+    let mut last = Value::Null;
+    for _ in 0..PROMPT_CHECKS {
         let e = c.epoch();
         let r = ops::call_ok(w, sess.home, "BashCommand", args.clone())?;
         if r.status() == "completed" {
-            idle = true;
-            break;
+            adopt(w, c, sess);
+            return Ok(Settled::Joined(joined));
         }
         if r.is_error {
             // Only another kill excuses a refusal here.
@@ -339,10 +353,19 @@ pub fn settle(w: &World, sess: &mut TrackedSession, epoch: u64) -> anyhow::Resul
             joined = c.wait_up_after(w, e)?;
             rejoin(w, sess)?;
         }
+        last = r.value;
     }
-    anyhow::ensure!(idle, "the shell of {} is not back at its prompt after a kill", sess.thread_id);
-    adopt(w, c, sess);
-    Ok(joined)
+    w.findings.violation(
+        "shell_stuck_after_kill",
+        &sess.dir,
+        format!(
+            "the shell of thread {} is not back at its prompt {} s after a guardian kill, its gates open; \
+             its last status_check: {last}",
+            sess.thread_id,
+            PROMPT_CHECKS * 5
+        ),
+    );
+    Ok(Settled::Stuck)
 }
 
 /// Takes the helpers of `sess`'s directory that its ledger does not know
