@@ -325,9 +325,9 @@ pub enum Settled {
     Stuck,
 }
 
-/// How long a settling worker waits for its shell's prompt, in status
-/// checks of up to 5 s.
-const PROMPT_CHECKS: usize = 12;
+/// How long a settling worker waits for its shell's prompt (kills in
+/// between do not count against it).
+const PROMPT_WAIT: Duration = Duration::from_secs(60);
 
 /// After a step that failed while a kill happened: the worker's gates
 /// open, its thread initialised again, its shell back at its prompt, and
@@ -338,10 +338,13 @@ pub fn settle(w: &World, sess: &mut TrackedSession, epoch: u64) -> anyhow::Resul
     w.open_my_gates();
     let mut joined = c.wait_up_after(w, epoch)?;
     rejoin(w, sess)?;
-    let args = json!({"thread_id": sess.thread_id, "status_check": true, "wait_for_seconds": 5});
+    let args = json!({"thread_id": sess.thread_id, "status_check": true, "wait_for_seconds": 1});
     let mut last = Value::Null;
-    for _ in 0..PROMPT_CHECKS {
+    let mut waited = Duration::ZERO;
+    let cap = Instant::now() + 4 * PROMPT_WAIT;
+    while waited < PROMPT_WAIT && Instant::now() < cap {
         let e = c.epoch();
+        let t = Instant::now();
         let r = ops::call_ok(w, sess.home, "BashCommand", args.clone())?;
         if r.status() == "completed" {
             adopt(w, c, sess);
@@ -352,7 +355,12 @@ pub fn settle(w: &World, sess: &mut TrackedSession, epoch: u64) -> anyhow::Resul
             anyhow::ensure!(c.interrupted_since(e), "status check of the shell: {}", r.value);
             joined = c.wait_up_after(w, e)?;
             rejoin(w, sess)?;
+            continue;
         }
+        if c.interrupted_since(e) {
+            continue;
+        }
+        waited += t.elapsed();
         last = r.value;
     }
     w.findings.violation(
@@ -362,7 +370,7 @@ pub fn settle(w: &World, sess: &mut TrackedSession, epoch: u64) -> anyhow::Resul
             "the shell of thread {} is not back at its prompt {} s after a guardian kill, its gates open; \
              its last status_check: {last}",
             sess.thread_id,
-            PROMPT_CHECKS * 5
+            PROMPT_WAIT.as_secs()
         ),
     );
     Ok(Settled::Stuck)
