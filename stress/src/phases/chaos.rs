@@ -36,7 +36,7 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 /// Kills and restarts `guardian` until `done` (see the module docs).
 pub fn task(w: &World, cfg: &Config, guardian: &mut GuardianProc, probes: &[TrackedSession], done: &AtomicBool) {
     let Some(c) = &w.chaos else { return };
-    let mut rng = Rng::new(cfg.seed() ^ 0x6368_616f_73);
+    let mut rng = Rng::new(cfg.seed() ^ 0x0063_6861_6f73);
     while !done.load(Ordering::SeqCst) && !w.stopping() {
         let pause = Duration::from_secs_f64(cfg.chaos_every * (0.5 + rng.below(1001) as f64 / 1000.0));
         if !idle(w, done, pause) {

@@ -289,12 +289,13 @@ fn in_quarantines(dir: &Path, sha: &[u8; 32], size: u64) -> Option<PathBuf> {
             let p = e.path();
             match e.file_type() {
                 Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() && in_quarantine(&p) => {
-                    if e.metadata().is_ok_and(|m| m.len() == size)
-                        && hash_file(&p).is_ok_and(|(s, n, _)| &s == sha && n == size)
-                    {
-                        return Some(p);
-                    }
+                Ok(t)
+                    if t.is_file()
+                        && in_quarantine(&p)
+                        && e.metadata().is_ok_and(|m| m.len() == size)
+                        && hash_file(&p).is_ok_and(|(s, n, _)| &s == sha && n == size) =>
+                {
+                    return Some(p);
                 }
                 _ => {}
             }
