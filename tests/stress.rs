@@ -119,3 +119,74 @@ fn release_only_mix_releases_its_own_helpers_and_splits_the_cpu() {
     assert_eq!(out.status.code(), Some(0), "stderr {stderr}");
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the private directory was not removed");
 }
+
+/// `--chaos`: the guardian SIGKILLed and restarted a few times during the
+/// mixed workload (mid-release included): no byte lost, no violation, and
+/// the probe shells' commands survive every kill.
+#[test]
+fn chaos_run_kills_the_guardian_and_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_winx-release"))
+        .args([
+            "stress",
+            "--json",
+            "--chaos",
+            "--chaos-every",
+            "1",
+            "--duration",
+            "6",
+            "--sessions",
+            "2",
+            "--frontends",
+            "2",
+            "--workspaces",
+            "1",
+            "--backing-entries",
+            "2000",
+            "--no-fill",
+            "--no-bound-check",
+            "--seed",
+            "42",
+            "--no-progress",
+        ])
+        .arg("--dir")
+        .arg(tmp.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("one JSON object expected ({e}), got {stdout:?}; stderr {stderr}"));
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} is not a count in {v}"));
+    assert_eq!(v["error"], Value::Null, "{v:#}");
+    assert_eq!(n("bytes_lost"), 0, "{v:#}");
+    // KNOWN BUG (issue 54, the runtime's takeover; see the chaos branch's
+    // report): a guardian killed after the prompt hook reported the end of
+    // a command (the shell's `prompt.json` counts past the command's
+    // `prompts_before`) but before it recorded the command `resolved`
+    // leaves the command `running` for ever under the next guardian, its
+    // shell idle at its prompt. The run names it `shell_stuck_after_kill`;
+    // it hits about one short run in three. Every other violation fails
+    // this test; drop the exception once the takeover concludes such a
+    // command.
+    let known = "shell_stuck_after_kill";
+    let details = v["violation_details"].as_array().cloned().unwrap_or_default();
+    let others: Vec<&Value> = details.iter().filter(|d| d["kind"] != known).collect();
+    assert!(others.is_empty(), "{others:#?}");
+    assert_eq!(n("violations"), details.len() as u64, "{:#}", v["violation_details"]);
+    if !details.is_empty() {
+        eprintln!("known bug hit ({known}): {details:#?}");
+    }
+    let chaos = &v["chaos"];
+    let c = |k: &str| chaos[k].as_u64().unwrap_or_else(|| panic!("chaos.{k} is not a count in {chaos}"));
+    assert!(c("kills") >= 2, "{chaos:#}");
+    assert!(c("reattached") >= 1, "{chaos:#}");
+    // Every probe shell with a command running at a kill came back.
+    assert_eq!(c("reattached"), 2 * c("kills"), "{chaos:#}");
+    assert!(n("releases") > 0, "{v:#}");
+    assert_eq!(out.status.code(), Some(if details.is_empty() { 0 } else { 1 }), "stderr {stderr}");
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the private directory was not removed");
+    assert!(start.elapsed() < Duration::from_secs(120));
+}

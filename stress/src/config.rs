@@ -95,6 +95,18 @@ pub struct Config {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "commands")]
     #[serde(skip)]
     pub soak: Option<u64>,
+    /// Guardian kills under load: during the mixed timed phase, SIGKILL the guardian at seeded random
+    /// moments (every other one right after a worker sent a release) and start a new one on the same
+    /// data directory and socket. Shells with a command running across each kill must be re-attached
+    /// with it still running; interrupted releases must be recovered (at their path or a named
+    /// quarantine) or removed after verification, and their retry is judged afresh. The report counts
+    /// the kills and re-attachments (`chaos`).
+    #[arg(long, conflicts_with = "commands")]
+    pub chaos: bool,
+    /// With --chaos: the mean number of seconds between two kills (each interval drawn uniformly from
+    /// 0.5 to 1.5 times it, from --seed).
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS", value_parser = seconds, requires = "chaos")]
+    pub chaos_every: f64,
     /// Long-run mode: the guardian's --keep-receipts-days (0: receipts go once a second old).
     #[arg(long, default_value_t = 0, value_name = "N", requires = "commands")]
     #[serde(skip)]

@@ -93,6 +93,35 @@ impl Private {
             .map_err(|e| anyhow::anyhow!("{e:#}; see logs/guardian.log"))
     }
 
+    /// Ends what the run's guardians leave behind: every execution's monitor
+    /// and its shell outlive the guardian by design (a stopped guardian's
+    /// successor takes them over), so a run that is over SIGKILLs every
+    /// process whose command line names its private directory (monitors
+    /// and shells do; what a shell ran dies with its terminal or ends with
+    /// its gate). Returns how many were signalled.
+    pub fn end_leftovers(&self) -> usize {
+        let mut root = self.dirs.root.as_os_str().as_encoded_bytes().to_vec();
+        root.push(b'/');
+        let me = std::process::id();
+        let mut n = 0;
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if pid == me {
+                continue;
+            }
+            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else { continue };
+            if !cmdline.windows(root.len()).any(|w| w == root.as_slice()) {
+                continue;
+            }
+            if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+                if rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// Runs this executable with `args` to completion and parses its stdout
     /// as one JSON object.
     pub fn run_json(&self, args: &[&str], log: &str) -> anyhow::Result<(i32, Value)> {

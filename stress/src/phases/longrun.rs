@@ -228,6 +228,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<LongReport> {
     let final_usage = backing_usage(&layout);
     fe.shutdown(Duration::from_secs(3));
     let code = guardian.stop(Duration::from_secs(10));
+    private.end_leftovers();
 
     let log = shared.log.into_inner().unwrap_or_else(|e| e.into_inner());
     let total = shared.next.load(Ordering::SeqCst).min(cfg.commands.unwrap_or(0));

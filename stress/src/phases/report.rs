@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::oracle::ledger::Violation;
+use crate::workload::chaos::ChaosReport;
 use crate::workload::world::{Check, Stats, World};
 
 /// Release throughput of the timed phase.
@@ -138,6 +139,10 @@ pub struct Report {
     pub private_dir: Option<String>,
     /// A fatal error that stopped the run.
     pub error: Option<String>,
+    /// Guardian kills under load (`--chaos`): kills, re-attached shells,
+    /// interrupted releases and what became of their targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chaos: Option<ChaosReport>,
     /// Whether SIGINT or SIGTERM cut the run short (the report covers what
     /// ran, and the final verification still ran).
     pub interrupted: bool,
@@ -229,6 +234,7 @@ impl Report {
             config: cfg.clone(),
             private_dir: None,
             error: None,
+            chaos: w.chaos.as_ref().map(|c| c.report()),
             interrupted: false,
         }
     }
@@ -356,6 +362,27 @@ impl Report {
         );
         for v in self.violation_details.iter().take(10) {
             let _ = writeln!(o, "    {} {}: {}", v.kind, v.path, v.detail);
+        }
+        if let Some(k) = &self.chaos {
+            row(
+                &mut o,
+                "chaos",
+                format!(
+                    "{} guardian kills ({} mid-release), {} shells re-attached; {} releases interrupted ({} refused \
+                     while down): targets recovered {}, preserved {}, removed {}; {} sent again; {} other steps \
+                     cut short",
+                    k.kills,
+                    k.kills_mid_release,
+                    k.reattached,
+                    k.interrupted_releases,
+                    k.refused_while_down,
+                    k.recovered,
+                    k.preserved,
+                    k.removed,
+                    k.replayed,
+                    k.interrupted_steps
+                ),
+            );
         }
         if !self.notes.is_empty() {
             let notes: Vec<String> = self.notes.iter().map(|(k, v)| format!("{k} {v}")).collect();

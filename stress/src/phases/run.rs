@@ -12,6 +12,7 @@ use indicatif::ProgressBar;
 use crate::config::{Config, Mix, CALL_TIMEOUT};
 use crate::harness::guardian::GuardianProc;
 use crate::harness::private::Private;
+use crate::phases::chaos;
 use crate::phases::cpu::{self, CpuReport};
 use crate::phases::liveness;
 use crate::phases::release_mix;
@@ -20,6 +21,7 @@ use crate::phases::setup;
 use crate::phases::timed;
 use crate::progress::{bar, Progress};
 use crate::workload::backing::Backing;
+use crate::workload::chaos::Chaos;
 use crate::workload::opening;
 use crate::workload::ops;
 use crate::workload::rng::Rng;
@@ -33,6 +35,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         cfg.sessions >= 1 && cfg.frontends >= 1 && cfg.workspaces >= 1,
         "sessions, frontends and workspaces must be at least 1"
     );
+    anyhow::ensure!(!cfg.chaos || cfg.mix == Mix::Mixed, "--chaos runs with the mixed workload (--mix mixed)");
     let started = Instant::now();
     let pb = bar(cfg.progress, Progress::Spinner);
     pb.set_message("starting the guardian and the frontends");
@@ -53,6 +56,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
         workspaces.push(Workspace { root, book: Default::default(), sources: Default::default() });
     }
     let mut w = World::new(private, frontends, cfg.frontends, workspaces);
+    w.chaos = cfg.chaos.then(Chaos::default);
     w.check(
         "guardian ready line advertises temporary_release",
         caps.iter().any(|c| c == "temporary_release"),
@@ -76,6 +80,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     }
     let peak_rss = cpu::peak_rss_kib(guardian.pid());
     let code = guardian.stop(Duration::from_secs(10));
+    let leftovers = w.private.end_leftovers();
     let (mut report, fatal) = match result {
         Ok(r) => (r, None),
         Err(e) => (Report::build(&w, cfg, 0.0, 0.0, 0), Some(format!("{e:#}"))),
@@ -86,6 +91,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<Report> {
     if code != Some(0) {
         w.findings.note("guardian_exit_not_0");
         report.notes.insert("guardian_exit_not_0".to_owned(), 1);
+    }
+    if leftovers > 0 {
+        report.notes.insert("leftover_processes_ended".to_owned(), leftovers as u64);
     }
     if cfg.keep || report.error.is_some() {
         report.private_dir = Some(w.private.dirs.keep().display().to_string());
@@ -137,6 +145,17 @@ fn run_in(
     pb.set_message("left-behind processes across a guardian restart");
     liveness::left_behind_across_restart(w, &mut sessions, guardian)?;
     w.phase("left behind across a guardian restart");
+    // Threads of their own whose shells run a command across each kill.
+    let mut probes = Vec::new();
+    if cfg.chaos {
+        for k in 0..chaos::PROBES {
+            let thread = format!("chaos-{}-{k}", cfg.seed());
+            let fe = k % f;
+            probes.push(
+                opening::open_session(w, cfg.sessions + k, k % cfg.workspaces, &thread, fe, fe, None, master.fork())?.0,
+            );
+        }
+    }
     let setup_s = started.elapsed().as_secs_f64();
 
     // The timed phase.
@@ -150,11 +169,13 @@ fn run_in(
     let sessions: Vec<TrackedSession> = std::thread::scope(|sc| {
         let keeper = sc.spawn(|| timed::keeper(w, &mut backing, target, &done));
         let ticker = sc.spawn(|| timed::ticker(w, &rb, start, &done));
+        let chaos = sc.spawn(|| chaos::task(w, cfg, guardian, &probes, &done));
         let handles: Vec<_> = sessions.into_iter().map(|s| sc.spawn(move || timed::worker(w, s, deadline))).collect();
         let out: Vec<TrackedSession> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         done.store(true, Ordering::SeqCst);
         let _ = keeper.join();
         let _ = ticker.join();
+        let _ = chaos.join();
         out
     });
     let run_s = start.elapsed().as_secs_f64();

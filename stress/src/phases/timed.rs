@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 
 use crate::workload::backing::Backing;
+use crate::workload::chaos::{self, Chaos, Settled};
 use crate::workload::ops::{self, Expect};
 use crate::workload::scenarios::{self, Blocker};
 use crate::workload::world::{Stats, TrackedSession, World};
@@ -154,10 +155,36 @@ fn step(w: &World, sess: &mut TrackedSession) -> anyhow::Result<()> {
 
 /// Runs steps on `sess` until `deadline`; returns the session for the
 /// final verification.
+///
+/// With `--chaos`, the worker initialises its thread again after each
+/// guardian restart, and a step that failed while a kill happened is not
+/// an error of the run: the worker settles (`workload::chaos::settle`)
+/// and goes on; the ledger still judges every byte.
 pub fn worker(w: &World, mut sess: TrackedSession, deadline: Instant) -> TrackedSession {
     let mut n = 0u64;
+    let mut joined = w.chaos.as_ref().map_or(0, Chaos::epoch);
     while Instant::now() < deadline && !w.stopping() {
-        if let Err(e) = step(w, &mut sess) {
+        let epoch = w.chaos.as_ref().map_or(0, Chaos::epoch);
+        let mut r = Ok(());
+        if epoch != joined {
+            r = chaos::rejoin(w, &sess).map(|()| joined = epoch);
+        }
+        let r = r.and_then(|()| step(w, &mut sess));
+        let r = match (&w.chaos, r) {
+            (Some(c), Err(e)) if c.interrupted_since(epoch) => {
+                tracing::debug!(error = %format!("{e:#}"), session = sess.idx, "a step cut short by a guardian kill");
+                match chaos::settle(w, &mut sess, epoch) {
+                    Ok(Settled::Joined(e)) => {
+                        joined = e;
+                        Ok(())
+                    }
+                    Ok(Settled::Stuck) => break,
+                    Err(e) => Err(e),
+                }
+            }
+            (_, r) => r,
+        };
+        if let Err(e) = r {
             w.fail(&e.context(format!("worker of session {}", sess.idx)));
             break;
         }

@@ -5,6 +5,7 @@
 //! state the workers share ([`world`]).
 
 pub mod backing;
+pub mod chaos;
 pub mod fill_plan;
 pub mod opening;
 pub mod ops;

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use crate::harness::client::{CallError, ToolReply};
 use crate::oracle::ledger::record;
 use crate::oracle::quota::{self, Usage};
+use crate::workload::chaos;
 use crate::workload::world::{Recorded, Stats, TrackedSession, World};
 
 /// Statuses for which `isError` must be true.
@@ -52,7 +53,10 @@ pub fn initialize(w: &World, fe: usize, ws: &str, thread_id: &str, mode: Option<
     if let Some(m) = mode {
         args["mode_name"] = json!(m);
     }
+    // Never while no guardian runs: the frontend would start one of its own.
+    let held = w.chaos.as_ref().map(|c| c.init.read().unwrap_or_else(|e| e.into_inner()));
     let r = call_ok(w, fe, "Initialize", args)?;
+    drop(held);
     anyhow::ensure!(r.status() == "completed", "Initialize of {thread_id} in {ws}: {}", r.value);
     let v = r.value;
     if v["temporary_artifact_stale_pruned_files"] != json!(0) {
@@ -380,7 +384,9 @@ fn apply_outcomes(
     }
 }
 
-/// Sends a release of `targets` through frontend `fe` and checks it.
+/// Sends a release of `targets` through frontend `fe` and checks it. With
+/// `--chaos`, a release a guardian kill cut off is accounted for and sent
+/// again (`workload::chaos`).
 pub fn release(
     w: &World,
     sess: &mut TrackedSession,
@@ -389,9 +395,37 @@ pub fn release(
     expect: Expect,
     racing: &HashSet<PathBuf>,
 ) -> anyhow::Result<Value> {
+    let mut tries = 0;
+    loop {
+        let epoch = w.chaos.as_ref().map_or(0, |c| c.epoch());
+        let v = release_once(w, sess, fe, targets, &expect, racing, epoch)?;
+        match &w.chaos {
+            Some(c) if v.is_null() && tries < 8 => {
+                tries += 1;
+                chaos::reconcile(w, sess, targets, epoch)?;
+                chaos::inc(&c.counts.replayed);
+            }
+            _ => return Ok(v),
+        }
+    }
+}
+
+/// One release request; `Value::Null` when a guardian kill cut it off.
+fn release_once(
+    w: &World,
+    sess: &mut TrackedSession,
+    fe: usize,
+    targets: &[Pinned],
+    expect: &Expect,
+    racing: &HashSet<PathBuf>,
+    epoch: u64,
+) -> anyhow::Result<Value> {
     let args = release_args(w, sess, targets);
     let ws = &w.workspaces[sess.ws];
     ws.book.freeing(sess.slot, targets.iter().map(|t| t.size).sum());
+    if let Some(c) = &w.chaos {
+        c.release_sending();
+    }
     let reply = call(w, fe, "EditFiles", args.clone());
     let reply = match reply {
         Ok(Ok(r)) => r,
@@ -405,6 +439,13 @@ pub fn release(
         }
     };
     let v = reply.value.clone();
+    if chaos::cut_off(w, &v, epoch) {
+        ws.book.commit(sess.slot, sess.ledger.usage().1);
+        return Ok(Value::Null);
+    }
+    if let Some(c) = &w.chaos {
+        c.latency(reply.elapsed);
+    }
     Stats::inc(&w.stats.releases);
     if v["replayed"] == json!(true) {
         w.findings.mismatch("fresh release", "replayed false", v.clone());
@@ -420,7 +461,7 @@ pub fn release(
         "denied" | "invalid_input" => w.stats.denial(reply.error_code().unwrap_or("?")),
         _ => Stats::inc(&w.stats.failed),
     }
-    match &expect {
+    match expect {
         Expect::Any => {}
         Expect::Denied { codes, kind } => {
             if released > 0 {

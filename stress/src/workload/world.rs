@@ -15,6 +15,7 @@ use crate::harness::client::McpClient;
 use crate::harness::private::Private;
 use crate::oracle::ledger::{Findings, Ledger};
 use crate::oracle::quota::WorkspaceBook;
+use crate::workload::chaos::Chaos;
 use crate::workload::rng::Rng;
 
 /// One workspace.
@@ -249,8 +250,10 @@ pub struct World {
     pub worker_frontends: usize,
     /// The first fatal error of a worker.
     pub fatal: Mutex<Option<String>>,
-    /// Gate files still closed.
-    pub open_gates: Mutex<Vec<PathBuf>>,
+    /// Gate files still closed, with the thread that made each.
+    pub open_gates: Mutex<Vec<(PathBuf, std::thread::ThreadId)>>,
+    /// Guardian kills under load (`--chaos`), when on.
+    pub chaos: Option<Chaos>,
     gate_counter: AtomicU64,
     /// When the run started.
     pub started: Instant,
@@ -276,6 +279,7 @@ impl World {
             worker_frontends,
             fatal: Mutex::new(None),
             open_gates: Mutex::new(Vec::new()),
+            chaos: None,
             gate_counter: AtomicU64::new(0),
             started: Instant::now(),
             phases: Mutex::new((Instant::now(), Vec::new())),
@@ -300,20 +304,34 @@ impl World {
     pub fn new_gate(&self) -> PathBuf {
         let n = self.gate_counter.fetch_add(1, Ordering::Relaxed);
         let p = self.private.gates.join(format!("g{n}"));
-        self.open_gates.lock().unwrap_or_else(|e| e.into_inner()).push(p.clone());
+        self.open_gates.lock().unwrap_or_else(|e| e.into_inner()).push((p.clone(), std::thread::current().id()));
         p
     }
 
     /// Opens a gate (creates its file): the command waiting on it ends.
     pub fn open_gate(&self, gate: &std::path::Path) {
         let _ = std::fs::write(gate, b"");
-        self.open_gates.lock().unwrap_or_else(|e| e.into_inner()).retain(|g| g != gate);
+        self.open_gates.lock().unwrap_or_else(|e| e.into_inner()).retain(|g| g.0 != gate);
+    }
+
+    /// Opens every gate the calling thread made that is still closed.
+    pub fn open_my_gates(&self) {
+        let me = std::thread::current().id();
+        let mine: Vec<PathBuf> = {
+            let mut gates = self.open_gates.lock().unwrap_or_else(|e| e.into_inner());
+            let (mine, others) = std::mem::take(&mut *gates).into_iter().partition(|g| g.1 == me);
+            *gates = others;
+            mine.into_iter().map(|g: (PathBuf, _)| g.0).collect()
+        };
+        for g in mine {
+            let _ = std::fs::write(&g, b"");
+        }
     }
 
     /// Opens every gate still closed.
     pub fn open_all_gates(&self) {
-        let gates: Vec<PathBuf> = std::mem::take(&mut *self.open_gates.lock().unwrap_or_else(|e| e.into_inner()));
-        for g in gates {
+        let gates = std::mem::take(&mut *self.open_gates.lock().unwrap_or_else(|e| e.into_inner()));
+        for (g, _) in gates {
             let _ = std::fs::write(&g, b"");
         }
     }
