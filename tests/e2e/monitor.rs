@@ -151,3 +151,41 @@ async fn a_shell_whose_data_directory_is_gone_is_hung_up() {
     });
     mcp.stop().await;
 }
+
+/// A guardian killed after the shell's hook reported a command's end but
+/// before it recorded the command resolved (the crash window is made by
+/// setting the record back to `running`, as it was before the killed
+/// guardian's rename): the next guardian concludes the command from the
+/// shell's last report instead of holding it `running` for ever, and the
+/// thread's next command runs. Found by `stress --chaos`
+/// (`shell_stuck_after_kill`); failed before the takeover concluded it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_ended_before_the_guardian_recorded_it_is_concluded_by_the_next() {
+    let mut env = Env::new();
+    env.start_guardian();
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": "echo hi; (exit 3)"})).await;
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["exit_code"], 3, "{v}");
+    let id = v["command_id"].as_str().unwrap().to_owned();
+
+    env.kill_guardian();
+    let status = env.data.join("executions").join(&id).join("status.json");
+    let mut rec: Value = serde_json::from_slice(&std::fs::read(&status).unwrap()).unwrap();
+    rec["state"] = json!("running");
+    let obj = rec.as_object_mut().unwrap();
+    obj.remove("exit_code");
+    obj.remove("ended_unix");
+    std::fs::write(&status, serde_json::to_vec(&rec).unwrap()).unwrap();
+    env.start_guardian();
+    mcp.init(&env.ws, "t1").await;
+
+    let v = bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 1})).await;
+    assert_eq!(v["status"], "completed", "after the restart: {v}");
+    assert_eq!(v["exit_code"], 3, "the last report's code: {v}");
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": "echo next"})).await;
+    assert_eq!(v["status"], "completed", "the next command: {v}");
+    assert_eq!(v["output"], "next\n", "{v}");
+    mcp.stop().await;
+}

@@ -41,13 +41,23 @@ impl Shells {
                 let delivered = Mutex::new(0);
                 Arc::new(Cmd { rec, delivered, dropped: Mutex::new(None) })
             });
+            // The command ended before the earlier guardian died (its
+            // prompt was reported after it was typed) and that guardian did
+            // not record it: concluded now, with the last report's code.
+            let ended = current.as_ref().is_some_and(|c| c.rec.ended_by(got.shell.prompts(), got.shell.prompts()));
+            if let (true, Some(c)) = (ended, &current) {
+                super::finish(rt, c, got.shell.last_exit());
+            }
             {
                 let mut v = lock(&view);
                 v.shell = Some(got.shell.clone());
                 // Its line was read: what comes is its output.
-                v.started = current.is_some();
-                v.current = current.clone();
+                v.started = current.is_some() && !ended;
+                v.current = current.clone().filter(|_| !ended);
                 v.last = current.clone();
+                if let (true, Some(done)) = (ended, &v.on_done) {
+                    done();
+                }
             }
             let bg_id = current.as_ref().filter(|_| e.background).map(|c| c.rec.id.clone());
             // A background shell whose command is done is held under its

@@ -107,10 +107,25 @@ pub(super) fn listen(id: &str, dir: &Path, leader: i32, held: Vec<OwnedFd>) -> O
             if let Some(code) = st.exited {
                 let _ = conn.write_all(exit_line(code).as_bytes());
             }
+            // A peer that hung up (a runtime that ended) is let go: a
+            // monitor taken over many times holds only the live ones.
+            st.peers.retain(still_attached);
             st.peers.push(conn);
         }
     });
     spawned.ok().map(|_| attach)
+}
+
+/// Whether `peer`, an attached runtime, still holds its end: a runtime
+/// never writes to the monitor, so anything readable (its end closed) or a
+/// hang-up means it is gone.
+///
+/// # References
+/// - [`poll(2)`](https://man7.org/linux/man-pages/man2/poll.2.html)
+fn still_attached(peer: &UnixStream) -> bool {
+    let mut fds = [PollFd::new(peer, PollFlags::IN | PollFlags::RDHUP)];
+    let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+    matches!(poll(&mut fds, Some(&now)), Ok(0))
 }
 
 /// How often a shell's monitor looks whether its execution's directory is

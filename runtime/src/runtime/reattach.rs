@@ -37,6 +37,10 @@ struct Prompt {
     prompts: u64,
     binary: Option<(u64, u64)>,
     held: Vec<String>,
+    /// The exit code the last report carried (a command that ended just
+    /// before its runtime died is concluded with it).
+    #[serde(default)]
+    last_exit: Option<i32>,
 }
 
 /// Whether the shell process `pid` waits in `read(2)` on descriptor 3, the
@@ -61,7 +65,7 @@ pub(crate) fn waits_for_answer(pid: i32) -> bool {
 /// Writes what a report left in `st` to `dir/prompt.json` (not durably: a
 /// runtime that dies leaves the page cache; a machine that dies, no shell).
 pub(crate) fn save_prompt(dir: &Path, st: &State) {
-    let p = Prompt { prompts: st.prompts, binary: st.binary, held: st.held.clone() };
+    let p = Prompt { prompts: st.prompts, binary: st.binary, held: st.held.clone(), last_exit: st.last_exit };
     if let Ok(bytes) = serde_json::to_vec(&p) {
         let _ = fs::write(dir.join(PROMPT_FILE), bytes);
     }
@@ -151,7 +155,9 @@ impl Runtime {
         let unanswered = pid.is_some_and(waits_for_answer);
         let prompts = saved.prompts + u64::from(unanswered);
         let at_prompt = unanswered || saved.prompts > current.as_ref().map_or(0, |c| c.prompts_before);
-        let state = State { at_prompt, prompts, held: saved.held, binary: saved.binary, ..State::default() };
+        // An unanswered report's exit code was not saved: unknown.
+        let last_exit = if unanswered { None } else { saved.last_exit };
+        let state = State { at_prompt, prompts, held: saved.held, binary: saved.binary, last_exit, ..State::default() };
         // A restricted shell (`ShellProgram::restricted`) is named so in its
         // execution's command file (`ShellProgram::describe`): commands are
         // typed into it as `eval`, its `.` refusing a path with a slash.
