@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::Runtime;
 use crate::execution::{ExecState, Execution};
 use crate::monitor::{fds, socket_name, PROTOCOL};
+use crate::record::RecordState;
 use crate::shell::command::{unfinished_of, CommandRecord};
 use crate::shell::{Core, OutputSink, Shell, State};
 use winx_release_kernel::sys::lock;
@@ -101,7 +102,10 @@ impl Runtime {
     /// process, its terminal (every chunk it prints from now on goes to
     /// `sink`) and its hook. A monitor that speaks another version of the
     /// socket's protocol is left as it is (an error says so): the shell
-    /// keeps running, and counts as running until it ends.
+    /// keeps running, and counts as running until it ends. A shell whose
+    /// leader the earlier runtime did not record (it died after the
+    /// monitor started it, `start.rs`) is the one its recorded monitor
+    /// names, and its record is completed.
     pub fn reattach_shell(self: &Arc<Self>, e: &Arc<Execution>, sink: Option<OutputSink>) -> io::Result<Reattached> {
         use std::os::linux::net::SocketAddrExt;
         let name = socket_name(&e.id);
@@ -137,9 +141,16 @@ impl Runtime {
                 ),
             ));
         }
-        if pid.is_none() || pid != e.leader().map(|l| l.pid) {
-            return Err(io::Error::other(format!("the monitor of shell {} names another process ({line:?})", e.id)));
-        }
+        let unrecorded = match (pid, e.leader()) {
+            (Some(p), Some(l)) if l.pid == p => None,
+            // The earlier runtime died after the monitor (recorded, and
+            // checked above) started the shell, before it recorded the
+            // shell: the monitor names it.
+            (Some(p), None) => Some(crate::probe::spawned_leader(p, true, true)),
+            _ => {
+                return Err(io::Error::other(format!("the monitor of shell {} names another process ({line:?})", e.id)))
+            }
+        };
         let mut got = got.into_iter();
         let (Some(follower), Some(hook)) = (got.next(), got.next()) else {
             return Err(io::Error::other(format!("the monitor of shell {} sent no terminal", e.id)));
@@ -171,6 +182,10 @@ impl Runtime {
             state: Mutex::new(state),
             cv: Condvar::new(),
         });
+        if let Some(leader) = unrecorded {
+            *lock(&e.leader) = Some(leader);
+            self.write(e, &e.record(RecordState::Running));
+        }
         lock(&self.shells).insert(e.id.clone(), Arc::downgrade(&core));
         e.set(ExecState::Running);
         let named = |what: &str| format!("winx-shell-{what}");
