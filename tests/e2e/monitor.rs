@@ -201,6 +201,21 @@ async fn a_command_that_ended_before_the_guardian_recorded_it_is_concluded_by_th
 /// before the monitor was recorded ahead of its leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_shell_whose_guardian_died_while_starting_it_is_taken_over() {
+    killed_while_starting_a_background_shell(false).await;
+}
+
+/// The same, from a record an earlier build left in that window (it named
+/// the monitor with the leader, so neither): the monitor listening on the
+/// execution's socket is found by its command line, and the shell taken
+/// over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shell_an_earlier_build_left_starting_is_taken_over() {
+    killed_while_starting_a_background_shell(true).await;
+}
+
+/// Kills the guardian while it starts a background shell (its record's
+/// `monitor` then removed when `earlier_build`), and checks the next one.
+async fn killed_while_starting_a_background_shell(earlier_build: bool) {
     let mut env = Env::new();
     let stopped = env.root.join("stopped");
     let stop_at = format!("{}=background-shell-started:{}", winx_release_runtime::fault::VAR, stopped.display());
@@ -231,6 +246,22 @@ async fn a_background_shell_whose_guardian_died_while_starting_it_is_taken_over(
     if let Ok(Ok(other)) = tokio::time::timeout(Duration::from_secs(10), pending).await {
         other.stop().await;
     }
+    let mut starting = 0;
+    for entry in std::fs::read_dir(env.data.join("executions")).unwrap().flatten() {
+        let status = entry.path().join("status.json");
+        let Ok(mut rec) = std::fs::read(&status).map(|b| serde_json::from_slice::<Value>(&b).unwrap()) else {
+            continue;
+        };
+        if rec["state"] == "starting" {
+            assert!(rec.get("leader").is_none(), "{rec}");
+            starting += 1;
+            if earlier_build {
+                rec.as_object_mut().unwrap().remove("monitor");
+                std::fs::write(&status, serde_json::to_vec(&rec).unwrap()).unwrap();
+            }
+        }
+    }
+    assert_eq!(starting, 1, "the background shell's record, left starting");
 
     env.start_guardian();
     mcp.init(&env.ws, "t1").await;

@@ -63,6 +63,22 @@ pub(crate) fn waits_for_answer(pid: i32) -> bool {
     f.next() == Some(READ) && f.next() == Some("0x3")
 }
 
+/// Whether process `pid` is the monitor of the shell whose execution
+/// directory is `dir`, by its command line (`PROGRAM __winx-release-monitor
+/// DIR out …`, `monitor/run.rs`): for a record that names no monitor (an
+/// earlier build recorded the monitor with the leader, and died before).
+///
+/// # References
+/// - [`proc_pid_cmdline(5)`](https://man7.org/linux/man-pages/man5/proc_pid_cmdline.5.html)
+fn is_monitor_of(pid: i32, dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let mut args = cmdline.split(|&b| b == 0).skip(1);
+    args.next() == Some(crate::monitor::ARG.as_bytes())
+        && args.next() == Some(dir.as_os_str().as_bytes())
+        && args.next() == Some(b"out".as_slice())
+}
+
 /// Writes what a report left in `st` to `dir/prompt.json` (not durably: a
 /// runtime that dies leaves the page cache; a machine that dies, no shell).
 pub(crate) fn save_prompt(dir: &Path, st: &State) {
@@ -83,7 +99,8 @@ pub struct Reattached {
 
 impl Runtime {
     /// The shells an earlier runtime left that this one has not taken over
-    /// and whose monitor still runs.
+    /// and whose monitor still runs, or whose record names neither monitor
+    /// nor leader (an earlier build's, left while it started the shell).
     pub fn shells_to_reattach(&self) -> Vec<Arc<Execution>> {
         let _ = self.adopt();
         let mut v: Vec<Arc<Execution>> = self
@@ -92,7 +109,12 @@ impl Runtime {
             .filter(|e| e.adopted && e.state().is_unresolved())
             .filter(|e| e.terminal.load(std::sync::atomic::Ordering::SeqCst))
             .filter(|e| lock(&self.shells).get(&e.id).is_none_or(|c| c.strong_count() == 0))
-            .filter(|e| e.monitor().is_some_and(|m| crate::probe::start_time_of(m.pid) == Some(m.start_time)))
+            .filter(|e| match e.monitor() {
+                Some(m) => crate::probe::start_time_of(m.pid) == Some(m.start_time),
+                // Recorded by an earlier build while it started the shell:
+                // its monitor may listen (`reattach_shell` checks).
+                None => e.leader().is_none(),
+            })
             .collect();
         v.sort_by_key(|e| e.started_unix);
         v
@@ -113,10 +135,13 @@ impl Runtime {
         // The socket's owner must be the monitor recorded (an abstract name
         // can be taken by anyone).
         let cred = rustix::net::sockopt::socket_peercred(&conn)?;
-        let recorded = e.monitor();
-        let same = recorded.is_some_and(|m| {
-            cred.pid.as_raw_nonzero().get() == m.pid && crate::probe::start_time_of(m.pid) == Some(m.start_time)
-        });
+        let peer = cred.pid.as_raw_nonzero().get();
+        let same = match e.monitor() {
+            Some(m) => peer == m.pid && crate::probe::start_time_of(m.pid) == Some(m.start_time),
+            // A record an earlier build left while it started the shell
+            // names neither: the owner is its monitor by its command line.
+            None => e.leader().is_none() && is_monitor_of(peer, &e.dir),
+        };
         if !same || cred.uid != rustix::process::getuid() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -184,6 +209,7 @@ impl Runtime {
         });
         if let Some(leader) = unrecorded {
             *lock(&e.leader) = Some(leader);
+            lock(&e.monitor).get_or_insert_with(|| crate::probe::spawned_leader(peer, true, true));
             self.write(e, &e.record(RecordState::Running));
         }
         lock(&self.shells).insert(e.id.clone(), Arc::downgrade(&core));
