@@ -172,6 +172,8 @@ pub(crate) mod cgroup;
 mod descriptors;
 mod end;
 mod execution;
+#[doc(hidden)]
+pub mod fault;
 mod liveness;
 mod members;
 pub mod monitor;

@@ -6,7 +6,6 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +30,7 @@ mod answer;
 mod reattach;
 mod shell;
 mod shell_members;
+mod start;
 mod union;
 
 /// How often the watcher looks at lingering executions and orphans.
@@ -422,68 +422,9 @@ impl Runtime {
             env_remove: self.env_remove.clone(),
         };
         let monitor = self.monitor_program()?;
-        self.start_leader(e, || spawn_leader(&e.dir, &spec, e.cgroup.as_deref(), monitor, |cmd| self.spawn_child(cmd)))
-    }
-
-    /// The monitor program, or why no execution can start.
-    pub(super) fn monitor_program(&self) -> io::Result<&Path> {
-        self.monitor.as_deref().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "no monitor program: {} is not beside this program, {} is not set, and this program does \
-                     not call winx_release_runtime::monitor::enter (refusing to start a command without one)",
-                    crate::monitor::BINARY,
-                    crate::monitor::PROGRAM_VAR
-                ),
-            )
+        self.start_leader(e, || {
+            spawn_leader(&e.dir, &spec, e.cgroup.as_deref(), monitor, |cmd| self.spawn_monitor(e, cmd))
         })
-    }
-
-    /// Starts the leader of `e` with `start` (which spawns it through
-    /// [`Runtime::spawn_child`]), the one way every leader starts: its
-    /// cgroup made and its record written durably first, so that a runtime
-    /// that dies right after the spawn still leaves the marker and the
-    /// cgroup for the next one; then its leader recorded running.
-    pub(super) fn start_leader(
-        &self,
-        e: &Execution,
-        start: impl FnOnce() -> io::Result<(Monitored, Leader)>,
-    ) -> io::Result<Monitored> {
-        if let (Mode::Cgroup(s), Some(_)) = (&self.mode, &e.cgroup) {
-            s.create_execution_cgroup(&e.id)?;
-        }
-        record::write_record(&e.dir, &e.record(RecordState::Starting))?;
-        let (started, leader) = start()?;
-        let monitor = started.child.id() as i32;
-        *lock(&e.monitor) = Some(probe::spawned_leader(monitor, true, true));
-        *lock(&e.leader) = Some(leader);
-        self.write(e, &e.record(RecordState::Running));
-        Ok(started)
-    }
-
-    /// Spawns `cmd` under the table of leaders: the orphan reaper never
-    /// reaps a leader before it is recorded.
-    pub(super) fn spawn_child(&self, cmd: &mut Command) -> io::Result<Child> {
-        let mut children = lock(&self.children);
-        let child = cmd.spawn()?;
-        children.insert(child.id() as i32);
-        Ok(child)
-    }
-
-    /// Waits for the leader's exit, as its monitor reports it, then for
-    /// the monitor's (which outlives everything the execution started).
-    fn watch_leader(self: Arc<Self>, e: Arc<Execution>, started: Monitored) {
-        let Monitored { mut child, control, .. } = started;
-        let code = control.leader_exit().unwrap_or_else(|| {
-            // The monitor was killed: its leader (reparented to this
-            // process or to init) may run on.
-            wait_gone(e.leader());
-            None
-        });
-        self.leader_ended(&e, code);
-        let _ = child.wait();
-        lock(&self.children).remove(&(child.id() as i32));
     }
 
     fn leader_ended(&self, e: &Arc<Execution>, code: Option<i32>) {

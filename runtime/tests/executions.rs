@@ -3,9 +3,12 @@
 //! in `/proc` mode everywhere and in cgroup mode where this process may
 //! make cgroups (root on a cgroup2 machine; skipped with a reason elsewhere).
 
+mod common;
+
+use common::eventually;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use winx_release_runtime::{ExecState, LivenessChoice, LivenessMode, Runtime, RuntimeOptions, SessionKey, Spawn};
 
@@ -35,17 +38,6 @@ fn spawn(
     e
 }
 
-fn until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
-}
-
 fn check(liveness: LivenessChoice) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
@@ -69,7 +61,7 @@ fn check(liveness: LivenessChoice) {
     let tag = format!("winx-rt-{}-{}", std::process::id(), rt.liveness_mode().as_str());
     let cmd = format!("( setsid env -i bash -c 'exec -a {tag} sleep 3' >/dev/null 2>&1 </dev/null & ); echo forked");
     let d = spawn(&rt, &ws, key, &cmd, true);
-    assert!(until(Duration::from_secs(5), || d.leader_exited()), "the shell did not exit");
+    eventually(Duration::from_secs(5), "the shell to exit", || d.leader_exited());
     let live = rt.liveness(&key);
     if rt.liveness_mode() == LivenessMode::Cgroup {
         // Only the cgroup still knows it.
@@ -84,8 +76,8 @@ fn check(liveness: LivenessChoice) {
         let other = SessionKey { dev: key.dev, ino: key.ino + 1, born: 0 };
         assert_eq!(rt2.liveness(&other).running, 0);
     }
-    assert!(until(Duration::from_secs(15), || rt.liveness(&key).running == 0), "{:?}", rt.liveness(&key));
-    assert!(until(Duration::from_secs(5), || d.state().is_final()), "{:?}", d.state());
+    eventually(Duration::from_secs(15), "nothing of the session running", || rt.liveness(&key).running == 0);
+    eventually(Duration::from_secs(5), "the execution resolved", || d.state().is_final());
 
     // A record that cannot be parsed counts for every session.
     let bad = data.join("executions").join("00000000000000ff");
@@ -122,6 +114,7 @@ fn a_record_written_after_its_directory_was_seen_is_adopted() {
     // Past the racy window (two coarse ticks at most 2 × 4 ms on HZ=250,
     // one second and a tick where the filesystem keeps whole seconds), so
     // that a look at `D/executions` settles.
+    // Time that must pass, not an event to wait for: a sleep.
     let settle = || std::thread::sleep(Duration::from_millis(1100));
     settle();
     assert_eq!(rt.liveness(&key).running, 0);
@@ -218,7 +211,7 @@ fn a_leader_recorded_without_its_start_time_still_counts() {
     assert!(live.detail.as_deref().is_some_and(|d| d.contains(&pid.to_string())), "{live:?}");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(until(Duration::from_secs(5), || rt.liveness(&key).running == 0), "{:?}", rt.liveness(&key));
+    eventually(Duration::from_secs(5), "nothing of the session running", || rt.liveness(&key).running == 0);
 }
 
 /// A command of a thread counts for every session of that thread: asked
@@ -245,6 +238,8 @@ fn a_threads_command_counts_for_its_threads_next_session() {
     let rt2 = runtime(&data, LivenessChoice::Proc);
     assert_eq!(rt2.thread_liveness(&next, "t1").running, 1);
     std::fs::write(&stop, b"").unwrap();
-    assert!(until(Duration::from_secs(10), || rt.thread_liveness(&next, "t1").running == 0));
-    assert!(until(Duration::from_secs(5), || e.state().is_final()), "{:?}", e.state());
+    eventually(Duration::from_secs(10), "nothing of the thread running", || {
+        rt.thread_liveness(&next, "t1").running == 0
+    });
+    eventually(Duration::from_secs(5), "the execution resolved", || e.state().is_final());
 }

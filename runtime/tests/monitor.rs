@@ -6,9 +6,12 @@
 //! the monitor, a process that left its execution's group, session and
 //! marker and whose parent exited was reparented to init and escaped.
 
+mod common;
+
+use common::read_pid;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use winx_release_runtime::monitor::EXIT_FILE;
 use winx_release_runtime::{ExecState, Execution, LivenessChoice, Runtime, RuntimeOptions, SessionKey, Spawn};
@@ -39,17 +42,6 @@ fn run(rt: &Arc<Runtime>, ws: &Path, key: SessionKey, command: &str) -> Arc<Exec
 fn ppid(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn read_pid(path: &Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()) {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A process that leaves its execution every way a process can (`setsid`,

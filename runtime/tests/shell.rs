@@ -1,8 +1,11 @@
 //! Shells as executions: a real `bash` on a PTY the engine opens, its
 //! prompt hook, and the idle rule that lets its own process not count.
 
+mod common;
+
+use common::eventually;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use winx_release_runtime::shell::{OutputFilter, Piece, Shell, ShellSpawn, Terminal, Write};
 use winx_release_runtime::{LivenessChoice, Runtime, RuntimeOptions, SessionKey};
@@ -59,34 +62,26 @@ fn world() -> World {
     World { _tmp: tmp, rt, session, shell, text, pieces, admission: winx_release_engine::Admission::new() }
 }
 
-fn until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < end, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// An idle shell does not count; a running command does; a job left
 /// behind does until it ends.
 #[test]
 fn idle_busy_and_a_job_left_behind() {
     let w = world();
-    until(5, "idle", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "idle", || w.shell.busy(&w.rt).is_none());
     assert_eq!(w.rt.liveness(&w.session).running, 0, "{:?}", w.rt.liveness(&w.session));
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1.5").unwrap();
     let busy = w.shell.busy(&w.rt).expect("busy while sleep runs");
     assert!(busy.contains("not back at its prompt"), "{busy}");
     assert!(w.rt.liveness(&w.session).running > 0);
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    until(5, "idle after the command", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "idle after the command", || w.shell.busy(&w.rt).is_none());
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 3 & echo started").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     assert_eq!(w.shell.last_exit(), Some(0));
     let busy = w.shell.busy(&w.rt).expect("a job runs");
     assert!(busy.contains("left process"), "{busy}");
     assert!(!w.rt.shell_jobs(&w.shell).unwrap().is_empty());
-    until(10, "the job to end", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(10), "the job to end", || w.shell.busy(&w.rt).is_none());
     assert!(String::from_utf8_lossy(&w.text.lock().unwrap()).contains("started"));
 }
 
@@ -114,7 +109,9 @@ fn one_answer_takes_two_snapshots_whatever_the_shells() {
             s
         })
         .collect();
-    until(5, "idle", || w.shell.busy(&w.rt).is_none() && more.iter().all(|s| s.busy(&w.rt).is_none()));
+    eventually(Duration::from_secs(5), "idle", || {
+        w.shell.busy(&w.rt).is_none() && more.iter().all(|s| s.busy(&w.rt).is_none())
+    });
     let before = winx_release_runtime::snapshots_taken_here();
     let l = w.rt.liveness(&w.session);
     let taken = winx_release_runtime::snapshots_taken_here() - before;
@@ -142,7 +139,7 @@ fn a_spoofed_report_or_a_lost_hook_stays_busy() {
     assert!(busy.contains("not waiting") || busy.contains("state"), "{busy}");
     w.shell.write(&w.admission.enter(), Write::Line, b"\x03").unwrap();
     // Back at a real prompt after Ctrl-c.
-    until(10, "idle after Ctrl-c", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(10), "idle after Ctrl-c", || w.shell.busy(&w.rt).is_none());
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "unset PROMPT_COMMAND").unwrap();
     assert!(!w.shell.wait_prompt(c.prompts_before, Duration::from_secs(1)));
     assert!(w.shell.busy(&w.rt).is_some(), "a shell whose hook stopped reporting is busy");
@@ -164,13 +161,15 @@ fn a_spoofed_report_then_the_read_builtin_stays_busy() {
         )
         .unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "the spoof reported");
+    // What must not happen: the shell seen idle once its spoof was
+    // answered and it waits in the `read` builtin; it is given time to.
     std::thread::sleep(Duration::from_millis(300));
     let busy = w.shell.busy(&w.rt).expect("a shell in the read builtin is busy");
     assert!(busy.contains("not waiting for terminal input"), "{busy}");
     assert!(w.rt.liveness(&w.session).running > 0);
     // The line the `read` waits for; then the real prompt.
     w.shell.write(&w.admission.enter(), Write::Line, b"yes\r").unwrap();
-    until(10, "idle at the real prompt", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(10), "idle at the real prompt", || w.shell.busy(&w.rt).is_none());
 }
 
 /// Input the program in the foreground does not read (64 KiB of lines,
@@ -182,10 +181,10 @@ fn a_spoofed_report_then_the_read_builtin_stays_busy() {
 #[test]
 fn input_nobody_reads_never_deadlocks_the_shell() {
     let w = world();
-    let gate = w._tmp.path().join("gate");
-    let cmd = format!("while [ ! -e '{}' ]; do sleep 0.01; done", gate.display());
+    let (gate, started) = (w._tmp.path().join("gate"), w._tmp.path().join("started"));
+    let cmd = format!("touch '{}'; while [ ! -e '{}' ]; do sleep 0.01; done", started.display(), gate.display());
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), &cmd).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(Duration::from_secs(10), "the program to run in the foreground", || started.exists());
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let shell = w.shell.clone();
@@ -195,6 +194,9 @@ fn input_nobody_reads_never_deadlocks_the_shell() {
             let _ = tx.send(r.map_err(|e| e.kind()));
         });
     }
+    // What must not happen: the write returning while the program runs,
+    // before its wait (checked below by its `TimedOut`); it is given
+    // time to fill the terminal and wait.
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(&gate, b"").unwrap();
     let sent = rx.recv_timeout(Duration::from_secs(20)).expect("the write never returned: the shell is deadlocked");
@@ -202,7 +204,9 @@ fn input_nobody_reads_never_deadlocks_the_shell() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)), "no prompt after the program ended");
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo after").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
+    eventually(Duration::from_secs(5), "the next command's output", || {
+        String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n")
+    });
     let text = String::from_utf8_lossy(&w.text.lock().unwrap()).into_owned();
     // Echoed while queued (`echo ran-x`), but never run (a line `ran-x`).
     assert!(!text.lines().any(|l| l.trim_end() == "ran-x"), "unread input ran as a command");
@@ -218,6 +222,7 @@ fn input_after_the_program_ended_is_refused_not_run() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     let r = w.shell.write(&w.admission.enter(), Write::Input, format!("touch {}\r", marker.display()).as_bytes());
     assert_eq!(r.map_err(|e| e.kind()), Err(std::io::ErrorKind::InvalidInput));
+    // What must not happen: the refused line run; it is given time to.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!marker.exists(), "input at the prompt ran as a command");
 }
@@ -232,7 +237,9 @@ fn a_long_command_and_state_persist() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo \"$Y $PWD\"").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    until(5, "the output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("20000 /\n"));
+    eventually(Duration::from_secs(5), "the output", || {
+        String::from_utf8_lossy(&w.text.lock().unwrap()).contains("20000 /\n")
+    });
 }
 
 /// Input a program left unread when it ended never runs as a command: the
@@ -246,7 +253,9 @@ fn input_an_ended_program_left_unread_is_not_run() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "echo after").unwrap();
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    until(5, "the next command's output", || String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n"));
+    eventually(Duration::from_secs(5), "the next command's output", || {
+        String::from_utf8_lossy(&w.text.lock().unwrap()).contains("after\n")
+    });
     assert!(!marker.exists(), "input sent to `sleep` ran as a command after it ended");
 }
 
@@ -263,7 +272,7 @@ fn a_late_reader_splits_output_at_the_right_prompt() {
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
     let reported = w.shell.prompts();
     assert_eq!(reported, c.prompts_before + 1);
-    until(5, "the command's end marker", || {
+    eventually(Duration::from_secs(5), "the command's end marker", || {
         w.pieces.lock().unwrap().iter().any(|p| matches!(p, Piece::End(n) if *n == reported))
     });
     let (mut out, mut started, mut ended) = (Vec::new(), false, false);

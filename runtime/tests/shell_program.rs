@@ -3,8 +3,11 @@
 //! each counted like the engine's shell (prompts reported, idle when
 //! idle, busy while a command runs).
 
+mod common;
+
+use common::eventually;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use winx_release_engine::Admission;
 use winx_release_runtime::shell::{Shell, ShellProgram, ShellSpawn, Terminal};
@@ -47,14 +50,6 @@ fn world(program: impl FnOnce(&std::path::Path) -> ShellProgram) -> World {
     World { _tmp: tmp, rt, shell, raw, admission }
 }
 
-fn until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < end, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn printed(w: &World) -> String {
     String::from_utf8_lossy(&w.raw.lock().unwrap()).into_owned()
 }
@@ -73,10 +68,10 @@ fn the_users_rc_and_the_hosts_prompt_command_are_kept() {
             .unwrap();
         ShellProgram::bash().rc(&rc).prompt_command("printf '[host-marker %s]' $?")
     });
-    until(5, "idle", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "idle", || w.shell.busy(&w.rt).is_none());
     run(&w, "echo \"rc said $FROM_RC\"; (exit 3)");
     assert_eq!(w.shell.last_exit(), Some(3), "the hook reports the command's status");
-    until(5, "the output", || printed(&w).contains("[host-marker 3]"));
+    eventually(Duration::from_secs(5), "the output", || printed(&w).contains("[host-marker 3]"));
     let out = printed(&w);
     assert!(out.contains("rc said yes"), "{out}");
     assert!(out.contains("user-prompt> "), "the rc's prompt string is kept: {out}");
@@ -87,19 +82,19 @@ fn the_users_rc_and_the_hosts_prompt_command_are_kept() {
     let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 1").unwrap();
     assert!(w.shell.busy(&w.rt).is_some(), "busy while a command runs");
     assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
-    until(5, "idle again", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "idle again", || w.shell.busy(&w.rt).is_none());
 }
 
 #[test]
 fn a_restricted_bash_is_counted_too() {
     let w = world(|_| ShellProgram::bash().restricted());
-    until(5, "idle", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "idle", || w.shell.busy(&w.rt).is_none());
     run(&w, "cd /");
     assert_ne!(w.shell.last_exit(), Some(0), "a restricted shell refuses cd");
-    until(5, "the refusal printed", || printed(&w).contains("restricted"));
+    eventually(Duration::from_secs(5), "the refusal printed", || printed(&w).contains("restricted"));
     run(&w, "shopt -q restricted_shell && echo is-restricted");
-    until(5, "the answer printed", || printed(&w).contains("is-restricted"));
-    until(5, "idle", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "the answer printed", || printed(&w).contains("is-restricted"));
+    eventually(Duration::from_secs(5), "idle", || w.shell.busy(&w.rt).is_none());
     assert!(w.shell.pid().is_some());
 }
 
@@ -141,6 +136,6 @@ fn a_debug_trap_from_the_rc_runs_only_before_commands() {
         ShellProgram::bash().rc(&rc)
     });
     run(&w, "echo ran");
-    until(5, "the trap's output", || printed(&w).contains("ran"));
-    until(5, "idle with the trap set", || w.shell.busy(&w.rt).is_none());
+    eventually(Duration::from_secs(5), "the trap's output", || printed(&w).contains("ran"));
+    eventually(Duration::from_secs(5), "idle with the trap set", || w.shell.busy(&w.rt).is_none());
 }

@@ -189,3 +189,88 @@ async fn a_command_that_ended_before_the_guardian_recorded_it_is_concluded_by_th
     assert_eq!(v["output"], "next\n", "{v}");
     mcp.stop().await;
 }
+
+/// A guardian SIGKILLed while starting a background shell: its monitor had
+/// started the shell, and the record named neither yet (a test-only stop
+/// point, `WINX_RELEASE_STOP_AT`, holds the guardian in that window).
+/// The next guardian takes the shell over (nothing was typed into it: it
+/// is idle, and retention ends it), so the thread's releases are refused
+/// only while the command the user started in the thread's shell runs,
+/// which is not killed and completes. Found by `stress --chaos` (a record
+/// left `starting` with no leader, its `bash -i` running for ever); failed
+/// before the monitor was recorded ahead of its leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shell_whose_guardian_died_while_starting_it_is_taken_over() {
+    killed_while_starting_a_background_shell(false).await;
+}
+
+/// The same, from a record an earlier build left in that window (it named
+/// the monitor with the leader, so neither): the monitor listening on the
+/// execution's socket is found by its command line, and the shell taken
+/// over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shell_an_earlier_build_left_starting_is_taken_over() {
+    killed_while_starting_a_background_shell(true).await;
+}
+
+/// Kills the guardian while it starts a background shell (its record's
+/// `monitor` then removed when `earlier_build`), and checks the next one.
+async fn killed_while_starting_a_background_shell(earlier_build: bool) {
+    let mut env = Env::new();
+    let stopped = env.root.join("stopped");
+    let stop_at = format!("{}=background-shell-started:{}", winx_release_runtime::fault::VAR, stopped.display());
+    env.start_guardian_with(&["env", &stop_at]);
+    let mcp = env.mcp(&[]).await;
+    mcp.init(&env.ws, "t1").await;
+    let h = helper(&env, &mcp, "t1", "h.txt").await;
+    let (gate, started) = (env.root.join("gate"), env.root.join("started"));
+    let command =
+        format!("touch {}; while [ ! -e {} ]; do sleep 0.1; done; echo fg-done", started.display(), gate.display());
+    let v = bash(&mcp, json!({"thread_id": "t1", "command": command, "wait_for_seconds": 0.2})).await;
+    assert_eq!(v["status"], "running", "{v}");
+    let id = v["command_id"].as_str().unwrap_or_else(|| panic!("no command_id: {v}")).to_owned();
+    eventually(10, "the command to start", || started.exists());
+
+    // Another client's background command: its shell starts, and the
+    // guardian stops before recording it.
+    let other = env.mcp(&[]).await;
+    other.init(&env.ws, "t1").await;
+    let pending = tokio::spawn(async move {
+        let _ = other
+            .try_call("BashCommand", json!({"thread_id": "t1", "command": "echo bg", "is_background": true}))
+            .await;
+        other
+    });
+    eventually(10, "the guardian to stop while starting the background shell", || stopped.exists());
+    env.kill_guardian();
+    if let Ok(Ok(other)) = tokio::time::timeout(Duration::from_secs(10), pending).await {
+        other.stop().await;
+    }
+    let mut starting = 0;
+    for entry in std::fs::read_dir(env.data.join("executions")).unwrap().flatten() {
+        let status = entry.path().join("status.json");
+        let Ok(mut rec) = std::fs::read(&status).map(|b| serde_json::from_slice::<Value>(&b).unwrap()) else {
+            continue;
+        };
+        if rec["state"] == "starting" {
+            assert!(rec.get("leader").is_none(), "{rec}");
+            starting += 1;
+            if earlier_build {
+                rec.as_object_mut().unwrap().remove("monitor");
+                std::fs::write(&status, serde_json::to_vec(&rec).unwrap()).unwrap();
+            }
+        }
+    }
+    assert_eq!(starting, 1, "the background shell's record, left starting");
+
+    env.start_guardian();
+    mcp.init(&env.ws, "t1").await;
+    denied(&env, &mcp, "t1", &h, "execution_active").await;
+    std::fs::write(&gate, b"").unwrap();
+    let v =
+        bash(&mcp, json!({"thread_id": "t1", "status_check": true, "command_id": id, "wait_for_seconds": 10})).await;
+    assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("completed"), Some(0)), "{v}");
+    assert_eq!(v["output"], "fg-done\n", "{v}");
+    completes_after(&env, &mcp, "t1", &h, "execution_active", Duration::from_secs(20)).await;
+    mcp.stop().await;
+}

@@ -86,18 +86,25 @@ pub(crate) fn command(program: &Path, dir: &Path, io: LeaderIo, own_group: bool)
 /// did not say in time (then it is not waited for here: the runtime's
 /// reaper takes it).
 ///
-/// A shell's monitor is first sent `held` (the hook socket's runtime end,
-/// then the terminal's controller when the runtime keeps it), which it
-/// holds for the shell's life.
+/// The monitor starts the leader only on this word, sent first: a shell's
+/// monitor is sent `held` (the hook socket's runtime end, then the
+/// terminal's controller when the runtime keeps it), which it holds for
+/// the shell's life; another monitor `G`. The caller recorded the monitor
+/// before (`Runtime::spawn_monitor`).
 pub(crate) fn start_monitored(
     child: Child,
     ours: UnixStream,
     program: &OsStr,
     held: &[BorrowedFd<'_>],
 ) -> io::Result<Monitored> {
-    if !held.is_empty() {
-        super::fds::send(&ours, "F\n", held)?;
-    }
+    let ended = |why: &dyn std::fmt::Display| {
+        io::Error::other(format!(
+            "the monitor {} ended before starting the command ({why}; is it a program that calls \
+             winx_release_runtime::monitor::enter?)",
+            Path::new(program).display()
+        ))
+    };
+    super::fds::send(&ours, if held.is_empty() { "G\n" } else { "F\n" }, held).map_err(|e| ended(&e))?;
     ours.set_read_timeout(Some(HANDSHAKE))?;
     let mut reader = BufReader::new(ours);
     let mut line = String::new();
@@ -105,11 +112,7 @@ pub(crate) fn start_monitored(
     let line = line.trim_end();
     match (got, line.strip_prefix("L ").and_then(|p| p.parse::<i32>().ok())) {
         (Ok(_), Some(leader)) => Ok(Monitored { child, leader, control: Control { reader } }),
-        (Ok(0), _) => Err(io::Error::other(format!(
-            "the monitor {} ended before starting the command (is it a program that calls \
-             winx_release_runtime::monitor::enter?)",
-            Path::new(program).display()
-        ))),
+        (Ok(0), _) => Err(ended(&"it said nothing")),
         (Ok(_), None) => Err(io::Error::other(format!(
             "the monitor could not start the command: {}",
             line.strip_prefix("E ").unwrap_or(line)

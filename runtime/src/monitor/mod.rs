@@ -4,7 +4,9 @@
 //! Every execution (a one-shot or background command, a thread's shell, a
 //! background shell) starts under a monitor. The monitor leaves the
 //! runtime's session (`setsid(2)`), makes itself a child subreaper
-//! (`PR_SET_CHILD_SUBREAPER`), spawns the leader with the standard streams
+//! (`PR_SET_CHILD_SUBREAPER`), waits for the runtime's word (the runtime
+//! records the monitor durably first, so that the record names it before
+//! anything of the execution runs), spawns the leader with the standard streams
 //! and environment the runtime prepared, tells the runtime the leader's pid
 //! and, later, its exit status on a control socket (its standard input),
 //! reaps every process reparented to it, and exits only when it has no

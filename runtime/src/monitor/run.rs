@@ -8,6 +8,11 @@
 //! input is the control socket; its standard output and error are the
 //! leader's.
 //!
+//! The monitor starts nothing before the runtime's word on the control
+//! socket (`G`, or a shell's descriptors): the runtime records the monitor
+//! durably in between (`Runtime::spawn_monitor`), so that the record names
+//! the monitor before anything of the execution runs.
+//!
 //! A shell's monitor (`out`) first receives, on the control socket, the
 //! runtime's end of the shell's hook socket and the terminal's controller
 //! (when the runtime keeps it), and holds them for the shell's life: a
@@ -43,16 +48,18 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
         return 126;
     }
     let shell = stdin == "out";
-    let held = if shell {
-        match control.as_ref().map(super::fds::recv) {
-            Some(Ok((line, fds))) if line == "F\n" && !fds.is_empty() => fds,
-            _ => {
-                say(&mut control, "E no terminal and hook descriptors came");
-                return 126;
-            }
+    // Nothing starts before the runtime's word: it records this monitor
+    // first, so that a runtime that dies at any point leaves a record
+    // naming the monitor of whatever runs. A runtime gone before it
+    // (the socket closed) leaves nothing started.
+    let held = match control.as_ref().map(super::fds::recv) {
+        Some(Ok((line, fds))) if shell && line == "F\n" && !fds.is_empty() => fds,
+        Some(Ok((line, fds))) if !shell && line == "G\n" && fds.is_empty() => fds,
+        _ => {
+            let what = if shell { "no terminal and hook descriptors came" } else { "the runtime did not say to start" };
+            say(&mut control, &format!("E {what}: nothing started"));
+            return 126;
         }
-    } else {
-        Vec::new()
     };
     // The execution's marker, on the leader alone: the monitor carries
     // none (it is no member of its execution).

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::Runtime;
 use crate::execution::{ExecState, Execution};
 use crate::monitor::{fds, socket_name, PROTOCOL};
+use crate::record::RecordState;
 use crate::shell::command::{unfinished_of, CommandRecord};
 use crate::shell::{Core, OutputSink, Shell, State};
 use winx_release_kernel::sys::lock;
@@ -62,6 +63,22 @@ pub(crate) fn waits_for_answer(pid: i32) -> bool {
     f.next() == Some(READ) && f.next() == Some("0x3")
 }
 
+/// Whether process `pid` is the monitor of the shell whose execution
+/// directory is `dir`, by its command line (`PROGRAM __winx-release-monitor
+/// DIR out …`, `monitor/run.rs`): for a record that names no monitor (an
+/// earlier build recorded the monitor with the leader, and died before).
+///
+/// # References
+/// - [`proc_pid_cmdline(5)`](https://man7.org/linux/man-pages/man5/proc_pid_cmdline.5.html)
+fn is_monitor_of(pid: i32, dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let mut args = cmdline.split(|&b| b == 0).skip(1);
+    args.next() == Some(crate::monitor::ARG.as_bytes())
+        && args.next() == Some(dir.as_os_str().as_bytes())
+        && args.next() == Some(b"out".as_slice())
+}
+
 /// Writes what a report left in `st` to `dir/prompt.json` (not durably: a
 /// runtime that dies leaves the page cache; a machine that dies, no shell).
 pub(crate) fn save_prompt(dir: &Path, st: &State) {
@@ -82,7 +99,8 @@ pub struct Reattached {
 
 impl Runtime {
     /// The shells an earlier runtime left that this one has not taken over
-    /// and whose monitor still runs.
+    /// and whose monitor still runs, or whose record names neither monitor
+    /// nor leader (an earlier build's, left while it started the shell).
     pub fn shells_to_reattach(&self) -> Vec<Arc<Execution>> {
         let _ = self.adopt();
         let mut v: Vec<Arc<Execution>> = self
@@ -91,7 +109,12 @@ impl Runtime {
             .filter(|e| e.adopted && e.state().is_unresolved())
             .filter(|e| e.terminal.load(std::sync::atomic::Ordering::SeqCst))
             .filter(|e| lock(&self.shells).get(&e.id).is_none_or(|c| c.strong_count() == 0))
-            .filter(|e| e.monitor().is_some_and(|m| crate::probe::start_time_of(m.pid) == Some(m.start_time)))
+            .filter(|e| match e.monitor() {
+                Some(m) => crate::probe::start_time_of(m.pid) == Some(m.start_time),
+                // Recorded by an earlier build while it started the shell:
+                // its monitor may listen (`reattach_shell` checks).
+                None => e.leader().is_none(),
+            })
             .collect();
         v.sort_by_key(|e| e.started_unix);
         v
@@ -101,7 +124,10 @@ impl Runtime {
     /// process, its terminal (every chunk it prints from now on goes to
     /// `sink`) and its hook. A monitor that speaks another version of the
     /// socket's protocol is left as it is (an error says so): the shell
-    /// keeps running, and counts as running until it ends.
+    /// keeps running, and counts as running until it ends. A shell whose
+    /// leader the earlier runtime did not record (it died after the
+    /// monitor started it, `start.rs`) is the one its recorded monitor
+    /// names, and its record is completed.
     pub fn reattach_shell(self: &Arc<Self>, e: &Arc<Execution>, sink: Option<OutputSink>) -> io::Result<Reattached> {
         use std::os::linux::net::SocketAddrExt;
         let name = socket_name(&e.id);
@@ -109,10 +135,13 @@ impl Runtime {
         // The socket's owner must be the monitor recorded (an abstract name
         // can be taken by anyone).
         let cred = rustix::net::sockopt::socket_peercred(&conn)?;
-        let recorded = e.monitor();
-        let same = recorded.is_some_and(|m| {
-            cred.pid.as_raw_nonzero().get() == m.pid && crate::probe::start_time_of(m.pid) == Some(m.start_time)
-        });
+        let peer = cred.pid.as_raw_nonzero().get();
+        let same = match e.monitor() {
+            Some(m) => peer == m.pid && crate::probe::start_time_of(m.pid) == Some(m.start_time),
+            // A record an earlier build left while it started the shell
+            // names neither: the owner is its monitor by its command line.
+            None => e.leader().is_none() && is_monitor_of(peer, &e.dir),
+        };
         if !same || cred.uid != rustix::process::getuid() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -137,9 +166,16 @@ impl Runtime {
                 ),
             ));
         }
-        if pid.is_none() || pid != e.leader().map(|l| l.pid) {
-            return Err(io::Error::other(format!("the monitor of shell {} names another process ({line:?})", e.id)));
-        }
+        let unrecorded = match (pid, e.leader()) {
+            (Some(p), Some(l)) if l.pid == p => None,
+            // The earlier runtime died after the monitor (recorded, and
+            // checked above) started the shell, before it recorded the
+            // shell: the monitor names it.
+            (Some(p), None) => Some(crate::probe::spawned_leader(p, true, true)),
+            _ => {
+                return Err(io::Error::other(format!("the monitor of shell {} names another process ({line:?})", e.id)))
+            }
+        };
         let mut got = got.into_iter();
         let (Some(follower), Some(hook)) = (got.next(), got.next()) else {
             return Err(io::Error::other(format!("the monitor of shell {} sent no terminal", e.id)));
@@ -171,6 +207,11 @@ impl Runtime {
             state: Mutex::new(state),
             cv: Condvar::new(),
         });
+        if let Some(leader) = unrecorded {
+            *lock(&e.leader) = Some(leader);
+            lock(&e.monitor).get_or_insert_with(|| crate::probe::spawned_leader(peer, true, true));
+            self.write(e, &e.record(RecordState::Running));
+        }
         lock(&self.shells).insert(e.id.clone(), Arc::downgrade(&core));
         e.set(ExecState::Running);
         let named = |what: &str| format!("winx-shell-{what}");

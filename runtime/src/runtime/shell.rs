@@ -97,7 +97,7 @@ impl Runtime {
             let mut held = vec![ours.as_fd()];
             held.extend(controller.as_ref().map(|c| c.as_fd()));
             self.start_leader(e, || {
-                spawn_shell(&spec, &follower, OwnedFd::from(theirs), &held, |cmd| self.spawn_child(cmd))
+                spawn_shell(&spec, &follower, OwnedFd::from(theirs), &held, |cmd| self.spawn_monitor(e, cmd))
             })
         })?;
         let core = Arc::new(Core {
