@@ -35,3 +35,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/foreign" RUSTFLAGS="--cfg w
 cargo test --locked -p winx-release-engine --test suite foreign::
 cargo test --locked -p winx-release-host --test foreign
 cargo test --locked -p winx-release-runtime --test foreign
+# A host's code is the same everywhere: the example hosts, built as off
+# Linux, run and end at their first `Initialize`'s `unsupported_platform`.
+for example in winx_host tokio_host; do
+    out=$(cargo run --locked -p winx-release-host --example "$example")
+    echo "$out"
+    grep -q unsupported_platform <<<"$out"
+done

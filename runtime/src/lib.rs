@@ -161,6 +161,20 @@
 //! [`Runtime::start_shell_with`] and a [`shell::ShellProgram`];
 //! `host/examples/tokio_host.rs` is such a host.
 //!
+//! # Platforms
+//!
+//! The runtime runs commands on Linux only (process groups, pidfds,
+//! `/proc`, cgroups, PTYs). It builds on every platform, under the same
+//! paths and with the same signatures, so that a host's code is the same
+//! everywhere: off Linux (`foreign`) [`Runtime::start`] returns a runtime
+//! that starts nothing, every start ([`Runtime::submit`],
+//! [`Runtime::start_shell_with`], `SessionKey::of_dir`) answers an
+//! [`std::io::Error`] of kind `Unsupported` whose inner error is
+//! [`winx_release_engine::Reason::UnsupportedPlatform`] (as the engine's
+//! releases answer `unsupported_platform` there), no execution or shell
+//! exists, [`monitor::enter`] returns at once and [`OwnerAnswer`]
+//! supports no release. On Linux, `--cfg winx_foreign` builds that path
+//! (CI checks it: `.ci/foreign.sh`).
 
 // Spawning, `/proc` and cgroups are Linux's. Elsewhere (and with `--cfg
 // winx_foreign`) `foreign` is the same surface, every operation answering

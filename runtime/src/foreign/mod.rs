@@ -49,6 +49,26 @@ impl SessionKey {
 /// returns one, and its methods cannot be reached.
 #[derive(Debug)]
 pub struct Execution {
+    /// The command id.
+    pub id: String,
+    /// Whether it runs in the background.
+    pub background: bool,
+    /// Its directory `D/executions/<id>`.
+    pub dir: PathBuf,
+    /// The workspace it runs in.
+    pub workspace: PathBuf,
+    /// The thread it belongs to.
+    pub thread: String,
+    /// The identity of its session directory.
+    pub session: Option<SessionKey>,
+    /// When it was submitted (Unix seconds).
+    pub started_unix: u64,
+    /// Whether this runtime found it in `D/executions` rather than started it.
+    pub adopted: bool,
+    /// Its cgroup, in cgroup mode.
+    pub cgroup: Option<PathBuf>,
+    /// Why its record could not be read, for a record of unknown owner.
+    pub unreadable: Option<String>,
     never: Infallible,
 }
 
