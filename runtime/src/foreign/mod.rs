@@ -129,6 +129,28 @@ impl Runtime {
         "unsupported_platform: the runtime runs commands on Linux only"
     }
 
+    /// How executions are contained: none is, off Linux.
+    pub fn containment(&self) -> &'static str {
+        "none"
+    }
+
+    /// Why: `unsupported_platform`.
+    pub fn containment_reason(&self) -> String {
+        self.liveness_reason().to_owned()
+    }
+
+    /// Nothing to claim: no execution exists.
+    pub fn claim_for_retention(&self, id: &str) -> bool {
+        let _ = id;
+        false
+    }
+
+    /// Unknown off Linux.
+    pub fn start_time_of(pid: i32) -> Option<u64> {
+        let _ = pid;
+        None
+    }
+
     /// The flag a host's `SIGCHLD` handler sets; nothing reads it here.
     pub fn sigchld_flag(&self) -> Arc<AtomicBool> {
         self.sigchld.clone()
