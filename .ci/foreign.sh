@@ -8,10 +8,11 @@
 # 2. the non-Linux code path, built on Linux with `--cfg winx_foreign`
 #    (without the Linux-only dependencies, which the manifests gate on that
 #    cfg too), type-checks, and its tests pass: every release is
-#    `unsupported_platform`, reads say so.
+#    `unsupported_platform`, reads say so, and the runtime starts nothing:
+#    every start answers `unsupported_platform`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-crates=(winx-release-kernel winx-release-engine winx-release-host)
+crates=(winx-release-kernel winx-release-engine winx-release-host winx-release-runtime)
 linux_only='^(io-uring|linux-raw-sys|rustix) '
 for crate in "${crates[@]}"; do
     for target in x86_64-apple-darwin x86_64-pc-windows-msvc; do
@@ -27,9 +28,17 @@ for crate in "${crates[@]}"; do
         exit 1
     fi
 done
-export CARGO_TARGET_DIR=target/foreign RUSTFLAGS="--cfg winx_foreign"
-# The test build compiles both libraries' non-Linux path (a separate
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/foreign" RUSTFLAGS="--cfg winx_foreign"
+# The test build compiles the libraries' non-Linux path (a separate
 # `cargo check` would build every dependency a second time, in check mode).
 # The engine's one test binary compiles only its `foreign` module there.
 cargo test --locked -p winx-release-engine --test suite foreign::
 cargo test --locked -p winx-release-host --test foreign
+cargo test --locked -p winx-release-runtime --test foreign
+# A host's code is the same everywhere: the example hosts, built as off
+# Linux, run and end at their first `Initialize`'s `unsupported_platform`.
+for example in winx_host tokio_host; do
+    out=$(cargo run --locked -p winx-release-host --example "$example")
+    echo "$out"
+    grep -q unsupported_platform <<<"$out"
+done

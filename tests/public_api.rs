@@ -20,7 +20,9 @@
 //! is listed once, under its own path. Methods are listed with their type
 //! wherever the `impl` block is (another file, a private module). `pub(crate)`
 //! and `pub(super)` items, private modules and `#[cfg(test)]` items are not
-//! part of the API. Items marked `#[doc(hidden)]` (or inside a hidden module,
+//! part of the API, nor the code of other platforms than Linux (items
+//! behind `#[cfg(not(all(target_os = "linux", not(winx_foreign))))]`, the
+//! same API answering `unsupported_platform`). Items marked `#[doc(hidden)]` (or inside a hidden module,
 //! or re-exported by a hidden `pub use`) are listed with a `(hidden)` tag:
 //! they are public for this project's other crates, tests and benches, and
 //! are not a supported API.
@@ -29,6 +31,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const ITEM_KINDS: &[&str] = &["fn", "struct", "enum", "trait", "const", "static", "type", "unsafe fn", "async fn"];
+/// The `cfg` of every platform but Linux (and Linux with `--cfg winx_foreign`).
+const OFF_LINUX: &str = "#[cfg(not(all(target_os = \"linux\", not(winx_foreign))))]";
 const MEMBER_KINDS: &[&str] = &["fn", "const", "unsafe fn", "async fn"];
 
 /// Removes string and char literals and `//` comments so braces inside them
@@ -311,7 +315,10 @@ impl Crate {
                 }
                 continue;
             }
-            if t.starts_with("#[cfg(test)]") {
+            // The list is Linux's API: the code of every other platform
+            // (the runtime's `foreign`, the engine's off-Linux stubs) has
+            // the same items, and is skipped like a test's.
+            if t.starts_with("#[cfg(test)]") || raw.trim().starts_with(OFF_LINUX) {
                 cfg_test = true;
                 continue;
             }

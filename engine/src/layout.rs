@@ -152,6 +152,20 @@ impl Layout {
         mkdir_beneath(tmp.as_fd(), &session_name(thread_id), 0o700)
     }
 
+    /// Off Linux: creates nothing and answers an error of kind
+    /// [`std::io::ErrorKind::Unsupported`] whose inner error is
+    /// [`Reason::UnsupportedPlatform`], so that a host's `Initialize` is
+    /// the same code everywhere (the directory is a `File` here, not an
+    /// `OwnedFd`, which not every platform has).
+    ///
+    /// # Errors
+    /// Always `unsupported_platform`.
+    #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+    pub fn create_session_dir(&self, thread_id: &str) -> std::io::Result<std::fs::File> {
+        let _ = thread_id;
+        Err(std::io::Error::new(std::io::ErrorKind::Unsupported, Reason::UnsupportedPlatform))
+    }
+
     /// Creates `W/.winx/scratch` (each missing level mode 0700) and opens
     /// it, never following a link.
     #[cfg(all(target_os = "linux", not(winx_foreign)))]

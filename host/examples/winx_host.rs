@@ -7,11 +7,12 @@
 //! calls (`winx-release-host` and `winx-release-engine`); what is here
 //! is glue: holding the state, building JSON, calling the steps in order.
 //!
-//! Run: `cargo run -p winx-release-host --example winx_host` (Linux; it
-//! works in a temporary directory and exits 0 when every step answered as
-//! the contract says).
+//! Run: `cargo run -p winx-release-host --example winx_host` (it works in
+//! a temporary directory and exits 0 when every step answered as the
+//! contract says). The code is the same on every platform: off Linux the
+//! first `Initialize` answers `unsupported_platform`, and `main` says so;
+//! only crash recovery (Linux's alone) is per platform.
 
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod host {
     use std::collections::HashMap;
     use std::path::Path;
@@ -20,7 +21,7 @@ mod host {
 
     use serde_json::{json, Value};
     use winx_release_engine::read::{read_pinned, Keep};
-    use winx_release_engine::{recovery, release, Admission, Layout, ReleaseOptions, ReleaseRequest};
+    use winx_release_engine::{release, Admission, Layout, ReleaseOptions, ReleaseRequest};
     use winx_release_host::request::{self, Binding};
     use winx_release_host::{Code, FrontendError, ReceiptStore, ReleaseResult, TokenKey, TokenSubject};
     use winx_release_runtime::{
@@ -48,7 +49,7 @@ mod host {
     impl Host {
         /// Process start: the secret, crash recovery, the runtime.
         pub fn start(data_dir: &Path, workspaces: &[std::path::PathBuf]) -> Result<Host, Box<dyn std::error::Error>> {
-            recovery::recover(data_dir, workspaces)?;
+            recover(data_dir, workspaces)?;
             // A process with children of its own: no subreaper, no cgroup move.
             let opts = RuntimeOptions {
                 liveness: LivenessChoice::Proc,
@@ -205,6 +206,18 @@ mod host {
         Ok(())
     }
 
+    /// Crash recovery: put back what a crash left in quarantine.
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
+    fn recover(data_dir: &Path, workspaces: &[std::path::PathBuf]) -> std::io::Result<()> {
+        winx_release_engine::recovery::recover(data_dir, workspaces).map(drop)
+    }
+
+    /// Off Linux no release ever ran: nothing to recover.
+    #[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+    fn recover(_data_dir: &Path, _workspaces: &[std::path::PathBuf]) -> std::io::Result<()> {
+        Ok(())
+    }
+
     fn expect(v: &Value, status: &str, code: Option<&str>, replayed: bool) -> Result<(), String> {
         let ok =
             v["status"] == status && v.get("errorCode").and_then(Value::as_str) == code && v["replayed"] == replayed;
@@ -212,14 +225,23 @@ mod host {
     }
 }
 
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // First: started as an execution's monitor, this program is that.
+    // First: started as an execution's monitor, this program is that (off
+    // Linux it returns).
     winx_release_runtime::monitor::enter();
-    host::run()
+    match host::run() {
+        // The answer off Linux, and only there.
+        Err(e) if !cfg!(all(target_os = "linux", not(winx_foreign))) && unsupported_platform(&*e) => {
+            println!("{e}: release is supported on Linux only, every release here is unsupported_platform");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
-#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
-fn main() {
-    println!("release is supported on Linux only: every release here is unsupported_platform");
+/// Whether `e` is the engine's `unsupported_platform` (an I/O error of
+/// kind `Unsupported` carrying [`winx_release_engine::Reason`]).
+fn unsupported_platform(e: &(dyn std::error::Error + 'static)) -> bool {
+    let reason = e.downcast_ref::<std::io::Error>().and_then(|e| e.get_ref()).and_then(|r| r.downcast_ref());
+    reason == Some(&winx_release_engine::Reason::UnsupportedPlatform)
 }

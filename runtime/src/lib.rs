@@ -161,36 +161,78 @@
 //! [`Runtime::start_shell_with`] and a [`shell::ShellProgram`];
 //! `host/examples/tokio_host.rs` is such a host.
 //!
+//! # Platforms
+//!
+//! The runtime runs commands on Linux only (process groups, pidfds,
+//! `/proc`, cgroups, PTYs). It builds on every platform, under the same
+//! paths and with the same signatures, so that a host's code is the same
+//! everywhere: off Linux (`foreign`) [`Runtime::start`] returns a runtime
+//! that starts nothing, every start ([`Runtime::submit`],
+//! [`Runtime::start_shell_with`], `SessionKey::of_dir`) answers an
+//! [`std::io::Error`] of kind `Unsupported` whose inner error is
+//! [`winx_release_engine::Reason::UnsupportedPlatform`] (as the engine's
+//! releases answer `unsupported_platform` there), no execution or shell
+//! exists, [`monitor::enter`] returns at once and [`OwnerAnswer`]
+//! supports no release. On Linux, `--cfg winx_foreign` builds that path
+//! (CI checks it: `.ci/foreign.sh`).
 
-// Spawning, `/proc` and cgroups are Linux's: elsewhere (and with `--cfg
-// winx_foreign`) the crate is empty, and a host links it only on Linux.
-#![cfg(all(target_os = "linux", not(winx_foreign)))]
+// Spawning, `/proc` and cgroups are Linux's. Elsewhere (and with `--cfg
+// winx_foreign`) `foreign` is the same surface, every operation answering
+// `unsupported_platform`; the modules without a `cfg` are every platform's.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod cgroup;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod descriptors;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod end;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod execution;
-#[doc(hidden)]
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+#[doc(hidden)] // test-only stop points (debug builds), not a supported API
 pub mod fault;
-mod liveness;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod members;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod monitor;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) use members::members_held_at_most;
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+mod foreign;
+mod liveness;
+mod options;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod probe;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod record;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod runtime;
 mod session;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod shell;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod spawn;
+mod state;
 
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use descriptors::reserve_descriptor_table;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use end::EndSignal;
-pub use execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use execution::Execution;
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+pub use foreign::{monitor, shell, Execution, Runtime};
 pub use liveness::{Liveness, LivenessMode, OwnerAnswer, MARKER};
+pub use options::{LivenessChoice, RuntimeOptions, Spawn};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use probe::snapshots_taken_here;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
-pub use runtime::{Hook, LivenessChoice, Reattached, Runtime, RuntimeOptions, Spawn};
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use runtime::{Hook, Reattached, Runtime};
 pub use session::SessionKey;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use spawn::CGROUP_JOIN_FAILED;
+pub use state::{ExecState, INLINE_OUTPUT_BYTES};

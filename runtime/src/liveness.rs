@@ -59,8 +59,10 @@ pub struct OwnerAnswer {
 }
 
 impl winx_release_engine::RuntimeOwner for OwnerAnswer {
+    /// On Linux; off it no release is supported (`unsupported_platform`,
+    /// as the engine answers, or `owner_unsupported` where asked).
     fn supports_temporary_release(&self) -> bool {
-        true
+        cfg!(all(target_os = "linux", not(winx_foreign)))
     }
 
     fn running_executions(&self, _thread_id: &str) -> usize {

@@ -1,6 +1,7 @@
 //! A session, as the runtime knows it: its directory's identity.
 
 use std::io;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
 use std::os::fd::AsFd;
 use std::path::Path;
 
@@ -25,10 +26,12 @@ pub struct SessionKey {
 }
 
 impl SessionKey {
-    /// The identity of the directory open as `fd`.
+    /// The identity of the directory open as `fd` (off Linux:
+    /// `crate::foreign`, `unsupported_platform`).
     ///
     /// # References
     /// - [`statx(2)`](https://man7.org/linux/man-pages/man2/statx.2.html)
+    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     pub fn of_dir(fd: impl AsFd) -> io::Result<SessionKey> {
         let id = winx_release_kernel::identity::Identity::of_fd(fd)?;
         let born = id.btime.map_or(0, |(s, ns)| {

@@ -7,7 +7,6 @@
 #![deny(unsafe_code)]
 
 fn main() {
-    #[cfg(all(target_os = "linux", not(winx_foreign)))]
     winx_release_runtime::monitor::enter();
     eprintln!(
         "winx-release-monitor is started by winx-release for each command it runs; it takes no arguments of yours"

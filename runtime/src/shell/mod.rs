@@ -33,6 +33,7 @@ mod idle;
 pub mod output;
 mod program;
 pub(crate) mod pty;
+mod script;
 pub(crate) mod spawn;
 
 use std::ffi::OsString;
