@@ -2,7 +2,7 @@
 //! ([`VAR`]) stops the calling thread there for ever, after creating a
 //! file, so that a test can SIGKILL the process in exactly that window
 //! (a guardian killed between two steps of a start). Release builds have
-//! none: [`stop_at`] is empty there.
+//! none: `stop_at` is empty there.
 //!
 //! The variable is read once; a point not named costs a comparison.
 
