@@ -19,7 +19,6 @@ use super::shell::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 use super::{LivenessMode, SessionKey};
 pub(crate) use crate::options::{LivenessChoice, RuntimeOptions, Spawn};
-pub(crate) use reattach::save_prompt;
 pub use reattach::Reattached;
 
 use winx_release_engine::scan::DirLook;

@@ -17,32 +17,17 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::Runtime;
 use crate::execution::{ExecState, Execution};
 use crate::monitor::{fds, socket_name, PROTOCOL};
 use crate::record::RecordState;
 use crate::shell::command::{unfinished_of, CommandRecord};
+use crate::shell::prompt_file::{Prompt, PROMPT_FILE};
 use crate::shell::{Core, OutputSink, Shell, State};
 use winx_release_kernel::sys::lock;
 
-/// The hook's last report, in the shell's execution directory.
-pub(crate) const PROMPT_FILE: &str = "prompt.json";
-
 /// How long a monitor may take to answer.
 const ATTACH_WAIT: Duration = Duration::from_secs(5);
-
-#[derive(Default, Serialize, Deserialize)]
-struct Prompt {
-    prompts: u64,
-    binary: Option<(u64, u64)>,
-    held: Vec<String>,
-    /// The exit code the last report carried (a command that ended just
-    /// before its runtime died is concluded with it).
-    #[serde(default)]
-    last_exit: Option<i32>,
-}
 
 /// Whether the shell process `pid` waits in `read(2)` on descriptor 3, the
 /// hook's socket: only the hook reads it, waiting for the runtime's answer
@@ -77,15 +62,6 @@ fn is_monitor_of(pid: i32, dir: &Path) -> bool {
     args.next() == Some(crate::monitor::ARG.as_bytes())
         && args.next() == Some(dir.as_os_str().as_bytes())
         && args.next() == Some(b"out".as_slice())
-}
-
-/// Writes what a report left in `st` to `dir/prompt.json` (not durably: a
-/// runtime that dies leaves the page cache; a machine that dies, no shell).
-pub(crate) fn save_prompt(dir: &Path, st: &State) {
-    let p = Prompt { prompts: st.prompts, binary: st.binary, held: st.held.clone(), last_exit: st.last_exit };
-    if let Ok(bytes) = serde_json::to_vec(&p) {
-        let _ = fs::write(dir.join(PROMPT_FILE), bytes);
-    }
 }
 
 /// A shell taken over from an earlier runtime.

@@ -98,7 +98,7 @@ pub(crate) fn read_reports(core: Arc<Core>, stream: UnixStream) {
                         st.held = std::mem::take(&mut held);
                         // For a runtime that takes the shell over after this
                         // one (`runtime/reattach.rs`): before the answer.
-                        crate::runtime::save_prompt(&core.execution.dir, &st);
+                        super::prompt_file::save_prompt(&core.execution.dir, &st);
                         // Acknowledged under the lock: no write can come
                         // between the flush and the prompt. The answer is the
                         // prompt's number, which the hook prints in its end

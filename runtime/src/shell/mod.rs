@@ -32,6 +32,7 @@ mod hook;
 mod idle;
 pub mod output;
 mod program;
+pub(crate) mod prompt_file;
 pub(crate) mod pty;
 mod script;
 pub(crate) mod spawn;
@@ -48,7 +49,7 @@ pub(crate) use hook::read_reports;
 
 /// Saves what the shell's last report left (`runtime/reattach.rs`).
 pub(crate) fn hook_saved(core: &Core, st: &State) {
-    crate::runtime::save_prompt(&core.execution.dir, st);
+    prompt_file::save_prompt(&core.execution.dir, st);
 }
 pub use hook::{HOOK_FILE, OUTPUT_END, OUTPUT_START};
 pub use output::{OutputFilter, Piece};
