@@ -432,6 +432,34 @@ mod tests {
         assert!(expected.contains("content:\n```\none\n\"two\"\\\n```\n"), "{expected}");
     }
 
+    /// The reply's bytes, pinned (issue 57: whatever changes in how the
+    /// reply is written, the client must read the same bytes): the
+    /// rendering's text block and `structuredContent`, in any order of
+    /// arrival, for contents with quotes, backslashes, a control character
+    /// and text beyond ASCII.
+    #[test]
+    fn the_streamed_reply_s_bytes_are_pinned() {
+        let mut all = entries();
+        all.push(Ok(json!({"file_path": "/e", "content": "tab\tbell\u{7}é✓\r\n", "size": 14,
+            "revision": "sha256:ab", "binary": false, "truncated": false})));
+        let paths: Vec<String> = ["/a", "/b", "/c", "/d", "/e"].map(String::from).to_vec();
+        for order in [[0, 1, 2, 3, 4], [4, 2, 0, 3, 1]] {
+            let (tx, rx) = mpsc::channel();
+            for i in order {
+                tx.send(Piece::Entry(i, all[i].clone())).unwrap();
+            }
+            tx.send(Piece::Done(5)).unwrap();
+            drop(tx);
+            let mut out = Vec::new();
+            writer(rx, paths.clone(), TextResult::Text, Arc::new(AtomicBool::new(false)))(&placeholder(), &mut out)
+                .unwrap();
+            let got = String::from_utf8(out).unwrap();
+            assert_eq!(got, PINNED_REPLY, "{order:?}");
+        }
+    }
+
+    const PINNED_REPLY: &str = r##"{"content":[{"type":"text","text":"ReadFiles (status at the end)\n\nfile_path: /a\nsize: 4\ncontent:\n```\none\n\"two\"\\\n```\n\nfile_path: /c\nsize: 6\ncontent:\n```\nthree\n```\n\nfile_path: /d\ncontent: binary (0 bytes, not shown)\n\nfile_path: /e\nrevision: sha256:ab\nsize: 14\ncontent:\n```\ntab\tbell\u0007é✓\r\n```\n\nfailed: /b (not_found)\n\nReadFiles: partial\n"}],"structuredContent":{"files":[{"content":"one\n\"two\"\\","file_path":"/a","size":4},{"content":"three\n","file_path":"/c","size":6},{"binary":true,"content":null,"file_path":"/d"},{"binary":false,"content":"tab\tbell\u0007é✓\r\n","file_path":"/e","revision":"sha256:ab","size":14,"truncated":false}],"failed_files":[{"errorCode":"not_found","file_path":"/b"}],"status":"partial"},"isError":false,"resultType":"complete"}"##;
+
     /// A sink that remembers its largest single write.
     #[derive(Default)]
     struct Sink {
