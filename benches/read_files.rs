@@ -8,7 +8,7 @@
 //! binary `cargo bench` builds, in the bench profile: release code) with its
 //! guardian, over stdio, driven from Rust. The timed part writes the
 //! `tools/call` line and reads raw bytes up to the reply's newline: no JSON
-//! parse (benches/mcp_vs_openssl.py's Python client spent about 214 ms of a
+//! parse and no copy (benches/mcp_vs_openssl.py's Python client spent about 214 ms of a
 //! text call reading and parsing the 53 MB line). Every reply is checked
 //! after its timing: the first in full (parsed), the others by length and
 //! by their `"status":"completed"`.
@@ -16,7 +16,7 @@
 //! Both sides read warm files (written once, read once before timing).
 //! A smoke run (`cargo test --all-targets`) reads 10 helpers of 64 KiB.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,10 +37,12 @@ fn bin() -> PathBuf {
 struct Mcp {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdout: ChildStdout,
     id: u64,
-    /// The last reply line, newline included (kept: its capacity is reused).
-    line: Vec<u8>,
+    /// Where replies are read, straight from the pipe (kept: its memory is
+    /// reused); the last reply is `buf[..len]`, newline included.
+    buf: Vec<u8>,
+    len: usize,
 }
 
 impl Mcp {
@@ -49,8 +51,8 @@ impl Mcp {
         cmd.env_remove("RUST_LOG").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
-        let mut m = Mcp { child, stdin, stdout, id: 0, line: Vec::new() };
+        let stdout = child.stdout.take().unwrap();
+        let mut m = Mcp { child, stdin, stdout, id: 0, buf: vec![0; 1 << 20], len: 0 };
         let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "bench", "version": "1"}});
         m.request("initialize", init);
@@ -74,31 +76,46 @@ impl Mcp {
         bytes
     }
 
-    /// Writes `request` and reads the reply's line into `self.line`: the
-    /// timed part (raw bytes, no parse). Returns the time to its last byte.
+    /// Writes `request` and reads the reply into `self.buf`: the timed part
+    /// (raw bytes straight from the pipe into one buffer, no parse, no
+    /// copy). A JSON-RPC message is one line with no raw newline inside, and
+    /// the frontend sends nothing unasked, so the reply is complete when a
+    /// read ends with a newline. Returns the time to its last byte.
     fn timed(&mut self, request: &[u8]) -> Duration {
-        self.line.clear();
+        self.len = 0;
         let t = Instant::now();
         self.stdin.write_all(request).unwrap();
         self.stdin.flush().unwrap();
-        let n = self.stdout.read_until(b'\n', &mut self.line).unwrap();
-        let d = t.elapsed();
-        assert!(n > 0 && self.line.ends_with(b"\n"), "the frontend closed its stdout");
-        d
+        loop {
+            if self.len == self.buf.len() {
+                self.buf.resize(2 * self.buf.len(), 0);
+            }
+            let k = self.stdout.read(&mut self.buf[self.len..]).unwrap();
+            assert!(k > 0, "the frontend closed its stdout");
+            self.len += k;
+            if self.buf[self.len - 1] == b'\n' {
+                break;
+            }
+        }
+        t.elapsed()
     }
 
-    /// A request and its parsed reply (skipping anything that is not it).
+    /// The last reply.
+    fn line(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// A request and its parsed reply (the line with its id).
     fn request(&mut self, method: &str, params: Value) -> Value {
         let req = self.line_of(method, params);
         self.timed(&req);
-        loop {
-            let v: Value = serde_json::from_slice(&self.line).unwrap();
-            if v["id"] == json!(self.id) {
-                return v;
-            }
-            self.line.clear();
-            self.stdout.read_until(b'\n', &mut self.line).unwrap();
-        }
+        let id = json!(self.id);
+        self.line()
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice::<Value>(l).unwrap())
+            .find(|v| v["id"] == id)
+            .expect("no reply to the request")
     }
 
     fn call(&mut self, tool: &str, args: Value) -> Value {
@@ -193,7 +210,7 @@ fn read_files(c: &mut Criterion) {
         assert_eq!(files.len(), n);
         assert_eq!(files[0]["binary"], json!(binary));
         assert_eq!(files[0]["content"].is_string(), !binary);
-        let reply_len = m.line.len();
+        let reply_len = m.len;
 
         let mut g = c.benchmark_group(format!("read_files_{kind}"));
         if !common::smoke() {
@@ -210,10 +227,10 @@ fn read_files(c: &mut Criterion) {
                     for _ in 0..iters {
                         let req = m.line_of("tools/call", json!({"name": "ReadFiles", "arguments": args}));
                         total += m.timed(&req);
-                        assert_eq!(m.line.len(), reply_len, "the reply's length changed");
-                        let head = &m.line[..m.line.len().min(256)];
+                        assert_eq!(m.len, reply_len, "the reply's length changed");
+                        let head = &m.line()[..m.len.min(256)];
                         assert!(find_subslice(head, format!("\"id\":{}", m.id).as_bytes()), "not the reply");
-                        let tail = &m.line[m.line.len().saturating_sub(512)..];
+                        let tail = &m.line()[m.len.saturating_sub(512)..];
                         assert!(find_subslice(tail, b"\"status\":\"completed\""), "not completed");
                     }
                     total
