@@ -10,8 +10,8 @@
 //! `tools/call` line and reads raw bytes up to the reply's newline: no JSON
 //! parse and no copy (benches/mcp_vs_openssl.py's Python client spent about 214 ms of a
 //! text call reading and parsing the 53 MB line). Every reply is checked
-//! after its timing: the first in full (parsed), the others by length and
-//! by their `"status":"completed"`.
+//! after its timing: the first in full (parsed), the others by length (but for the id's
+//! digits) and by their `"status":"completed"`.
 //!
 //! Both sides read warm files (written once, read once before timing).
 //! A smoke run (`cargo test --all-targets`) reads 10 helpers of 64 KiB.
@@ -227,7 +227,12 @@ fn read_files(c: &mut Criterion) {
                     for _ in 0..iters {
                         let req = m.line_of("tools/call", json!({"name": "ReadFiles", "arguments": args}));
                         total += m.timed(&req);
-                        assert_eq!(m.len, reply_len, "the reply's length changed");
+                        // The same reply but for the id's digits.
+                        assert!(
+                            m.len.abs_diff(reply_len) < 8,
+                            "the reply's length changed: {} against {reply_len}",
+                            m.len
+                        );
                         let head = &m.line()[..m.len.min(256)];
                         assert!(find_subslice(head, format!("\"id\":{}", m.id).as_bytes()), "not the reply");
                         let tail = &m.line()[m.len.saturating_sub(512)..];
