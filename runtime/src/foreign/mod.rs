@@ -20,7 +20,10 @@ use std::time::Duration;
 
 use winx_release_engine::Reason;
 
-use crate::{ExecState, Liveness, LivenessMode, RuntimeOptions, SessionKey, Spawn};
+use crate::liveness::{Liveness, LivenessMode};
+use crate::options::{RuntimeOptions, Spawn};
+use crate::session::SessionKey;
+use crate::state::ExecState;
 
 pub mod monitor;
 pub mod shell;

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use winx_release_engine::admission::AdmissionGuard;
 
-use crate::{Execution, Runtime, SessionKey};
+use super::{Execution, Runtime};
+use crate::session::SessionKey;
 
 #[path = "../shell/program.rs"]
 mod program;

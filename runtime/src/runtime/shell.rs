@@ -8,8 +8,9 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use super::{Runtime, Spawn};
+use super::Runtime;
 use crate::execution::Execution;
+use crate::options::Spawn;
 use crate::shell::spawn::{spawn_shell, ShellSpec};
 use crate::shell::{pty, Core, OutputSink, Shell, ShellProgram, ShellSpawn, State, Terminal, HOOK_FILE};
 use winx_release_kernel::sys::lock;

@@ -56,7 +56,7 @@ pub use output::{OutputFilter, Piece};
 pub use program::ShellProgram;
 
 use super::execution::Execution;
-use super::SessionKey;
+use super::session::SessionKey;
 use winx_release_engine::admission::AdmissionGuard;
 use winx_release_kernel::sys::lock;
 
