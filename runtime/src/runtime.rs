@@ -18,7 +18,7 @@ use super::options::{LivenessChoice, RuntimeOptions, Spawn};
 use super::probe::{self, Probe, QUIET_PROBES};
 use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use super::session::SessionKey;
-use super::shell::Core;
+use super::shell::handle::Core;
 use super::spawn::{spawn_leader, CommandSpec};
 
 use winx_release_engine::scan::DirLook;
@@ -29,6 +29,8 @@ mod adopt;
 mod answer;
 pub(crate) mod reattach;
 mod shell;
+mod shell_busy;
+mod shell_command;
 mod shell_members;
 mod start;
 mod union;
