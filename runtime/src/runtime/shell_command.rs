@@ -13,7 +13,8 @@ use super::{now_unix, Runtime};
 use crate::execution::INLINE_OUTPUT_BYTES;
 use crate::record::{self, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
 use crate::shell::command::CommandRecord;
-use crate::shell::handle::{Shell, Write};
+use crate::shell::handle::Shell;
+use crate::shell::Write;
 use winx_release_engine::admission::AdmissionGuard;
 use winx_release_kernel::sys::{create_private_dir_all, lock};
 

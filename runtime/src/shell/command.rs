@@ -60,7 +60,7 @@ impl CommandRecord {
 
     /// Whether the end marker of prompt `prompt` ([`super::Piece::End`])
     /// ends this command, when the hook has reported `reported` prompts so
-    /// far ([`Shell::prompts`]): the prompt came after the command was
+    /// far ([`Shell::prompts`](super::Shell::prompts)): the prompt came after the command was
     /// typed, and the hook really reported it. A marker of an earlier
     /// prompt, read late by a reader that lags behind the terminal, ends
     /// nothing; nor does one the command printed itself before its prompt

@@ -37,10 +37,12 @@ pub(crate) mod prompt_file;
 pub(crate) mod pty;
 mod script;
 pub(crate) mod spawn;
+mod terminal;
 
 pub use command::CommandRecord;
-pub use handle::{OutputSink, Shell, ShellSpawn, Terminal, Write, DEFAULT_COLS, DEFAULT_ROWS, WRITE_WAIT};
+pub use handle::{Shell, WRITE_WAIT};
 pub(crate) use hook::read_reports;
 pub use hook::{HOOK_FILE, OUTPUT_END, OUTPUT_START};
 pub use output::{OutputFilter, Piece};
 pub use program::ShellProgram;
+pub use terminal::{OutputSink, ShellSpawn, Terminal, Write, DEFAULT_COLS, DEFAULT_ROWS};
