@@ -58,6 +58,22 @@ class Bench:
         """A tool call's structured content."""
         return self.rpc("tools/call", {"name": name, "arguments": a})["result"]["structuredContent"]
 
+    def read_helper(self, session, i):
+        """Writes helper `h<i>.py` (4 KiB, its bytes from `i`) into the
+        session directory `session` and reads it with ReadFiles: the files
+        of the request that releases it."""
+        p = os.path.join(session, f"h{i:04}.py")
+        with open(p, "wb") as f:
+            f.write(bytes((k * 31 ^ i) & 0xFF for k in range(4096)))
+        r = self.call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
+        return [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
+                 "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
+
+    def release(self, files):
+        """The EditFiles release of `files` in the workspace."""
+        return self.call("EditFiles", {"thread_id": "bench", "workspace_root": self.ws,
+                                       "operation": "release_temporary", "files": files})
+
     def stop(self):
         """Kills the frontend, ends the guardian, removes the root."""
         if self.m:

@@ -130,15 +130,9 @@ try:
         return time.perf_counter() - t
 
     def release(i):
-        p = os.path.join(session, f"h{i:04}.py")
-        with open(p, "wb") as f:
-            f.write(bytes((k * 31 ^ i) & 0xFF for k in range(4096)))
-        r = call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
-        files = [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
-                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
+        files = b.read_helper(session, i)
         t = time.perf_counter()
-        res = call("EditFiles", {"thread_id": "bench", "workspace_root": ws, "operation": "release_temporary",
-                                 "files": files})
+        res = b.release(files)
         dt = time.perf_counter() - t
         assert res["status"] == "completed", res
         return dt
