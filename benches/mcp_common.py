@@ -3,6 +3,7 @@ guardian and a real MCP frontend of their own, spoken to with raw JSON-RPC
 over stdio.
 
     b = Bench("winx-mcp-NAME-")  # b.root, b.ws, b.data, b.env, b.sock
+                                 # (or Bench(root=DIR): a directory given)
     try:
         b.start(BIN)             # the guardian, then the frontend, initialised
         b.call("Initialize", {...})
@@ -13,8 +14,8 @@ import json, os, shutil, subprocess, tempfile
 
 
 class Bench:
-    def __init__(self, prefix):
-        self.root = tempfile.mkdtemp(prefix=prefix)
+    def __init__(self, prefix=None, root=None):
+        self.root = root or tempfile.mkdtemp(prefix=prefix)
         self.ws = os.path.join(self.root, "ws")
         os.makedirs(self.ws)
         self.data = os.path.join(self.root, "data")
@@ -69,10 +70,13 @@ class Bench:
         return [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
 
+    def release_request(self, files):
+        """The EditFiles request that releases `files` in the workspace."""
+        return {"thread_id": "bench", "workspace_root": self.ws, "operation": "release_temporary", "files": files}
+
     def release(self, files):
         """The EditFiles release of `files` in the workspace."""
-        return self.call("EditFiles", {"thread_id": "bench", "workspace_root": self.ws,
-                                       "operation": "release_temporary", "files": files})
+        return self.call("EditFiles", self.release_request(files))
 
     def stop(self):
         """Kills the frontend, ends the guardian, removes the root."""
