@@ -10,43 +10,16 @@ call's own time, from entry to exit).
 
 Usage: benches/mcp_fsyncs.py BIN [ROUNDS]
 """
-import json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+import os, re, statistics, subprocess, sys, time
+
+from mcp_common import Bench
 
 BIN = os.path.abspath(sys.argv[1])
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 
-root = tempfile.mkdtemp(prefix="winx-mcp-fsyncs-")
-ws = os.path.join(root, "ws")
-os.makedirs(ws)
-data = os.path.join(root, "data")
-env = dict(os.environ, XDG_DATA_HOME=data, HOME=os.path.join(root, "home"))
-env.pop("WINX_GUARDIAN_SOCKET", None)
-env.pop("XDG_RUNTIME_DIR", None)
-sock = os.path.join(root, "run", "g.sock")
-g = m = st = None
-rid = 0
-
-
-def rpc(method, params=None, notify=False):
-    global rid
-    msg = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = params
-    if not notify:
-        rid += 1
-        msg["id"] = rid
-    m.stdin.write((json.dumps(msg) + "\n").encode())
-    m.stdin.flush()
-    if notify:
-        return None
-    while True:
-        r = json.loads(m.stdout.readline())
-        if r.get("id") == rid:
-            return r
-
-
-def call(name, a):
-    return rpc("tools/call", {"name": name, "arguments": a})["result"]["structuredContent"]
+b = Bench("winx-mcp-fsyncs-")
+root, ws, data, call = b.root, b.ws, b.data, b.call
+st = None
 
 
 def kind(path, session):
@@ -71,33 +44,19 @@ def kind(path, session):
 
 
 try:
-    g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL)
-    g.stdout.readline()
-    m = subprocess.Popen([BIN, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL)
-    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "bench", "version": "1"}})
-    rpc("notifications/initialized", notify=True)
+    b.start(BIN)
     session = call("Initialize", {"any_workspace_path": ws, "thread_id": "bench"})["temporary_artifact_dir"]
     session = os.path.realpath(session)
 
     def release(i):
-        p = os.path.join(session, f"h{i:04}.py")
-        with open(p, "wb") as f:
-            f.write(bytes((k * 31 ^ i) & 0xFF for k in range(4096)))
-        r = call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
-        files = [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
-                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
-        res = call("EditFiles", {"thread_id": "bench", "workspace_root": ws, "operation": "release_temporary",
-                                 "files": files})
+        res = b.release(b.read_helper(session, i))
         assert res["status"] == "completed", res
 
     for i in range(3):
         release(i)
     log = os.path.join(root, "strace.log")
     st = subprocess.Popen(["strace", "-f", "-y", "-T", "-qq", "-o", log, "-e",
-                           "trace=fsync,fdatasync,sync_file_range,syncfs,sync", "-p", str(g.pid), "-p", str(m.pid)],
+                           "trace=fsync,fdatasync,sync_file_range,syncfs,sync", "-p", str(b.g.pid), "-p", str(b.m.pid)],
                           stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # strace attached to every thread
     load_before = open("/proc/loadavg").read().split()[0]
@@ -127,10 +86,4 @@ finally:
     if st:
         st.terminate()
         st.wait()
-    if m:
-        m.kill()
-        m.wait()
-    if g:
-        g.terminate()
-        g.wait()
-    shutil.rmtree(root, ignore_errors=True)
+    b.stop()

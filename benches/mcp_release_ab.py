@@ -18,6 +18,8 @@ Usage: benches/mcp_release_ab.py BIN_A BIN_B [ROUNDS]
 """
 import json, os, shutil, statistics, subprocess, sys, tempfile, time
 
+from mcp_common import Bench
+
 BINS = [os.path.abspath(b) for b in sys.argv[1:3]]
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 ENTRIES = 48_000
@@ -27,12 +29,11 @@ def load():
     return open("/proc/loadavg").read().split()[0]
 
 
-class Side:
+class Side(Bench):
     """A guardian and a frontend of one binary in a directory of its own."""
 
     def __init__(self, binary, root):
-        self.root, self.rid = root, 0
-        self.ws = os.path.join(root, "ws")
+        super().__init__(root=root)
         self.scratch = os.path.join(self.ws, ".winx", "scratch")
         os.makedirs(self.scratch)
         for d in range(ENTRIES // 1000):
@@ -40,53 +41,19 @@ class Side:
             os.makedirs(dd)
             for f in range(999):
                 open(os.path.join(dd, f"f{f}"), "wb").close()
-        env = dict(os.environ, XDG_DATA_HOME=os.path.join(root, "data"), HOME=os.path.join(root, "home"))
-        env.pop("WINX_GUARDIAN_SOCKET", None)
-        env.pop("XDG_RUNTIME_DIR", None)
-        sock = os.path.join(root, "run", "g.sock")
-        self.g = subprocess.Popen([binary, "guardian", "--socket", sock], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL)
-        self.g.stdout.readline()
-        self.m = subprocess.Popen([binary, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.rpc("notifications/initialized", notify=True)
+        self.start(binary)
         init = self.call("Initialize", {"any_workspace_path": self.ws, "thread_id": "bench"})
         self.session = init["temporary_artifact_dir"]
         data = os.path.join(root, "data", "winx")
         self.roots = [self.scratch, os.path.join(data, "executions"), os.path.join(data, "receipts")]
         self.n = 0
 
-    def rpc(self, method, params=None, notify=False):
-        msg = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        if not notify:
-            self.rid += 1
-            msg["id"] = self.rid
-        self.m.stdin.write((json.dumps(msg) + "\n").encode())
-        self.m.stdin.flush()
-        while not notify:
-            r = json.loads(self.m.stdout.readline())
-            if r.get("id") == self.rid:
-                return r
-
-    def call(self, name, a):
-        return self.rpc("tools/call", {"name": name, "arguments": a})["result"]["structuredContent"]
-
     def prepare(self):
         """Writes and reads one fresh helper; returns the release request."""
         self.n += 1
-        p = os.path.join(self.session, f"h{self.n:04}.py")
-        with open(p, "wb") as f:
-            f.write(bytes((k * 31 ^ self.n) & 0xFF for k in range(4096)))
-        r = self.call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
-        files = [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
-                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
-        return {"thread_id": "bench", "workspace_root": self.ws, "operation": "release_temporary", "files": files}
+        return self.release_request(self.read_helper(self.session, self.n))
 
-    def release(self, req):
+    def timed_release(self, req):
         t = time.perf_counter()
         res = self.call("EditFiles", req)
         dt = time.perf_counter() - t
@@ -99,10 +66,6 @@ class Side:
                        stdout=subprocess.DEVNULL, check=True)
         return time.perf_counter() - t
 
-    def close(self):
-        self.m.kill()
-        self.g.terminate()
-        self.g.wait()
 
 
 top = tempfile.mkdtemp(prefix="winx-mcp-release-ab-")
@@ -110,10 +73,10 @@ sides = []
 try:
     sides = [Side(b, os.path.join(top, f"s{i}")) for i, b in enumerate(BINS)]
     for s in sides:
-        s.release(s.prepare())  # cold
+        s.timed_release(s.prepare())  # cold
     time.sleep(0.05)
     for s in sides:
-        s.release(s.prepare())
+        s.timed_release(s.prepare())
     load_before = load()
     rows = {"find": [], "a": [], "b": []}
     for i in range(ROUNDS):
@@ -121,7 +84,7 @@ try:
         rows["find"].append(sides[0].find())
         order = [0, 1] if i % 2 == 0 else [1, 0]
         for k in order:
-            rows["ab"[k]].append(sides[k].release(reqs[k]))
+            rows["ab"[k]].append(sides[k].timed_release(reqs[k]))
     med = lambda v: round(statistics.median(v) * 1000, 3)
     out = {
         "rounds": ROUNDS,
@@ -139,5 +102,5 @@ try:
     print(json.dumps(out))
 finally:
     for s in sides:
-        s.close()
+        s.stop()
     shutil.rmtree(top, ignore_errors=True)

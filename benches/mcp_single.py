@@ -30,7 +30,9 @@ Usage: benches/mcp_single.py BIN [ROUNDS] [--deep] [--receipts N [--sharded]] [-
           --sharded, in shard directories (`<hh>/<key>.json`, the layout
           since): give each binary the layout it writes
 """
-import hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, time
+import hashlib, json, os, statistics, subprocess, sys, time
+
+from mcp_common import Bench
 
 argv = sys.argv[1:]
 RECEIPTS = 0
@@ -102,38 +104,9 @@ def fill(scratch, entries):
         open(os.path.join(scratch, f"top{f}"), "wb").close()
 
 
-root = tempfile.mkdtemp(prefix="winx-mcp-single-")
-ws = os.path.join(root, "ws")
-os.makedirs(ws)
-env = dict(os.environ, XDG_DATA_HOME=os.path.join(root, "data"), HOME=os.path.join(root, "home"))
-env.pop("WINX_GUARDIAN_SOCKET", None)
-env.pop("XDG_RUNTIME_DIR", None)
-sock = os.path.join(root, "run", "g.sock")
-g = m = None
-rid = 0
+b = Bench("winx-mcp-single-")
+root, ws, call = b.root, b.ws, b.call
 sleepers = []
-
-
-def rpc(method, params=None, notify=False):
-    global rid
-    msg = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = params
-    if not notify:
-        rid += 1
-        msg["id"] = rid
-    m.stdin.write((json.dumps(msg) + "\n").encode())
-    m.stdin.flush()
-    if notify:
-        return None
-    while True:
-        r = json.loads(m.stdout.readline())
-        if r.get("id") == rid:
-            return r
-
-
-def call(name, a):
-    return rpc("tools/call", {"name": name, "arguments": a})["result"]["structuredContent"]
 
 
 try:
@@ -145,15 +118,8 @@ try:
         sleepers.append(subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL))
     glog = os.environ.get("WINX_BENCH_GUARDIAN_LOG")
-    genv = dict(env, RUST_LOG="info,winx_release_engine::release=debug,winx_release_guardian=debug") if glog else env
-    g = subprocess.Popen([BIN, "guardian", "--socket", sock], env=genv, stdout=subprocess.PIPE,
-                         stderr=open(glog, "w") if glog else subprocess.DEVNULL)
-    g.stdout.readline()
-    m = subprocess.Popen([BIN, "mcp", "--socket", sock], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL)
-    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "bench", "version": "1"}})
-    rpc("notifications/initialized", notify=True)
+    genv = dict(b.env, RUST_LOG="info,winx_release_engine::release=debug,winx_release_guardian=debug") if glog else None
+    b.start(BIN, genv, open(glog, "w") if glog else subprocess.DEVNULL)
     session = call("Initialize", {"any_workspace_path": ws, "thread_id": "bench"})["temporary_artifact_dir"]
     roots = [scratch, os.path.join(root, "data", "winx", "executions"), os.path.join(root, "data", "winx", "receipts")]
 
@@ -164,15 +130,9 @@ try:
         return time.perf_counter() - t
 
     def release(i):
-        p = os.path.join(session, f"h{i:04}.py")
-        with open(p, "wb") as f:
-            f.write(bytes((k * 31 ^ i) & 0xFF for k in range(4096)))
-        r = call("ReadFiles", {"thread_id": "bench", "file_paths": [p]})["files"][0]
-        files = [{"file_path": p, "mode": "release_temporary", "expected_revision": r["revision"],
-                  "artifact_generation": r["temporary_artifact"]["artifact_generation"]}]
+        files = b.read_helper(session, i)
         t = time.perf_counter()
-        res = call("EditFiles", {"thread_id": "bench", "workspace_root": ws, "operation": "release_temporary",
-                                 "files": files})
+        res = b.release(files)
         dt = time.perf_counter() - t
         assert res["status"] == "completed", res
         return dt
@@ -206,12 +166,7 @@ try:
     }
     print(json.dumps(out))
 finally:
-    if m:
-        m.kill()
-    if g:
-        g.terminate()
-        g.wait()
+    b.stop()
     for p in sleepers:
         p.kill()
         p.wait()
-    shutil.rmtree(root, ignore_errors=True)

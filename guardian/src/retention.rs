@@ -12,7 +12,7 @@
 //! so a later status check answers `not_found` ("unknown command_id").
 //!
 //! After a pass the worker ends the background shells whose command is
-//! done and of which nothing runs (`Shells::retire_idle_background`; a
+//! done and of which nothing runs (`retire_idle_background`; a
 //! background command's end kicks it), and puts the screens of quiet shells to sleep
 //! (`Shells::rest`), and (at most every [`USAGE_EVERY`]) counts the
 //! backing roots of every workspace it has served, as a release would scan
@@ -42,7 +42,7 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
     loop {
         pass(g, &mut retention);
         // Background shells whose command is done end (`shell/retire.rs`).
-        g.shells.retire_idle_background(g);
+        retire_idle_background(g);
         // The quiet shells' screens sleep (`shell/screen.rs`): here, where
         // no request waits for it.
         g.shells.rest();
@@ -60,6 +60,18 @@ pub fn run(g: &Guardian, policy: RetentionPolicy, stop: &AtomicBool) {
             g.retention.clear();
         }
     }
+}
+
+/// Ends every background shell whose command is done and of which nothing
+/// runs (`shell/retire.rs`); returns how many ended.
+fn retire_idle_background(g: &Guardian) -> usize {
+    let mut ended = 0;
+    for t in g.shells.done_background() {
+        let Some(session) = g.session_by_key(&t.session) else { continue };
+        let admitted = session.admission.enter();
+        ended += usize::from(t.retire(&g.runtime, &admitted));
+    }
+    ended
 }
 
 fn pass(g: &Guardian, retention: &mut Retention) {

@@ -179,7 +179,7 @@ pub fn serve_with(socket: &Path, data_dir: &Path, opts: &ServeOptions) -> std::i
     }
     // The shells an earlier guardian left (killed, restarted, upgraded):
     // the same shells, taken over from their monitors.
-    let taken = crate::shell::reattach_at_start(&guardian);
+    let taken = crate::reattach_at_start::reattach_at_start(&guardian);
     if taken > 0 {
         tracing::info!(shells = taken, "took over the shells an earlier guardian left");
     }
@@ -499,7 +499,7 @@ fn handle(g: &Arc<Guardian>, id: u64, request: Request, peer: &mut Peer) -> Vec<
         Request::Shell { workspace, thread_id, action, wait_for_seconds } => {
             let r = layout_of(g, &workspace, &thread_id).and_then(|layout| {
                 let session = register(g, layout, &thread_id)?;
-                crate::shell::shell_op(g, id, &session, action, wait_secs(wait_for_seconds, 5.0))
+                crate::shell_op::shell_op(g, id, &session, action, wait_secs(wait_for_seconds, 5.0))
             });
             g.retention.kick(Some(&workspace));
             r

@@ -17,7 +17,7 @@ pub fn reserve_descriptor_table() -> io::Result<usize> {
     let cached = winx_release_engine::scan::descriptor_budget()
         + winx_release_kernel::procfs::kernel_threads_remembered_at_most()
         + 2 * winx_release_kernel::procfs::kept_pairs_at_most()
-        + crate::members_held_at_most();
+        + crate::members::members_held_at_most();
     winx_release_kernel::sys::grow_descriptor_table(cached)
 }
 
@@ -35,7 +35,7 @@ mod tests {
             winx_release_engine::scan::descriptor_budget(),
             winx_release_kernel::procfs::kernel_threads_remembered_at_most(),
             2 * winx_release_kernel::procfs::kept_pairs_at_most(),
-            crate::members_held_at_most(),
+            crate::members::members_held_at_most(),
         ];
         assert!(shares.iter().all(|&n| n > 0), "a cache has no share at this limit: {shares:?}");
         let want = shares.iter().sum::<usize>() + 1024;

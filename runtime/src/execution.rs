@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::end::{EndSignal, EndSignals};
 use super::members::Members;
 use super::record::{Leader, NewRecord, Record, RecordState, OUTPUT_FILE};
-use super::SessionKey;
+use super::session::SessionKey;
 use winx_release_kernel::sys::lock;
 
 pub(crate) use crate::state::{ExecState, INLINE_OUTPUT_BYTES};

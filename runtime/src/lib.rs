@@ -193,15 +193,13 @@ mod execution;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 #[doc(hidden)] // test-only stop points (debug builds), not a supported API
 pub mod fault;
+#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
+mod foreign;
+mod liveness;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 mod members;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub mod monitor;
-#[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub(crate) use members::members_held_at_most;
-#[cfg(not(all(target_os = "linux", not(winx_foreign))))]
-mod foreign;
-mod liveness;
 mod options;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub(crate) mod probe;
@@ -231,7 +229,9 @@ pub use probe::snapshots_taken_here;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub use runtime::{Hook, Reattached, Runtime};
+pub use runtime::reattach::Reattached;
+#[cfg(all(target_os = "linux", not(winx_foreign)))]
+pub use runtime::{Hook, Runtime};
 pub use session::SessionKey;
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use spawn::CGROUP_JOIN_FAILED;

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::SessionKey;
+use crate::session::SessionKey;
 
 /// The environment variable that marks every process of an execution.
 pub const MARKER: &str = "WINX_EXECUTION_ID";

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::SessionKey;
+use crate::session::SessionKey;
 
 /// How a [`Runtime`](crate::Runtime) tells what still runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

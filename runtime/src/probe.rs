@@ -33,8 +33,8 @@ use std::collections::{HashMap, HashSet};
 
 use winx_release_kernel::procfs::{self as proc, EnvLookup, ProcError, ProcTable};
 
+use super::liveness::MARKER;
 use super::record::Leader;
-use super::MARKER;
 
 /// Probes in a row that must find nothing before an execution is believed
 /// ended (a process forked just as one probe passed its slot is seen by

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::SessionKey;
+use super::session::SessionKey;
 
 /// The record's file name.
 pub const RECORD_FILE: &str = "status.json";

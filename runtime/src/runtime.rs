@@ -12,14 +12,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cgroup::{self, Subtree};
 use super::execution::{ExecState, Execution, INLINE_OUTPUT_BYTES};
+use super::liveness::LivenessMode;
 use super::monitor::Monitored;
+use super::options::{LivenessChoice, RuntimeOptions, Spawn};
 use super::probe::{self, Probe, QUIET_PROBES};
 use super::record::{self, Leader, NewRecord, Record, RecordState, COMMAND_FILE, OUTPUT_FILE};
-use super::shell::Core;
+use super::session::SessionKey;
+use super::shell::handle::Core;
 use super::spawn::{spawn_leader, CommandSpec};
-use super::{LivenessMode, SessionKey};
-pub(crate) use crate::options::{LivenessChoice, RuntimeOptions, Spawn};
-pub use reattach::Reattached;
 
 use winx_release_engine::scan::DirLook;
 use winx_release_kernel::sys::create_private_dir_all;
@@ -27,8 +27,10 @@ use winx_release_kernel::sys::lock;
 
 mod adopt;
 mod answer;
-mod reattach;
+pub(crate) mod reattach;
 mod shell;
+mod shell_busy;
+mod shell_command;
 mod shell_members;
 mod start;
 mod union;

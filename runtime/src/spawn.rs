@@ -22,9 +22,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+use super::liveness::MARKER;
 use super::monitor::{start_monitored, LeaderIo, Monitored};
 use super::record::{Leader, OUTPUT_FILE};
-use super::MARKER;
 
 /// The exit status of a cgroup-mode leader that could not join its cgroup.
 pub const CGROUP_JOIN_FAILED: i32 = 125;

@@ -59,4 +59,4 @@ pub use phases::longrun;
 pub use phases::report::Report;
 pub use phases::run::run;
 pub use phases::soak::{soak, SoakLine};
-pub use workload::chaos::ChaosReport;
+pub use workload::kills::ChaosReport;

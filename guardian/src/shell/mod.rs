@@ -9,7 +9,6 @@
 //! into the output of each typed command (without the echoed line, the
 //! prompt or escape sequences), appended to `D/executions/<command_id>/output`.
 
-mod ops;
 mod reattach;
 mod retire;
 mod screen;
@@ -25,9 +24,6 @@ use winx_release_runtime::shell::{
     CommandRecord, OutputFilter, Piece, Shell, ShellSpawn, Terminal, DEFAULT_COLS, DEFAULT_ROWS,
 };
 use winx_release_runtime::{Runtime, SessionKey};
-
-pub use ops::shell_op;
-pub(crate) use reattach::reattach_at_start;
 
 use crate::sync::lock;
 use screen::Screen;

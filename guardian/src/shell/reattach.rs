@@ -85,18 +85,3 @@ impl Shells {
         n
     }
 }
-
-/// Takes over, at the guardian's start, the shells an earlier one left
-/// (a background shell's command back at its prompt kicks retention, as
-/// for a shell this guardian started).
-pub(crate) fn reattach_at_start(g: &Arc<crate::sessions::Guardian>) -> usize {
-    let weak = Arc::downgrade(g);
-    g.shells.reattach(&g.runtime, || {
-        let weak = weak.clone();
-        Box::new(move || {
-            if let Some(g) = weak.upgrade() {
-                g.retention.kick(None);
-            }
-        })
-    })
-}

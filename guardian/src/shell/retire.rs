@@ -37,7 +37,6 @@ use winx_release_runtime::shell::Write;
 use winx_release_runtime::{ExecState, Runtime};
 
 use super::{Shells, Term};
-use crate::sessions::Guardian;
 use crate::sync::lock;
 
 /// How long the barrier is kept for an ended shell's process to exit.
@@ -46,28 +45,22 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 const END_OF_FILE: &[u8] = b"\x04";
 
 impl Shells {
-    /// Ends every background shell whose command is done and of which
-    /// nothing runs (see the module's docs); returns how many ended.
-    pub fn retire_idle_background(&self, g: &Guardian) -> usize {
-        let terms: Vec<Arc<Term>> = lock(&self.background)
+    /// The background shells whose command is done, never tried to end
+    /// (see the module's docs): each is ended by [`Term::retire`] under its
+    /// session's barrier (`retention.rs`).
+    pub(crate) fn done_background(&self) -> Vec<Arc<Term>> {
+        lock(&self.background)
             .values()
             .filter(|t| !t.shell.ended() && !t.retire_tried.load(Ordering::SeqCst) && t.at_prompt())
             .cloned()
-            .collect();
-        let mut ended = 0;
-        for t in terms {
-            let Some(session) = g.session_by_key(&t.session) else { continue };
-            let admitted = session.admission.enter();
-            ended += usize::from(t.retire(&g.runtime, &admitted));
-        }
-        ended
+            .collect()
     }
 }
 
 impl Term {
     /// Ends this idle background shell (the caller holds its session's
     /// barrier); whether it ended.
-    fn retire(&self, rt: &Runtime, admitted: &AdmissionGuard<'_>) -> bool {
+    pub(crate) fn retire(&self, rt: &Runtime, admitted: &AdmissionGuard<'_>) -> bool {
         if !self.at_prompt() || self.shell.ended() {
             return false;
         }

@@ -9,23 +9,28 @@
 //! no release.
 //!
 //! The documentation of each item is Linux's (`runtime.rs`, `shell/`,
-//! `execution.rs`); here each says only what it answers.
+//! `execution.rs`); here each says only what it answers, and a field only
+//! that it is Linux's. What a host builds to start a shell and the program
+//! it runs are Linux's own files (`shell/terminal.rs`, `shell/program.rs`).
 
-use std::convert::Infallible;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
+use winx_release_engine::admission::AdmissionGuard;
 use winx_release_engine::Reason;
 
-use crate::{ExecState, Liveness, LivenessMode, RuntimeOptions, SessionKey, Spawn};
+use crate::liveness::{Liveness, LivenessMode};
+use crate::options::{RuntimeOptions, Spawn};
+use crate::session::SessionKey;
 
+mod execution;
 pub mod monitor;
 pub mod shell;
 
-use shell::{OutputSink, Shell, ShellProgram, ShellSpawn};
+pub use execution::Execution;
+use shell::{CommandRecord, OutputSink, Shell, ShellProgram, ShellSpawn};
 
 /// The error of every operation off Linux: kind
 /// [`io::ErrorKind::Unsupported`], its inner error
@@ -42,56 +47,6 @@ impl SessionKey {
     pub fn of_dir<D>(dir: D) -> io::Result<SessionKey> {
         drop(dir);
         Err(unsupported())
-    }
-}
-
-/// One execution of a session's command. Off Linux none exists: no call
-/// returns one, and its methods cannot be reached.
-#[derive(Debug)]
-pub struct Execution {
-    /// The command id.
-    pub id: String,
-    /// Whether it runs in the background.
-    pub background: bool,
-    /// Its directory `D/executions/<id>`.
-    pub dir: PathBuf,
-    /// The workspace it runs in.
-    pub workspace: PathBuf,
-    /// The thread it belongs to.
-    pub thread: String,
-    /// The identity of its session directory.
-    pub session: Option<SessionKey>,
-    /// When it was submitted (Unix seconds).
-    pub started_unix: u64,
-    /// Whether this runtime found it in `D/executions` rather than started it.
-    pub adopted: bool,
-    /// Its cgroup, in cgroup mode.
-    pub cgroup: Option<PathBuf>,
-    /// Why its record could not be read, for a record of unknown owner.
-    pub unreadable: Option<String>,
-    never: Infallible,
-}
-
-impl Execution {
-    /// Where it is.
-    pub fn state(&self) -> ExecState {
-        match self.never {}
-    }
-
-    /// Whether its leader exited.
-    pub fn leader_exited(&self) -> bool {
-        match self.never {}
-    }
-
-    /// Waits up to `timeout` for `done`; returns the state seen last.
-    pub fn wait_until(&self, timeout: Duration, done: impl Fn(ExecState) -> bool) -> ExecState {
-        let _ = (timeout, done);
-        match self.never {}
-    }
-
-    /// The end of its output, and whether it was cut.
-    pub fn output_tail(&self) -> (String, bool) {
-        match self.never {}
     }
 }
 
@@ -244,4 +199,32 @@ impl Runtime {
 
     /// Nothing to leave.
     pub fn leave(&self) {}
+}
+
+/// The shell calls that take the runtime (on Linux, `runtime/shell_command.rs`
+/// and `runtime/shell_busy.rs`).
+impl Shell {
+    /// What of the shell runs, if anything.
+    pub fn busy(&self, rt: &Runtime) -> Option<String> {
+        let _ = rt;
+        match self.never {}
+    }
+
+    /// Records `text` as a command of this shell and types it.
+    ///
+    /// # Errors
+    /// Unreachable: no shell exists off Linux.
+    pub fn type_command(&self, rt: &Runtime, admitted: &AdmissionGuard<'_>, text: &str) -> io::Result<CommandRecord> {
+        let _ = (rt, admitted, text);
+        match self.never {}
+    }
+
+    /// Records `text` as a command of this shell.
+    ///
+    /// # Errors
+    /// Unreachable: no shell exists off Linux.
+    pub fn record_command(&self, rt: &Runtime, text: &str) -> io::Result<CommandRecord> {
+        let _ = (rt, text);
+        match self.never {}
+    }
 }

@@ -4,78 +4,26 @@
 //! exists, so their methods cannot be reached.
 
 use std::convert::Infallible;
-use std::ffi::OsString;
 use std::io;
-#[cfg(unix)]
-use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use winx_release_engine::admission::AdmissionGuard;
 
-use crate::{Execution, Runtime, SessionKey};
+use super::execution::Execution;
 
 #[path = "../shell/program.rs"]
 mod program;
+#[path = "../shell/terminal.rs"]
+mod terminal;
 
 pub use program::ShellProgram;
-
-/// Rows of a terminal the engine opens.
-pub const DEFAULT_ROWS: u16 = 40;
-/// Columns of a terminal the engine opens.
-pub const DEFAULT_COLS: u16 = 160;
-
-/// The terminal a shell runs on.
-#[derive(Debug)]
-pub enum Terminal {
-    /// The engine opens a pair of this size and keeps the controller.
-    Open {
-        /// Rows.
-        rows: u16,
-        /// Columns.
-        cols: u16,
-    },
-    /// The follower of a terminal whose controller the host keeps.
-    #[cfg(unix)]
-    Follower(OwnedFd),
-}
-
-/// Called with every chunk the terminal prints.
-pub type OutputSink = Arc<dyn Fn(&[u8]) + Send + Sync>;
-
-/// What to start as a shell of a session.
-#[derive(Debug)]
-pub struct ShellSpawn {
-    /// The thread.
-    pub thread: String,
-    /// The workspace.
-    pub workspace: PathBuf,
-    /// The shell's working directory.
-    pub cwd: PathBuf,
-    /// The identity of the session directory.
-    pub session: SessionKey,
-    /// Variables set for it (besides `WINX_EXECUTION_ID`).
-    pub env: Vec<(OsString, OsString)>,
-    /// Whether it is a background shell (a command of its own).
-    pub background: bool,
-    /// Its terminal.
-    pub terminal: Terminal,
-}
-
-/// What a host writes to a shell's terminal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
-    /// A command line for the shell at its prompt.
-    Line,
-    /// Input for the program running in the foreground.
-    Input,
-}
+pub use terminal::{OutputSink, ShellSpawn, Terminal, Write, DEFAULT_COLS, DEFAULT_ROWS};
 
 /// A running shell; none exists off Linux.
 #[derive(Clone, Debug)]
 pub struct Shell {
-    never: Infallible,
+    pub(super) never: Infallible,
 }
 
 impl Shell {
@@ -115,12 +63,6 @@ impl Shell {
         match self.never {}
     }
 
-    /// What of the shell runs, if anything.
-    pub fn busy(&self, rt: &Runtime) -> Option<String> {
-        let _ = rt;
-        match self.never {}
-    }
-
     /// Writes `bytes` to the controller the engine keeps.
     ///
     /// # Errors
@@ -141,24 +83,6 @@ impl Shell {
         write: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
         let _ = (admitted, kind, write);
-        match self.never {}
-    }
-
-    /// Records `text` as a command of this shell and types it.
-    ///
-    /// # Errors
-    /// Unreachable: no shell exists off Linux.
-    pub fn type_command(&self, rt: &Runtime, admitted: &AdmissionGuard<'_>, text: &str) -> io::Result<CommandRecord> {
-        let _ = (rt, admitted, text);
-        match self.never {}
-    }
-
-    /// Records `text` as a command of this shell.
-    ///
-    /// # Errors
-    /// Unreachable: no shell exists off Linux.
-    pub fn record_command(&self, rt: &Runtime, text: &str) -> io::Result<CommandRecord> {
-        let _ = (rt, text);
         match self.never {}
     }
 }

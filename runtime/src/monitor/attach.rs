@@ -25,7 +25,7 @@ use std::time::Duration;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::sync::{Arc, Mutex};
 
-use super::PROTOCOL;
+use super::names::{socket_name, PROTOCOL};
 use winx_release_kernel::sys::lock;
 
 /// What attached peers share with the monitor's main loop.
@@ -66,7 +66,7 @@ impl Attach {
 /// controller either, the kernel hangs the terminal up, as it did before
 /// monitors when a runtime ended. It looks every [`DIR_LOOK`].
 pub(super) fn listen(id: &str, dir: &Path, leader: i32, held: Vec<OwnedFd>) -> Option<Arc<Attach>> {
-    let name = super::socket_name(id);
+    let name = socket_name(id);
     let listener = match SocketAddr::from_abstract_name(name.as_bytes()).and_then(|a| UnixListener::bind_addr(&a)) {
         Ok(l) => l,
         Err(e) => {

@@ -70,7 +70,7 @@ impl Control {
 pub(crate) fn command(program: &Path, dir: &Path, io: LeaderIo, own_group: bool) -> io::Result<(Command, UnixStream)> {
     let (ours, theirs) = UnixStream::pair()?;
     let mut cmd = Command::new(program);
-    cmd.arg(super::ARG)
+    cmd.arg(super::names::ARG)
         .arg(dir)
         .arg(match io {
             LeaderIo::Null => "null",

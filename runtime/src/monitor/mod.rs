@@ -39,6 +39,7 @@
 mod attach;
 mod control;
 pub(crate) mod fds;
+mod names;
 mod run;
 
 use std::ffi::OsString;
@@ -46,26 +47,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(crate) use control::{command, start_monitored, Control, LeaderIo, Monitored};
-
-/// The hidden first argument that makes a program that calls [`enter`] a
-/// monitor.
-pub const ARG: &str = "__winx-release-monitor";
-
-/// The file in `D/executions/<id>/` where a monitor records, durably and
-/// as its last act, the leader's exit status (`<code>\n`, `?` when it is
-/// not known): a monitor that is gone without it was killed.
-pub const EXIT_FILE: &str = "monitor.exit";
-
-/// The abstract Unix socket name (no file: the data directory is a backing
-/// root every release scans, where a socket fails the scan closed) on which
-/// a shell's monitor hands the shell's terminal and hook to the next
-/// runtime (docs/PROTOCOL.md, "The monitor socket"): `winx-release/monitor/<id>`.
-pub fn socket_name(id: &str) -> String {
-    format!("winx-release/monitor/{id}")
-}
-
-/// The version of that socket's protocol this build speaks.
-pub const PROTOCOL: u32 = 1;
+pub use names::{socket_name, ARG, EXIT_FILE, PROTOCOL};
 
 /// The variable that names the monitor program, ahead of [`program`]'s
 /// search.

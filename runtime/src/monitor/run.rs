@@ -30,7 +30,7 @@ use std::process::{Command, Stdio};
 
 use rustix::process::{wait, WaitOptions};
 
-use super::EXIT_FILE;
+use super::names::EXIT_FILE;
 
 /// Runs the monitor; returns its exit status.
 pub(super) fn main(args: Vec<OsString>) -> i32 {
@@ -65,7 +65,7 @@ pub(super) fn main(args: Vec<OsString>) -> i32 {
     // none (it is no member of its execution).
     let id = Path::new(dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut cmd = Command::new(program);
-    cmd.args(leader_args).env(crate::MARKER, &id);
+    cmd.args(leader_args).env(crate::liveness::MARKER, &id);
     if shell {
         match std::io::stdout().as_fd().try_clone_to_owned() {
             Ok(fd) => cmd.stdin(Stdio::from(fd)),

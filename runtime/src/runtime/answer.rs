@@ -7,8 +7,9 @@ use std::sync::Arc;
 use super::{Mode, Runtime};
 use crate::cgroup::{self, Subtree};
 use crate::execution::{ExecState, Execution};
+use crate::liveness::Liveness;
 use crate::probe::{Probe, QUIET_PROBES};
-use crate::{Liveness, SessionKey};
+use crate::session::SessionKey;
 use winx_release_kernel::sys::lock;
 
 impl Runtime {

@@ -22,8 +22,9 @@ use crate::execution::{ExecState, Execution};
 use crate::monitor::{fds, socket_name, PROTOCOL};
 use crate::record::RecordState;
 use crate::shell::command::{unfinished_of, CommandRecord};
+use crate::shell::handle::{Core, State};
 use crate::shell::prompt_file::{Prompt, PROMPT_FILE};
-use crate::shell::{Core, OutputSink, Shell, State};
+use crate::shell::{OutputSink, Shell};
 use winx_release_kernel::sys::lock;
 
 /// How long a monitor may take to answer.
@@ -195,7 +196,7 @@ impl Runtime {
         if unanswered {
             use std::io::Write;
             let st = lock(&core.state);
-            crate::shell::hook_saved(&core, &st);
+            crate::shell::prompt_file::save_prompt(&core.execution.dir, &st);
             (&hook).write_all(format!("{prompts}\n").as_bytes())?;
         }
         {

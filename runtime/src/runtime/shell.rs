@@ -8,10 +8,12 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use super::{Runtime, Spawn};
+use super::Runtime;
 use crate::execution::Execution;
+use crate::options::Spawn;
+use crate::shell::handle::{Core, State};
 use crate::shell::spawn::{spawn_shell, ShellSpec};
-use crate::shell::{pty, Core, OutputSink, Shell, ShellProgram, ShellSpawn, State, Terminal, HOOK_FILE};
+use crate::shell::{pty, OutputSink, Shell, ShellProgram, ShellSpawn, Terminal, HOOK_FILE};
 use winx_release_kernel::sys::lock;
 
 /// How long a reader with nothing to read waits before it looks whether

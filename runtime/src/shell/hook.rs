@@ -43,7 +43,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Core;
+use super::handle::Core;
 use winx_release_kernel::sys::lock;
 
 /// The hook file's name in the shell's execution directory.

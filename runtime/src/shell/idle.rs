@@ -40,33 +40,13 @@
 //!   [`proc_pid_syscall(5)`](https://man7.org/linux/man-pages/man5/proc_pid_syscall.5.html)
 //! - [`FIONREAD`](https://man7.org/linux/man-pages/man2/TIOCINQ.2const.html)
 
-use super::Shell;
-use crate::Runtime;
+use super::handle::Shell;
 use winx_release_kernel::sys::lock;
 
 impl Shell {
-    /// Why the shell is busy, or `None` when it is idle (the rule above).
-    /// Call it under the session's admission barrier, so that nothing is
-    /// written to the terminal meanwhile.
-    pub fn busy(&self, rt: &Runtime) -> Option<String> {
-        let pid = match self.busy_before_union() {
-            Ok(pid) => pid,
-            Err(why) => return Some(why),
-        };
-        let id = &self.core.execution.id;
-        // The runtime's union, two looks in a row finding nothing.
-        for _ in 0..crate::probe::QUIET_PROBES {
-            let found = rt.still_running(&self.core.execution, &[pid]);
-            if !found.is_empty() {
-                return Some(format!("shell {id}: {}", found.join("; ")));
-            }
-        }
-        None
-    }
-
     /// Rules 1–4 of the module's docs: why the shell is busy, or its
     /// process's pid when only rule 5 (the runtime's union, that process
-    /// excepted) is left to ask. [`Runtime::liveness`] asks rule 5 of every
+    /// excepted) is left to ask. `Runtime::liveness` asks rule 5 of every
     /// shell of a session on the same two `/proc` snapshots.
     pub(crate) fn busy_before_union(&self) -> Result<i32, String> {
         let id = &self.core.execution.id;

@@ -10,7 +10,7 @@
 //! - [ECMA-48](https://ecma-international.org/publications-and-standards/standards/ecma-48/)
 //!   (CSI, OSC, string terminators), [xterm control sequences](https://invisible-island.net/xterm/ctlseqs/ctlseqs.html)
 
-use super::{OUTPUT_END, OUTPUT_START};
+use super::hook::{OUTPUT_END, OUTPUT_START};
 
 /// What a chunk of terminal output holds, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::State;
+use super::handle::State;
 
 /// The hook's last report, in the shell's execution directory.
 pub(crate) const PROMPT_FILE: &str = "prompt.json";

@@ -7,7 +7,7 @@ use std::io;
 use std::path::Path;
 
 use super::hook::{OUTPUT_END, OUTPUT_START};
-use super::ShellProgram;
+use super::program::ShellProgram;
 use crate::spawn::{not_found, on_path};
 
 impl ShellProgram {

@@ -23,10 +23,10 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::liveness::MARKER;
 use crate::monitor::{start_monitored, LeaderIo, Monitored};
 use crate::record::Leader;
 use crate::spawn::{not_found, on_path, CGROUP_JOIN_FAILED};
-use crate::MARKER;
 
 /// What a shell's leader gets.
 pub(crate) struct ShellSpec<'a> {

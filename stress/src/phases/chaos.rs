@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::harness::guardian::GuardianProc;
-use crate::workload::chaos::{inc, rejoin, Chaos};
+use crate::workload::chaos::rejoin;
+use crate::workload::kills::{inc, Chaos};
 use crate::workload::ops;
 use crate::workload::rng::Rng;
 use crate::workload::world::{TrackedSession, World};

@@ -12,9 +12,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::harness::guardian::GuardianProc;
-use crate::workload::ops::{self, Expect, Pinned};
+use crate::workload::ops::{self, Expect};
 use crate::workload::scenarios::read_some;
-use crate::workload::world::{TrackedSession, World};
+use crate::workload::world::{Pinned, TrackedSession, World};
 
 fn gated(gate: &std::path::Path) -> String {
     format!("while [ ! -e \"{}\" ]; do sleep 0.05; done", gate.display())

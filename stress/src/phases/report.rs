@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::oracle::ledger::Violation;
-use crate::workload::chaos::ChaosReport;
+use crate::workload::kills::ChaosReport;
 use crate::workload::world::{Check, Stats, World};
 
 /// Release throughput of the timed phase.

@@ -21,7 +21,7 @@ use crate::phases::setup;
 use crate::phases::timed;
 use crate::progress::{bar, Progress};
 use crate::workload::backing::Backing;
-use crate::workload::chaos::Chaos;
+use crate::workload::kills::Chaos;
 use crate::workload::opening;
 use crate::workload::ops;
 use crate::workload::rng::Rng;

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 
 use crate::workload::backing::Backing;
-use crate::workload::chaos::{self, Chaos, Settled};
+use crate::workload::chaos::{self, Settled};
+use crate::workload::kills::Chaos;
 use crate::workload::ops::{self, Expect};
 use crate::workload::scenarios::{self, Blocker};
 use crate::workload::world::{Stats, TrackedSession, World};

@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 use crate::harness::client::{CallError, ToolReply};
 use crate::oracle::ledger::record;
 use crate::oracle::quota::{self, Usage};
-use crate::workload::chaos;
-use crate::workload::world::{Recorded, Stats, TrackedSession, World};
+use crate::workload::interrupted;
+use crate::workload::kills::inc;
+use crate::workload::world::{Pinned, Recorded, Stats, TrackedSession, World};
 
 /// Statuses for which `isError` must be true.
 const ERROR_STATUSES: &[&str] = &["denied", "invalid_input", "failed"];
@@ -220,21 +221,6 @@ pub fn bash_create(w: &World, sess: &mut TrackedSession, path: &Path, size: u64,
     result
 }
 
-/// A helper as read, ready to be released.
-#[derive(Clone, Debug)]
-pub struct Pinned {
-    /// Its exact path.
-    pub path: PathBuf,
-    /// The ledger generation the read saw.
-    pub gen: u64,
-    /// `revision`.
-    pub revision: String,
-    /// `temporary_artifact.artifact_generation`.
-    pub token: Option<String>,
-    /// Its size.
-    pub size: u64,
-}
-
 /// `ReadFiles` of `paths` through frontend `fe`; checks each revision
 /// against the ledger. Returns what can be released.
 pub fn read(w: &World, sess: &TrackedSession, fe: usize, paths: &[PathBuf]) -> anyhow::Result<Vec<Pinned>> {
@@ -402,8 +388,8 @@ pub fn release(
         match &w.chaos {
             Some(c) if v.is_null() && tries < 8 => {
                 tries += 1;
-                chaos::reconcile(w, sess, targets, epoch)?;
-                chaos::inc(&c.counts.replayed);
+                interrupted::reconcile(w, sess, targets, epoch)?;
+                inc(&c.counts.replayed);
             }
             _ => return Ok(v),
         }
@@ -439,7 +425,7 @@ fn release_once(
         }
     };
     let v = reply.value.clone();
-    if chaos::cut_off(w, &v, epoch) {
+    if interrupted::cut_off(w, &v, epoch) {
         ws.book.commit(sess.slot, sess.ledger.usage().1);
         return Ok(Value::Null);
     }

@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 
 use crate::oracle::ledger::{in_quarantine, record};
 use crate::oracle::quota;
-use crate::workload::ops::{self, Expect, Pinned, Written};
-use crate::workload::world::{Stats, TrackedSession, World};
+use crate::workload::ops::{self, Expect, Written};
+use crate::workload::world::{Pinned, Stats, TrackedSession, World};
 
 /// Helpers of `sess` to work on: up to `k` present ones, files of at most
 /// `max_size` bytes first.

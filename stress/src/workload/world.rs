@@ -15,7 +15,7 @@ use crate::harness::client::McpClient;
 use crate::harness::private::Private;
 use crate::oracle::ledger::{Findings, Ledger};
 use crate::oracle::quota::WorkspaceBook;
-use crate::workload::chaos::Chaos;
+use crate::workload::kills::Chaos;
 use crate::workload::rng::Rng;
 
 /// One workspace.
@@ -42,6 +42,21 @@ pub struct Recorded {
     pub args: Value,
     /// Per file: path, outcome, reason.
     pub outcomes: Vec<(String, String, Value)>,
+}
+
+/// A helper as read, ready to be released.
+#[derive(Clone, Debug)]
+pub struct Pinned {
+    /// Its exact path.
+    pub path: PathBuf,
+    /// The ledger generation the read saw.
+    pub gen: u64,
+    /// `revision`.
+    pub revision: String,
+    /// `temporary_artifact.artifact_generation`.
+    pub token: Option<String>,
+    /// Its size.
+    pub size: u64,
 }
 
 /// One session as the stress tool drives and tracks it: its thread, its

@@ -17,8 +17,8 @@ use winx_release_protocol::shell::{special_bytes, ShellAction, ShellReply};
 use winx_release_runtime::shell::command::read_command;
 use winx_release_runtime::shell::Write;
 
-use super::{Cmd, Term};
 use crate::sessions::{Guardian, OpError, OwnedSession};
+use crate::shell::{Cmd, Term};
 use crate::sync::lock;
 
 /// How long a command waits for the previous one's output to be read
