@@ -261,7 +261,9 @@ pub(crate) fn layout_of(g: &Guardian, workspace: &str, thread: &str) -> Result<L
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use winx_release_runtime::{LivenessChoice, RuntimeOptions};
+    use std::sync::OnceLock;
+
+    use winx_release_runtime::{monitor, LivenessChoice, RuntimeOptions};
 
     use super::*;
 
@@ -274,10 +276,41 @@ pub(crate) mod tests {
             move_self: false,
             subreaper: false,
             adopt: false,
+            monitor: monitor_program(),
             ..Default::default()
         };
         let g = Guardian::new(data.path(), Runtime::start(data.path(), &opts));
         (data, g)
+    }
+
+    /// The monitor program the tests' runtimes start commands under: the
+    /// runtime's own search ([`monitor::program`]: `winx-release-monitor`
+    /// beside the test binary, where `cargo test --workspace` builds it),
+    /// else the runtime's `winx-release-monitor` as `cargo build` makes it
+    /// (`cargo test -p winx-release-guardian` alone builds no binary of
+    /// another package). Cargo holds the target directory's lock while it
+    /// builds, not while tests run, so the build does not wait for the
+    /// `cargo test` that started this binary. `None` when both fail: then
+    /// no command starts and a test that needs one fails saying so.
+    fn monitor_program() -> Option<PathBuf> {
+        static PROGRAM: OnceLock<Option<PathBuf>> = OnceLock::new();
+        PROGRAM.get_or_init(|| monitor::program().or_else(build_monitor)).clone()
+    }
+
+    /// Builds the runtime's monitor binary with the cargo that built this
+    /// test and returns its path (from cargo's JSON messages).
+    fn build_monitor() -> Option<PathBuf> {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--message-format=json", "-p", "winx-release-runtime", "--bin", monitor::BINARY])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == monitor::BINARY)
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
     }
 
     /// A peer that said `hello` and runs another program than the

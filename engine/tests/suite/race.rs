@@ -4,17 +4,33 @@
 //! allowed outcomes; no replacement is ever deleted; nothing outside the
 //! session directory is ever touched.
 //!
-//! `WINX_RACE_TRIES` sets the tries per attack (CI default 500; the
-//! `#[ignore]`d long version runs 25,000 per attack, 100,000 in all).
+//! Each attack runs in two phases. First, deterministically, at every
+//! fault point a release passes ([`FaultPoint`]: between its checks, its
+//! journal, each rename, re-check, unlink and restore): the attack once at
+//! the point, then the attack and its undo at that point and the next (an
+//! A-B-A change). Every window between two steps is hit, on every run, in a
+//! few dozen releases. Then the random tries: the attacker on a thread of
+//! its own, looping while a release runs, for the windows inside a step.
+//!
+//! `WINX_RACE_TRIES` sets the random tries per attack (CI default 100:
+//! each try costs a release whose in-use check sweeps every process's
+//! descriptors, 40-150 ms on a loaded 2-core machine; 500 took over 60 s
+//! per attack). The `#[ignore]`d long version runs 25,000 per attack,
+//! 100,000 in all: `cargo test -p winx-release-engine --test suite
+//! race::race_long -- --ignored`.
 
 use std::fs::{self, File};
+use std::io;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::common::{target, Fixture};
-use winx_release_engine::release::{Outcome, Status};
+use crate::release::with_faults;
+use winx_release_engine::fault::FaultPoint;
+use winx_release_engine::owner::IdleOwner;
+use winx_release_engine::release::{Outcome, ReleaseReport, Status};
 use winx_release_engine::TargetCode;
 use winx_release_kernel::identity::Identity;
 
@@ -37,8 +53,10 @@ struct Tally {
 }
 
 /// One attack: `setup` builds the try's files and returns the helper path;
-/// `attack` runs in a loop on another thread until the release is done and
-/// returns files it created (which must all survive).
+/// `attack` changes the session once (its `k`-th time: an attack that
+/// alternates does on odd `k` what undoes an even `k`) and returns, in
+/// `created`, files it created (which must all survive). The fault-point
+/// phase runs first, then `n` random tries.
 fn race<S, A>(name: &str, n: usize, allowed_denials: &[&str], setup: S, attack: A) -> Tally
 where
     S: Fn(&Fixture, usize) -> PathBuf,
@@ -54,7 +72,41 @@ where
     fs::write(outside.join("victim.txt"), b"victim").unwrap();
     let victim = File::open(outside.join("victim.txt")).unwrap();
     let mut tally = Tally::default();
-    for i in 0..n {
+    let mut i = 0;
+    // The deterministic phase: the attack at fault point `at` (and, with
+    // `undo`, its undo at the next one), for every point the release
+    // reaches.
+    let mut points = 0;
+    for undo in [false, true] {
+        for at in 0.. {
+            let path = setup(&fx, i);
+            let t = target(&path);
+            let pinned = File::open(&path).unwrap();
+            let created = Mutex::new(Vec::new());
+            let seen = AtomicUsize::new(0);
+            let hook = |_: &FaultPoint<'_>| -> io::Result<()> {
+                let k = seen.fetch_add(1, Ordering::SeqCst);
+                if k == at || (undo && k == at + 1) {
+                    attack(&fx, &path, k - at, &created);
+                }
+                Ok(())
+            };
+            let report = fx.release_with(std::slice::from_ref(&t), &IdleOwner, &with_faults(&hook));
+            let name = format!("{name} at fault point {at}{}", if undo { " with its undo" } else { "" });
+            check_try(&name, i, &report, allowed_denials, &pinned, &created, &victim, &outside, &mut tally);
+            cleanup(&fx);
+            i += 1;
+            if seen.load(Ordering::SeqCst) <= at {
+                break;
+            }
+            points = points.max(at + 1);
+        }
+    }
+    // A release passes at least the points before its checks' end and
+    // before its rename: an attack that never ran proves nothing.
+    assert!(points >= 2, "{name}: the releases passed {points} fault points");
+    // The random phase.
+    for _ in 0..n {
         let path = setup(&fx, i);
         let t = target(&path);
         let pinned = File::open(&path).unwrap();
@@ -72,47 +124,65 @@ where
             stop.store(true, Ordering::Relaxed);
             r
         });
-        let f = &report.files[0];
-        match f.outcome {
-            Outcome::Released => {
-                tally.released += 1;
-                assert!(!alive(&pinned), "{name} #{i}: released but the pinned inode lives");
-            }
-            Outcome::Restored => {
-                tally.restored += 1;
-                assert_eq!(f.reason.map(TargetCode::as_str), Some("replaced_during_release"));
-            }
-            Outcome::Preserved => {
-                tally.preserved += 1;
-                let q = f.quarantine_path.as_ref().expect("preserved names its location");
-                assert!(fs::symlink_metadata(q).is_ok(), "{name} #{i}: preserved path {} is empty", q.display());
-            }
-            Outcome::Denied => {
-                tally.denied += 1;
-                let code = report.error_code.unwrap().as_str();
-                assert!(allowed_denials.contains(&code), "{name} #{i}: unexpected denial {code}");
-            }
-            Outcome::Failed => {
-                tally.failed += 1;
-                assert_eq!(f.reason.map(TargetCode::as_str), Some("io_error"));
-            }
-            Outcome::NotAttempted => panic!("{name} #{i}: single target not attempted"),
-        }
-        if f.outcome != Outcome::Released {
-            assert!(alive(&pinned), "{name} #{i}: pinned inode gone without a release: {report:?}");
-            assert_ne!(report.status, Status::Completed);
-        }
-        for c in created.lock().unwrap().iter() {
-            if c.metadata().unwrap().ino() != pinned.metadata().unwrap().ino() {
-                assert!(alive(c), "{name} #{i}: a replacement was deleted: {report:?}");
-            }
-        }
-        assert!(alive(&victim), "{name} #{i}: outside victim deleted");
-        assert_eq!(fs::read(outside.join("victim.txt")).unwrap_or_default(), b"victim");
+        check_try(name, i, &report, allowed_denials, &pinned, &created, &victim, &outside, &mut tally);
         cleanup(&fx);
+        i += 1;
     }
-    eprintln!("{name}: {tally:?}");
+    eprintln!("{name}: {points} fault points; {tally:?}");
     tally
+}
+
+/// Asserts that try `i` ended in an allowed outcome, that no replacement
+/// and nothing outside the session was deleted, and counts the outcome.
+#[allow(clippy::too_many_arguments)]
+fn check_try(
+    name: &str,
+    i: usize,
+    report: &ReleaseReport,
+    allowed_denials: &[&str],
+    pinned: &File,
+    created: &Mutex<Vec<File>>,
+    victim: &File,
+    outside: &Path,
+    tally: &mut Tally,
+) {
+    let f = &report.files[0];
+    match f.outcome {
+        Outcome::Released => {
+            tally.released += 1;
+            assert!(!alive(pinned), "{name} #{i}: released but the pinned inode lives");
+        }
+        Outcome::Restored => {
+            tally.restored += 1;
+            assert_eq!(f.reason.map(TargetCode::as_str), Some("replaced_during_release"), "{name} #{i}");
+        }
+        Outcome::Preserved => {
+            tally.preserved += 1;
+            let q = f.quarantine_path.as_ref().expect("preserved names its location");
+            assert!(fs::symlink_metadata(q).is_ok(), "{name} #{i}: preserved path {} is empty", q.display());
+        }
+        Outcome::Denied => {
+            tally.denied += 1;
+            let code = report.error_code.unwrap().as_str();
+            assert!(allowed_denials.contains(&code), "{name} #{i}: unexpected denial {code}");
+        }
+        Outcome::Failed => {
+            tally.failed += 1;
+            assert_eq!(f.reason.map(TargetCode::as_str), Some("io_error"), "{name} #{i}");
+        }
+        Outcome::NotAttempted => panic!("{name} #{i}: single target not attempted"),
+    }
+    if f.outcome != Outcome::Released {
+        assert!(alive(pinned), "{name} #{i}: pinned inode gone without a release: {report:?}");
+        assert_ne!(report.status, Status::Completed);
+    }
+    for c in created.lock().unwrap().iter() {
+        if c.metadata().unwrap().ino() != pinned.metadata().unwrap().ino() {
+            assert!(alive(c), "{name} #{i}: a replacement was deleted: {report:?}");
+        }
+    }
+    assert!(alive(victim), "{name} #{i}: outside victim deleted");
+    assert_eq!(fs::read(outside.join("victim.txt")).unwrap_or_default(), b"victim");
 }
 
 /// Clears the session directory (and stray links) between tries.
@@ -231,22 +301,22 @@ fn hardlink_into_backing(n: usize) -> Tally {
 
 #[test]
 fn race_swap_identical_text() {
-    swap_identical(tries(500));
+    swap_identical(tries(100));
 }
 
 #[test]
 fn race_parent_replaced_by_symlink() {
-    parent_symlink(tries(500));
+    parent_symlink(tries(100));
 }
 
 #[test]
 fn race_rename_exchange() {
-    exchange(tries(500));
+    exchange(tries(100));
 }
 
 #[test]
 fn race_hardlink_into_backing_root() {
-    hardlink_into_backing(tries(500));
+    hardlink_into_backing(tries(100));
 }
 
 #[test]
