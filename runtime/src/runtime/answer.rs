@@ -103,7 +103,7 @@ impl Runtime {
         // in a few files (`no_orphans`); anything else they show, or any
         // doubt, is looked at in the whole table, as before.
         let orphans_only = candidates.is_empty() && shells.is_empty();
-        if (!orphans_only || self.subreaper) && !(orphans_only && self.no_orphans()) {
+        if !orphans_only || (self.subreaper && !self.no_orphans()) {
             match self.proc_check(asked, &candidates, &shells, &mut found) {
                 Ok(true) => {
                     // Two snapshots in a row found nothing of them.
