@@ -36,13 +36,13 @@
 //! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html) (`flags`)
 //! - [`PR_SET_CHILD_SUBREAPER`](https://man7.org/linux/man-pages/man2/PR_SET_CHILD_SUBREAPER.2const.html)
 
-use std::collections::HashSet;
-use std::os::fd::{AsFd, OwnedFd};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
 
 use rustix::fs::{Mode, OFlags};
 
 use super::stat::ProcStat;
-use super::{open_proc, read_file};
+use super::{is_gone, open_proc, read_file};
 
 /// `PF_EXITING` of `include/linux/sched.h`: the task is in `do_exit`.
 const PF_EXITING: u64 = 0x0000_0004;
@@ -72,11 +72,11 @@ pub fn own_children(looks: usize) -> Option<HashSet<i32>> {
 
 /// [`own_children`] of process `pid` beneath the `/proc` handle `proc`.
 fn own_children_in(proc: &OwnedFd, pid: i32, looks: usize) -> Option<HashSet<i32>> {
-    let mut buf = Vec::with_capacity(4096);
+    let mut reader = Reader::open(proc, pid)?;
     let mut seen = HashSet::new();
-    let mut prev = pass(proc, pid, &mut buf)?;
+    let mut prev = reader.pass()?;
     for _ in 0..looks {
-        let next = pass(proc, pid, &mut buf)?;
+        let next = reader.pass()?;
         if !believed(&prev, &next) {
             return None;
         }
@@ -86,8 +86,8 @@ fn own_children_in(proc: &OwnedFd, pid: i32, looks: usize) -> Option<HashSet<i32
     seen.extend(prev.iter().flat_map(|(_, c)| c.iter().flatten().copied()));
     // After the last pass: a leader not exiting now was not exiting during
     // any pass.
-    let n = read_file(proc, &format!("{pid}/task/{pid}/stat"), &mut buf).ok()??;
-    let st = ProcStat::parse(&buf[..n])?;
+    let n = read_file(proc, &format!("{pid}/task/{pid}/stat"), &mut reader.buf).ok()??;
+    let st = ProcStat::parse(&reader.buf[..n])?;
     (!st.is_zombie() && st.flags & PF_EXITING == 0).then_some(seen)
 }
 
@@ -100,43 +100,93 @@ fn believed(pass: &Pass, next: &Pass) -> bool {
     })
 }
 
-/// Lists `pid`'s threads, then reads each one's `children`, the leader's
-/// last. `None` when the threads cannot be listed or the leader's list
-/// cannot be read.
-fn pass(proc: &OwnedFd, pid: i32, buf: &mut Vec<u8>) -> Option<Pass> {
-    let mut tids = threads(proc, pid)?;
-    tids.retain(|t| *t != pid);
-    tids.push(pid);
-    let mut out = Vec::with_capacity(tids.len());
-    for tid in tids {
-        let list = match read_file(proc, &format!("{pid}/task/{tid}/children"), buf) {
-            Ok(Some(n)) => Some(parse(&buf[..n])?),
-            Ok(None) if tid == pid => return None,
-            Ok(None) => None,
-            Err(_) => return None,
-        };
-        out.push((tid, list));
-    }
-    Some(out)
+/// The passes of one [`own_children`]: `/proc/<pid>/task` and each
+/// thread's `children` opened once and read again from the start by each
+/// pass (a `seq_file` read at offset 0 starts over). A thread's file kept
+/// open after the thread is gone reads empty rather than failing; a pass
+/// reads only the threads its own listing shows, so that changes nothing
+/// `believed` relies on (a thread listed by a pass was alive for the
+/// whole of the passes before it, and one that leaves before the next
+/// pass's listing fails that pass).
+struct Reader<'a> {
+    proc: &'a OwnedFd,
+    pid: i32,
+    task: rustix::fs::Dir,
+    lists: HashMap<i32, OwnedFd>,
+    buf: Vec<u8>,
 }
 
-/// The thread ids of `/proc/<pid>/task`.
-fn threads(proc: impl AsFd, pid: i32) -> Option<Vec<i32>> {
-    let fd = rustix::fs::openat(
-        proc,
-        format!("{pid}/task").as_str(),
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let mut dir = rustix::fs::Dir::new(fd).ok()?;
-    let mut v = Vec::new();
-    while let Some(entry) = dir.read() {
-        if let Some(t) = entry.ok()?.file_name().to_str().ok().and_then(|s| s.parse::<i32>().ok()) {
-            v.push(t);
+impl<'a> Reader<'a> {
+    /// Opens `/proc/<pid>/task`.
+    fn open(proc: &'a OwnedFd, pid: i32) -> Option<Reader<'a>> {
+        let fd = rustix::fs::openat(
+            proc,
+            format!("{pid}/task").as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let task = rustix::fs::Dir::new(fd).ok()?;
+        Some(Reader { proc, pid, task, lists: HashMap::new(), buf: Vec::with_capacity(4096) })
+    }
+
+    /// Lists the threads, then reads each one's `children`, the leader's
+    /// last. `None` when the threads cannot be listed or the leader's list
+    /// cannot be read.
+    fn pass(&mut self) -> Option<Pass> {
+        let pid = self.pid;
+        self.task.rewind();
+        let mut tids = Vec::new();
+        while let Some(entry) = self.task.read() {
+            if let Some(t) = entry.ok()?.file_name().to_str().ok().and_then(|s| s.parse::<i32>().ok()) {
+                tids.push(t);
+            }
+        }
+        tids.retain(|t| *t != pid);
+        tids.push(pid);
+        let mut out = Vec::with_capacity(tids.len());
+        for tid in tids {
+            let list = match self.list(tid) {
+                Ok(Some(n)) => Some(parse(&self.buf[..n])?),
+                Ok(None) if tid == pid => return None,
+                Ok(None) => None,
+                Err(_) => return None,
+            };
+            out.push((tid, list));
+        }
+        Some(out)
+    }
+
+    /// Reads thread `tid`'s `children` into `buf` from its start: how many
+    /// bytes, `None` when the thread is gone.
+    fn list(&mut self, tid: i32) -> Result<Option<usize>, rustix::io::Errno> {
+        if !self.lists.contains_key(&tid) {
+            let rel = format!("{}/task/{tid}/children", self.pid);
+            match rustix::fs::openat(self.proc, rel.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+                Ok(fd) => self.lists.insert(tid, fd),
+                Err(e) if is_gone(e) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+        }
+        let Some(fd) = self.lists.get(&tid) else { return Ok(None) };
+        if self.buf.len() < 4096 {
+            self.buf.resize(4096, 0);
+        }
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                let grown = self.buf.len() * 2;
+                self.buf.resize(grown, 0);
+            }
+            match rustix::io::pread(fd, &mut self.buf[len..], len as u64) {
+                Ok(0) => return Ok(Some(len)),
+                Ok(n) => len += n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) if is_gone(e) => return Ok(None),
+                Err(e) => return Err(e),
+            }
         }
     }
-    Some(v)
 }
 
 /// The pids of a `children` file: decimal, each followed by a space.
