@@ -6,6 +6,8 @@
 //! - [`stat`]: one process's `/proc/<pid>/stat` (state, parent, process
 //!   group, session, start time);
 //! - [`table`]: a snapshot of every process's `stat` and owner;
+//! - [`children`]: the calling process's own children, from its threads'
+//!   `children` files (a few files instead of every process's `stat`);
 //! - [`environ`]: one variable of a process's initial environment
 //!   (`/proc/<pid>/environ`), for execution markers;
 //! - [`holders`]: which process holds a set of physical identities open
@@ -36,6 +38,7 @@
 //! - [`proc_pid_fd(5)`](https://man7.org/linux/man-pages/man5/proc_pid_fd.5.html)
 //! - [`proc_pid_maps(5)`](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html)
 
+pub mod children;
 pub mod environ;
 mod exempt;
 mod exited;
@@ -55,6 +58,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{Mode, OFlags};
 
+pub use children::own_children;
 pub use environ::{env_var, EnvLookup};
 pub use exempt::held_by;
 pub use holders::{find_holder, find_holder_of, sweep, Holder, HolderScan, HowHeld, Sweep};

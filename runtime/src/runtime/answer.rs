@@ -26,7 +26,9 @@ impl Runtime {
     /// `executions/` itself and every populated cgroup below `executions/`
     /// that no execution accounts for; when this process is a subreaper,
     /// every process reparented to it, unless a look saw it as kin of
-    /// executions before (then for their threads alone). Any
+    /// executions before (then for their threads alone; with nothing else
+    /// to look at, this process's own children are read first, and the
+    /// snapshots only when they show a child that is no leader). Any
     /// doubt is counted, `D/executions` that cannot be listed among it.
     /// Every member seen is recorded durably before this returns.
     ///
@@ -97,7 +99,12 @@ impl Runtime {
         // for orphans when this process is a subreaper (an orphan may have
         // moved itself into another execution's cgroup: that adds it to
         // the other, and it still counts here).
-        if !candidates.is_empty() || !shells.is_empty() || self.subreaper {
+        // With no execution or shell of the session to look at, that part is
+        // the orphan check alone, which the runtime's own children answer
+        // in a few files (`no_orphans`); anything else they show, or any
+        // doubt, is looked at in the whole table, as before.
+        let orphans_only = candidates.is_empty() && shells.is_empty();
+        if !orphans_only || (self.subreaper && !self.no_orphans()) {
             match self.proc_check(asked, &candidates, &shells, &mut found) {
                 Ok(true) => {
                     // Two snapshots in a row found nothing of them.
@@ -190,6 +197,23 @@ impl Runtime {
             }
         }
         Ok(true)
+    }
+
+    /// Whether [`QUIET_PROBES`] looks in a row at this process's own
+    /// children (`procfs::own_children`: its threads' `children` files,
+    /// each look complete) showed no child but the leaders and monitors it
+    /// spawned (`children`, read after the looks: one spawned meanwhile is
+    /// in it, one reaped meanwhile is not and counts as a doubt). Then
+    /// `orphans` would find nothing on two snapshots either: an
+    /// orphan is a process whose parent is this one and is no leader, and
+    /// every process that is this process's child for the whole of a look
+    /// is in it. `false` when any other child was seen (an orphan, a
+    /// zombie not reaped yet) or it cannot be told: the caller then looks
+    /// at the whole table.
+    fn no_orphans(&self) -> bool {
+        let Some(seen) = winx_release_kernel::procfs::own_children(QUIET_PROBES as usize) else { return false };
+        let leaders = lock(&self.children);
+        seen.iter().all(|p| leaders.contains(p))
     }
 
     /// Processes reparented to this process (a subreaper) that are not
