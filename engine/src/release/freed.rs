@@ -34,6 +34,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::{Mutex, OnceLock};
 
 use rustix::fs::inotify;
 use rustix::fs::AtFlags;
@@ -41,26 +42,82 @@ use rustix::fs::AtFlags;
 use super::{Outcome, TargetResult};
 use winx_release_kernel::identity::{Identity, IDENTITY_MASK};
 
+/// The process's one inotify instance, shared by every release, and the
+/// watches whose `IN_DELETE_SELF` it has read but whose release has not
+/// settled yet (another release's read may drain them).
+///
+/// One instance for the process, not one per release: the kernel tears an
+/// instance down waiting for an SRCU grace period (`fsnotify_destroy_group`,
+/// 13–22 ms in about one release of four when each release closed its
+/// own), an instance counts against `fs.inotify.max_user_instances` (128 by
+/// default: 16 sessions releasing at once would come near it), and making
+/// and closing one cost a warm release about 0.1–0.2 ms (the closing
+/// thread). Watch descriptors are not reused while the instance lives (the
+/// kernel allocates them cyclically), so a watch names one target of one
+/// release.
+struct Shared {
+    fd: OwnedFd,
+    gone: HashSet<i32>,
+}
+
+/// The shared instance, made at the first release that asks for it; `None`
+/// when none could be made (every target then counts 0).
+fn shared() -> Option<&'static Mutex<Shared>> {
+    static SHARED: OnceLock<Option<Mutex<Shared>>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
+                .map_err(|e| tracing::warn!(error = %e, "no inotify instance: bytes reclaimed count 0"))
+                .ok()
+                .map(|fd| Mutex::new(Shared { fd, gone: HashSet::new() }))
+        })
+        .as_ref()
+}
+
+impl Shared {
+    /// Reads every event queued now (without blocking) and keeps the
+    /// watches that saw their inode go. An overflow loses events: those
+    /// targets count 0, never more than was freed.
+    fn drain(&mut self) {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut buf);
+        loop {
+            match reader.next() {
+                Ok(ev) if ev.events().contains(inotify::ReadFlags::DELETE_SELF) => {
+                    self.gone.insert(ev.wd());
+                }
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                // AGAIN: nothing more now.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
 /// The watches of one release: target index → (watch, its allocated bytes).
 pub(super) struct Freed {
-    fd: Option<OwnedFd>,
+    shared: Option<&'static Mutex<Shared>>,
     watches: RefCell<HashMap<usize, (i32, u64)>>,
 }
 
+/// The shared state, even if a release panicked while holding it (its
+/// fields stay consistent: a set of watch descriptors and the instance).
+fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Freed {
-    /// One inotify instance for the release; without one every target
-    /// counts 0.
+    /// The watches of a new release, on the process's inotify instance;
+    /// without one every target counts 0.
     pub(super) fn new() -> Freed {
-        let fd = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
-            .map_err(|e| tracing::warn!(error = %e, "no inotify instance: bytes reclaimed count 0"))
-            .ok();
-        Freed { fd, watches: RefCell::new(HashMap::new()) }
+        Freed { shared: shared(), watches: RefCell::new(HashMap::new()) }
     }
 
     /// Watches target `index`, whose verified object `file` (identity `id`)
     /// is about to lose its last name. Call before the unlink.
     pub(super) fn watch(&self, index: usize, file: BorrowedFd<'_>, id: &Identity) {
-        let Some(ino) = &self.fd else { return };
+        let Some(shared) = self.shared else { return };
         let path = format!("/proc/thread-self/fd/{}", file.as_raw_fd());
         // The path must denote this very object.
         let same = rustix::fs::statx(rustix::fs::CWD, &path, AtFlags::empty(), IDENTITY_MASK)
@@ -68,7 +125,7 @@ impl Freed {
         if !same {
             return;
         }
-        match inotify::add_watch(ino, &path, inotify::WatchFlags::DELETE_SELF) {
+        match inotify::add_watch(&lock(shared).fd, &path, inotify::WatchFlags::DELETE_SELF) {
             Ok(wd) => {
                 self.watches.borrow_mut().insert(index, (wd, id.allocated_bytes()));
             }
@@ -79,46 +136,56 @@ impl Freed {
     /// Sets each released target's `bytes_reclaimed`: its allocated bytes
     /// when the kernel said its inode went, else 0. Call once the release
     /// holds no descriptor of any target.
+    ///
+    /// A watch whose inode did not go (another reference keeps it) is
+    /// removed, and whatever it reported meanwhile is forgotten: the
+    /// instance keeps no watch and no event of a settled release.
     pub(super) fn settle(self, files: &mut [TargetResult]) {
-        let Some(ino) = self.fd else { return };
-        let mut gone: HashSet<i32> = HashSet::new();
-        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
-        let mut reader = inotify::Reader::new(ino.as_fd(), &mut buf);
-        loop {
-            match reader.next() {
-                Ok(ev) if ev.events().contains(inotify::ReadFlags::DELETE_SELF) => {
-                    gone.insert(ev.wd());
-                }
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => {}
-                // AGAIN: nothing more now.
-                Err(_) => break,
+        let Some(shared) = self.shared else { return };
+        let watches = self.watches.take();
+        if watches.is_empty() {
+            return;
+        }
+        let mut st = lock(shared);
+        st.drain();
+        let gone: HashSet<i32> = watches.values().map(|(wd, _)| *wd).filter(|wd| st.gone.contains(wd)).collect();
+        for (wd, _) in watches.values() {
+            if !gone.contains(wd) {
+                // It may have gone since the read: EINVAL then (the kernel
+                // dropped the watch with its inode). Either way it counts 0.
+                let _ = inotify::remove_watch(&st.fd, *wd);
             }
         }
-        for (i, (wd, bytes)) in self.watches.into_inner() {
+        // What the removals (`IN_IGNORED`) and any late `IN_DELETE_SELF`
+        // queued, read now so that no event of this release is left behind.
+        st.drain();
+        for (wd, _) in watches.values() {
+            st.gone.remove(wd);
+        }
+        drop(st);
+        for (i, (wd, bytes)) in watches {
             if let Some(f) = files.get_mut(i).filter(|f| f.outcome == Outcome::Released) {
                 f.bytes_reclaimed = if gone.contains(&wd) { bytes } else { 0 };
             }
         }
-        close_aside(ino);
     }
 }
 
-/// Closes an inotify instance off the release's path: the kernel tears its
-/// group down waiting for an SRCU grace period (`fsnotify_destroy_group`),
-/// which measured 13–22 ms in about one release of four. On a thread of
-/// its own when one can be had, else here.
-///
-/// # References
-/// - [`inotify(7)`](https://man7.org/linux/man-pages/man7/inotify.7.html)
-fn close_aside(ino: OwnedFd) {
-    let mut ino = Some(ino);
-    let spawned = std::thread::Builder::new().name("winx-inotify-close".into()).stack_size(16 * 1024).spawn({
-        let ino = ino.take();
-        move || drop(ino)
-    });
-    if let Err(e) = spawned {
-        tracing::debug!(error = %e, "closing the release's inotify instance in place");
+impl Drop for Freed {
+    /// Removes the watches of a release that never settled (a panic on its
+    /// way), so that the shared instance keeps nothing of it.
+    fn drop(&mut self) {
+        let (Some(shared), watches) = (self.shared, self.watches.get_mut()) else { return };
+        if watches.is_empty() {
+            return;
+        }
+        let mut st = lock(shared);
+        for (wd, _) in watches.values() {
+            let _ = inotify::remove_watch(&st.fd, *wd);
+        }
+        st.drain();
+        for (wd, _) in watches.values() {
+            st.gone.remove(wd);
+        }
     }
-    drop(ino);
 }

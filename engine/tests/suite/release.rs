@@ -333,6 +333,18 @@ fn the_scan_after_the_check_finds_a_new_alias_inline_and_beside_the_rehash() {
     }
 }
 
+/// The lines of this process's inotify instances (`/proc/self/fdinfo`) that
+/// name a watch on inode `ino`.
+fn inotify_watches_of(ino: u64) -> Vec<String> {
+    let needle = format!(" ino:{ino:x} ");
+    fs::read_dir("/proc/self/fdinfo")
+        .unwrap()
+        .filter_map(|e| fs::read_to_string(e.ok()?.path()).ok())
+        .flat_map(|info| info.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| l.starts_with("inotify wd:") && l.contains(&needle))
+        .collect()
+}
+
 /// A target that something else holds open when it is unlinked keeps its
 /// blocks until that holder closes it: its removal freed nothing, and the
 /// report says so (`bytes_reclaimed` 0), while one that nothing else held
@@ -351,10 +363,15 @@ fn bytes_reclaimed_counts_only_what_the_removal_freed() {
         }
         Ok(())
     };
+    let held_ino = fs::metadata(&held).unwrap().ino();
     let r = fx.release_with(&[target(&held), target(&free)], &IdleOwner, &with_faults(&hook));
     assert_eq!(r.status, Status::Completed, "{r:?}");
     assert_eq!(r.files[0].outcome, Outcome::Released);
     assert_eq!(r.files[0].bytes_reclaimed, 0, "blocks still held count as reclaimed: {r:?}");
+    // The process's inotify instance (shared by every release) keeps no
+    // watch of a settled release: the held file's watch was removed.
+    let watching = inotify_watches_of(held_ino);
+    assert!(watching.is_empty(), "a settled release left a watch: {watching:?}");
     assert_eq!(r.files[1].bytes_reclaimed, blocks * 512, "{r:?}");
     assert_eq!(r.bytes_reclaimed, blocks * 512);
     // The holder still reads the removed file's bytes.
