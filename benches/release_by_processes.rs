@@ -16,45 +16,23 @@
 //! A smoke run (`cargo test --all-targets`): 1,000 backing entries and 20,
 //! 30, 40 extra processes.
 
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use winx_release_engine::rehash::sha256_fd;
 use winx_release_engine::release::Scanner;
 use winx_release_engine::scan::SharedScanner;
-use winx_release_engine::{
-    release, Admission, Identity, IdleOwner, Layout, Pin, ReleaseOptions, ReleaseRequest, Status, Target,
-};
+use winx_release_engine::{release, Admission, IdleOwner, ReleaseOptions, ReleaseRequest, Status, Target};
 
 mod common;
 
 const THREAD: &str = "bench-thread";
 
-fn write_helper(session: &Path, i: usize) -> Vec<Target> {
-    let p = session.join(format!("procs-{i}.py"));
-    fs::write(&p, common::helper_bytes(i, 4096)).unwrap();
-    let f = fs::File::open(&p).unwrap();
-    let pin = Pin::new(&Identity::of_fd(&f).unwrap(), sha256_fd(&f).unwrap().0);
-    vec![Target::new(&p, pin)]
-}
-
 fn release_by_processes(c: &mut Criterion) {
     let smoke = common::smoke();
     let backing = if smoke { 1_000 } else { 48_000 };
     let counts: [usize; 3] = if smoke { [20, 30, 40] } else { [300, 1_000, 3_000] };
-    let base = fs::canonicalize(common::cache_dir()).unwrap().join(format!("by-procs-{}k", backing / 1000));
-    let ws = base.join("ws");
-    let data = base.join("data");
-    fs::create_dir_all(ws.join(".winx")).unwrap();
-    fs::create_dir_all(data.join("executions")).unwrap();
-    common::cached_tree_at(&ws.join(".winx/scratch"), backing);
-    let layout = Layout::new(&ws, &data).unwrap();
-    let session: PathBuf = layout.session_dir(THREAD);
-    fs::create_dir_all(&session).unwrap();
-    fs::set_permissions(&session, fs::Permissions::from_mode(0o700)).unwrap();
+    let layout = common::release_layout(&format!("by-procs-{}k", backing / 1000), backing);
+    let session = common::session_dir(&layout, THREAD);
     // A guardian keeps retired journals for its next releases.
     winx_release_engine::journal::keep_idle_journals(4);
 
@@ -62,7 +40,7 @@ fn release_by_processes(c: &mut Criterion) {
     let mut n = 0usize;
     let mut next = || {
         n += 1;
-        write_helper(&session, n)
+        common::pinned_helper(&session, n)
     };
     let run = |targets: Vec<Target>| {
         let req = ReleaseRequest { layout: &layout, thread_id: THREAD, targets: &targets };

@@ -7,6 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use winx_release_engine::rehash::sha256_fd;
+use winx_release_engine::{Identity, Layout, Pin, Target};
+
 /// The baseline of the release and cache benches: `find ROOTS -printf
 /// '%D %i\n'` (device and inode of every entry, what a lean scan learns),
 /// its output to a pipe and dropped.
@@ -143,4 +146,37 @@ impl Drop for Sleepers {
             let _ = c.wait();
         }
     }
+}
+
+/// The workspace of the warm-release benches (`release_by_processes`,
+/// `release_load`), in [`cache_dir`] under `name`: a `.winx/scratch`
+/// backing root of `backing` entries (cached between runs) and a data
+/// root.
+pub fn release_layout(name: &str, backing: usize) -> Layout {
+    let base = fs::canonicalize(cache_dir()).unwrap().join(name);
+    let ws = base.join("ws");
+    let data = base.join("data");
+    fs::create_dir_all(ws.join(".winx")).unwrap();
+    fs::create_dir_all(data.join("executions")).unwrap();
+    cached_tree_at(&ws.join(".winx/scratch"), backing);
+    Layout::new(&ws, &data).unwrap()
+}
+
+/// Creates the session directory of `thread` (mode 0700) and returns it.
+pub fn session_dir(layout: &Layout, thread: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let session = layout.session_dir(thread);
+    fs::create_dir_all(&session).unwrap();
+    fs::set_permissions(&session, fs::Permissions::from_mode(0o700)).unwrap();
+    session
+}
+
+/// Writes helper `i` (4 KiB, `procs-<i>.py`) in `session` and pins it:
+/// the one target of a release.
+pub fn pinned_helper(session: &Path, i: usize) -> Vec<Target> {
+    let p = session.join(format!("procs-{i}.py"));
+    fs::write(&p, helper_bytes(i, 4096)).unwrap();
+    let f = fs::File::open(&p).unwrap();
+    let pin = Pin::new(&Identity::of_fd(&f).unwrap(), sha256_fd(&f).unwrap().0);
+    vec![Target::new(&p, pin)]
 }
