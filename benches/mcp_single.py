@@ -16,7 +16,12 @@ and the load before and after.
 With WINX_BENCH_GUARDIAN_LOG=FILE the guardian's stderr goes to FILE with
 RUST_LOG set to log each release's step times (benches/PROFILE.md).
 
-Usage: benches/mcp_single.py BIN [ROUNDS] [--deep] [--receipts N [--sharded]] [--sleepers N]
+Usage: benches/mcp_single.py BIN [ROUNDS] [--deep] [--receipts N [--sharded]] [--sleepers N] [--shell]
+  --shell: the thread's shell is started (BashCommand `true`) before the
+          rounds and stays idle at its prompt through them, as an agent's
+          thread has one: each release's liveness answer then looks at an
+          execution (its monitor, the shell's idle rule), not at orphans
+          alone
   --sleepers N: N idle processes of the user (`sleep`, its three standard
           descriptors on /dev/null) run beside
           the guardian for the whole run, started before it and killed at
@@ -46,6 +51,7 @@ if "--sleepers" in argv:
     SLEEPERS = int(argv[i + 1])
     del argv[i:i + 2]
 SHARDED = "--sharded" in argv
+SHELL = "--shell" in argv
 args = [a for a in argv if not a.startswith("--")]
 DEEP = "--deep" in argv
 BIN = os.path.abspath(args[0])
@@ -122,6 +128,9 @@ try:
     b.start(BIN, genv, open(glog, "w") if glog else subprocess.DEVNULL)
     session = call("Initialize", {"any_workspace_path": ws, "thread_id": "bench"})["temporary_artifact_dir"]
     roots = [scratch, os.path.join(root, "data", "winx", "executions"), os.path.join(root, "data", "winx", "receipts")]
+    if SHELL:
+        ran = call("BashCommand", {"thread_id": "bench", "action_json": {"type": "command", "command": "true"}})
+        assert ran["status"] == "completed", ran
 
     def find():
         t = time.perf_counter()
@@ -153,6 +162,7 @@ try:
         "shape": "deep" if DEEP else "flat",
         "receipts": RECEIPTS,
         "sleepers": SLEEPERS,
+        "shell": SHELL,
         "sharded": SHARDED,
         "rounds": ROUNDS,
         "find_ms": round(statistics.median(rows["find"]) * 1000, 2),
