@@ -4,9 +4,9 @@ use std::io;
 
 /// Grows this process's descriptor table to hold as many descriptors as
 /// the engine's caches may keep (the scan cache's directories, step
-/// `scan`; the remembered kernel threads' pidfds and the snapshots' kept
-/// `/proc/<pid>` and `stat` pairs, step `in_use`; the executions' members'
-/// pidfds, step `owner`) plus 1,024, within the soft `RLIMIT_NOFILE`;
+/// `scan`; the remembered kernel threads' and older processes' pidfds and
+/// the snapshots' kept `/proc/<pid>` and `stat` pairs, steps `in_use` and
+/// `owner`; the executions' members' pidfds, step `owner`) plus 1,024, within the soft `RLIMIT_NOFILE`;
 /// returns the size asked for.
 /// Call it first thing in a long-lived process, before it starts threads.
 /// Nothing stays open.

@@ -225,7 +225,7 @@ pub use foreign::{monitor, shell, Execution, Runtime};
 pub use liveness::{Liveness, LivenessMode, OwnerAnswer, MARKER};
 pub use options::{LivenessChoice, RuntimeOptions, Spawn};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
-pub use probe::snapshots_taken_here;
+pub use probe::{older_passed_here, snapshots_taken_here};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]
 pub use record::{Leader, Record, RecordState, OUTPUT_FILE};
 #[cfg(all(target_os = "linux", not(winx_foreign)))]

@@ -24,6 +24,16 @@
 //! between the listing and the reads. Callers therefore ask twice in a row
 //! ([`QUIET_PROBES`]) before they believe that nothing is left.
 //!
+//! A probe may be taken of the processes started since a bound
+//! ([`Probe::take_since`]: the oldest monitor or leader the caller looks
+//! at), which passes over the older processes an earlier snapshot read:
+//! none of them can be the leader, a group or session member, a
+//! descendant or a marker carrier of an execution that started since. A
+//! question the table could answer only with older processes (the
+//! descendants of a remembered member older than the bound, an execution
+//! with no leader or with an unknown start time, the guardian's orphans)
+//! makes the probe take the whole table first ([`Probe::complete_from`]).
+//!
 //! # References
 //! - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html)
 //! - [`proc_pid_status(5)`](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html)
@@ -46,9 +56,21 @@ thread_local! {
 }
 
 /// How many `/proc` snapshots this thread has taken for the union (what a
-/// liveness answer costs grows with them: each reads every process).
+/// liveness answer costs grows with them: each reads every process but
+/// those it passes over, [`older_passed_here`]).
 pub fn snapshots_taken_here() -> u64 {
     TAKEN.with(|t| t.get())
+}
+
+thread_local! {
+    static PASSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many processes the `/proc` snapshots this thread took for the union
+/// passed over unread because they started before what the look needed
+/// ([`Probe::take_since`]), summed over the snapshots.
+pub fn older_passed_here() -> u64 {
+    PASSED.with(|t| t.get())
 }
 
 /// What a process's marker is.
@@ -154,16 +176,54 @@ impl Probe {
     /// Takes a snapshot of the process table; `own` (the caller) is never
     /// counted.
     pub fn take(own: i32) -> Result<Probe, ProcError> {
+        Probe::take_since(own, 0)
+    }
+
+    /// [`Probe::take`] of the processes started at or after `since` (clock
+    /// ticks after boot): older processes that an earlier snapshot read
+    /// are passed over (module docs). Every question asked of the probe is
+    /// still answered as by a whole table: one that needs older processes
+    /// takes the whole table first.
+    pub fn take_since(own: i32, since: u64) -> Result<Probe, ProcError> {
         TAKEN.with(|t| t.set(t.get() + 1));
-        Ok(Probe {
-            // Shared with the answers asking at once, never older than
-            // this call (`procfs/shared_table.rs`).
-            table: proc::snapshot_shared()?,
-            own,
-            uid: rustix::process::getuid().as_raw(),
-            markers: None,
-            live_zombies: HashSet::new(),
-        })
+        // Shared with the answers asking at once, never older than this
+        // call (`procfs/shared_table.rs`).
+        let table = proc::snapshot_shared_since(since)?;
+        PASSED.with(|t| t.set(t.get() + table.older_passed as u64));
+        Ok(Probe { table, own, uid: rustix::process::getuid().as_raw(), markers: None, live_zombies: HashSet::new() })
+    }
+
+    /// Makes sure every process started at or after `start` is in the
+    /// table: when the table passed over older ones than that, the whole
+    /// table is taken now (a snapshot that started after this call; what
+    /// was read of markers and zombies is read again from it).
+    pub fn complete_from(&mut self, start: u64) -> Result<(), ProcError> {
+        if start >= self.table.since {
+            return Ok(());
+        }
+        TAKEN.with(|t| t.set(t.get() + 1));
+        self.table = proc::snapshot_shared()?;
+        self.markers = None;
+        self.live_zombies.clear();
+        Ok(())
+    }
+
+    /// Makes sure the table holds whatever descends from `pid`: when `pid`
+    /// runs and started before the table's bound, the whole table is taken
+    /// ([`Probe::complete_from`]). A `pid` that is gone has no descendants
+    /// of its own any more (they were reparented).
+    fn complete_below(&mut self, pid: i32) -> Result<(), ProcError> {
+        if self.table.since == 0 {
+            return Ok(());
+        }
+        let start = match self.table.get(pid) {
+            Some(e) => Some(e.stat.start_time),
+            None => start_time_of(pid),
+        };
+        match start {
+            Some(st) => self.complete_from(st),
+            None => Ok(()),
+        }
     }
 
     /// Whether `pid` is alive: not a zombie, or a zombie leader whose other
@@ -197,6 +257,7 @@ impl Probe {
     /// `since`. A marker is inherited, so only processes started no earlier
     /// than an execution's leader can carry its marker.
     fn markers(&mut self, since: u64) -> Result<&HashMap<i32, Marker>, ProcError> {
+        self.complete_from(since)?;
         if self.markers.as_ref().is_none_or(|(from, _)| *from > since) {
             let mut found = HashMap::new();
             let mut buf = Vec::new();
@@ -256,6 +317,10 @@ impl Probe {
     /// process chooses, and [`Parts::marked`] by the marker alone, which a
     /// process can set to any execution's.
     pub fn members_parts(&mut self, id: &str, leader: Option<Leader>) -> Result<Parts, ProcError> {
+        // Every process that could be one of them started at or after the
+        // leader (its marker is inherited; a group or session is joined by
+        // birth): without a leader, or a start time, the whole table.
+        self.complete_from(leader.map_or(0, |l| if l.start_time == Leader::UNKNOWN_START { 0 } else { l.start_time }))?;
         let own = self.own;
         let mut kin: HashSet<i32> = HashSet::new();
         let mut marked: HashSet<i32> = HashSet::new();
@@ -326,6 +391,9 @@ impl Probe {
             if hops > 4096 {
                 return false;
             }
+            if self.table.get(p).is_none() && self.complete_below(p).is_err() {
+                return false;
+            }
             let Some(e) = self.table.get(p).copied() else { return false };
             let known = self.markers.as_ref().and_then(|(_, m)| m.get(&p).cloned());
             let marker = match known {
@@ -345,6 +413,11 @@ impl Probe {
     /// Whether the process `pid` that started at `start_time` (any, for
     /// [`Leader::UNKNOWN_START`]) is alive in this snapshot.
     pub(crate) fn is_alive(&mut self, pid: i32, start_time: u64) -> bool {
+        let from = if start_time == Leader::UNKNOWN_START { 0 } else { start_time };
+        if self.complete_from(from).is_err() {
+            // Cannot be told: alive.
+            return true;
+        }
         let same =
             self.table.get(pid).is_some_and(|e| start_time == Leader::UNKNOWN_START || e.stat.start_time == start_time);
         // A `status` that cannot be read is a doubt: alive.
@@ -355,7 +428,13 @@ impl Probe {
     /// children, ...), `roots` themselves left out. A process an execution's
     /// member started is a member too, whatever it did to its environment,
     /// group or session.
-    pub fn descendants(&self, roots: &[i32]) -> Vec<i32> {
+    ///
+    /// A root older than the table's bound makes the probe take the whole
+    /// table first ([`Probe::complete_from`]); that can fail.
+    pub fn descendants(&mut self, roots: &[i32]) -> Result<Vec<i32>, ProcError> {
+        for &r in roots {
+            self.complete_below(r)?;
+        }
         let mut children: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
         for e in self.table.iter().filter(|e| !e.stat.is_zombie() && e.stat.pid != self.own) {
             children.entry(e.stat.ppid).or_default().push(e.stat.pid);
@@ -372,7 +451,7 @@ impl Probe {
             }
         }
         out.sort_unstable();
-        out
+        Ok(out)
     }
 
     /// The start time of `pid` in this snapshot, else read now.
@@ -384,8 +463,10 @@ impl Probe {
     }
 
     /// Live processes reparented to `parent` (a subreaper) that are not in
-    /// `leaders`.
-    pub fn orphans(&self, parent: i32, leaders: &HashSet<i32>) -> Vec<i32> {
+    /// `leaders` (an orphan can be older than any bound: the whole table
+    /// is taken first, [`Probe::complete_from`]).
+    pub fn orphans(&mut self, parent: i32, leaders: &HashSet<i32>) -> Result<Vec<i32>, ProcError> {
+        self.complete_from(0)?;
         let mut v: Vec<i32> = self
             .table
             .iter()
@@ -393,10 +474,12 @@ impl Probe {
             .map(|e| e.stat.pid)
             .collect();
         v.sort_unstable();
-        v
+        Ok(v)
     }
 
-    /// Exited children of `parent` that are not in `leaders` (to be reaped).
+    /// Exited children of `parent` that are not in `leaders` (to be reaped;
+    /// ask it of a whole table, [`Probe::take`]: a bounded one may lack
+    /// them).
     pub fn exited_orphans(&self, parent: i32, leaders: &HashSet<i32>) -> Vec<i32> {
         self.table
             .iter()
@@ -441,7 +524,7 @@ mod tests {
         let proc = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
         let stat = ProcStat { pid: 4242, state: b'S', ppid: 1, pgid: 4242, sid: 4242, flags: 0, start_time: 5 };
         let entries = [(4242, ProcEntry { stat, uid: 0 })].into();
-        let table = ProcTable { proc, entries, kernel_threads_passed: 0 };
+        let table = ProcTable { proc, entries, kernel_threads_passed: 0, since: 0, older_passed: 0 };
         Probe { table, own: 1, uid: 0, markers: None, live_zombies: HashSet::new() }
     }
 

@@ -243,3 +243,60 @@ fn a_threads_command_counts_for_its_threads_next_session() {
     });
     eventually(Duration::from_secs(5), "the execution resolved", || e.state().is_final());
 }
+
+/// A process older than every execution that is moved into an
+/// execution's cgroup is remembered as its member, and so is what
+/// descends from it, however old: a look whose snapshots pass over the
+/// processes older than the execution reads the whole table for the
+/// descendants of such a member (cgroup mode only: elsewhere no older
+/// process can become a member).
+#[test]
+fn an_older_process_moved_into_a_cgroup_counts_with_its_older_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (ws, data) = (root.join("ws"), root.join("data"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let key = SessionKey::of_path(&ws).unwrap();
+    let rt = runtime(&data, LivenessChoice::Auto);
+    if rt.liveness_mode() != LivenessMode::Cgroup {
+        eprintln!("SKIPPED: cgroup mode is not available here: {}", rt.liveness_reason());
+        return;
+    }
+    // An older parent and child, started before the execution.
+    let out = std::process::Command::new("sh")
+        .args(["-c", "sh -c 'sleep 60 & echo $!; wait' >\"$1\" 2>/dev/null </dev/null & echo $!", "sh"])
+        .arg(root.join("child"))
+        .output()
+        .unwrap();
+    let parent: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let child_file = root.join("child");
+    eventually(Duration::from_secs(5), "the child's pid", || {
+        std::fs::read_to_string(&child_file).is_ok_and(|s| s.trim().parse::<i32>().is_ok())
+    });
+    let child: i32 = std::fs::read_to_string(&child_file).unwrap().trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    // A command that leaves a job: its answers look at it in snapshots
+    // since its start, which read the older processes once and then pass
+    // over them.
+    let d = spawn(&rt, &ws, key, "sleep 20 >/dev/null 2>&1 & exit 0", true);
+    eventually(Duration::from_secs(10), "the command's end", || d.leader_exited());
+    for _ in 0..3 {
+        let l = rt.liveness(&key);
+        assert!(l.running > 0, "{l:?}");
+        assert!(!l.detail.unwrap_or_default().contains(&child.to_string()), "the older child counted before the move");
+    }
+    let cg = d.cgroup.clone().expect("a cgroup");
+    std::fs::write(cg.join("cgroup.procs"), parent.to_string()).unwrap();
+    for i in 0..3 {
+        let l = rt.liveness(&key);
+        let detail = l.detail.clone().unwrap_or_default();
+        assert!(l.running > 0 && detail.contains(&child.to_string()), "answer {i} missed child {child}: {l:?}");
+    }
+    // The job, the parent (both in the cgroup) and the child.
+    let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()).chain([child, parent]) {
+        let _ =
+            rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL);
+    }
+    eventually(Duration::from_secs(15), "nothing of the session running", || rt.liveness(&key).running == 0);
+}

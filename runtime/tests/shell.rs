@@ -124,6 +124,71 @@ fn one_answer_takes_two_snapshots_whatever_the_shells() {
     assert!(l.running > 0 && l.detail.as_deref().unwrap_or("").contains("left process"), "{l:?}");
 }
 
+/// A liveness answer for a session with a shell reads the processes
+/// started since the shell's monitor and passes over the older ones an
+/// earlier answer read, so what it reads does not grow with them; and it
+/// never passes over what started since, however often it is asked: a job
+/// the shell left, or a process outside it that wears its marker, counts
+/// in every answer.
+#[test]
+fn an_answer_passes_over_older_processes_and_never_what_started_since() {
+    let mut older: Vec<std::process::Child> = (0..40)
+        .map(|_| std::process::Command::new("sleep").arg("60").stdin(std::process::Stdio::null()).spawn().unwrap())
+        .collect();
+    // The shell starts in a later clock tick than the sleepers.
+    std::thread::sleep(Duration::from_millis(30));
+    let w = world();
+    eventually(Duration::from_secs(5), "idle", || w.shell.busy(&w.rt).is_none());
+    // The first answers read the older processes and remember them.
+    for _ in 0..2 {
+        assert_eq!(w.rt.liveness(&w.session).running, 0);
+    }
+    let before = winx_release_runtime::older_passed_here();
+    let l = w.rt.liveness(&w.session);
+    let passed = winx_release_runtime::older_passed_here() - before;
+    assert_eq!(l.running, 0, "{l:?}");
+    assert!(passed >= 2 * older.len() as u64, "the answer's two snapshots passed over {passed} older processes");
+
+    // A job of the shell, started since: counted by every answer.
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "sleep 60 & echo started").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    for i in 0..4 {
+        let l = w.rt.liveness(&w.session);
+        assert!(l.running > 0 && l.detail.as_deref().unwrap_or("").contains("left process"), "answer {i}: {l:?}");
+    }
+    let c = w.shell.type_command(&w.rt, &w.admission.enter(), "kill %1; wait").unwrap();
+    assert!(w.shell.wait_prompt(c.prompts_before, Duration::from_secs(10)));
+    eventually(Duration::from_secs(10), "the job's end", || w.rt.liveness(&w.session).running == 0);
+
+    // A process outside the shell, started since, that answers read
+    // before it took the shell's marker (by `execve`, keeping its pid and
+    // start time): it counts from then on. A bound above its start time
+    // would pass it over.
+    let script = format!("read x; exec env WINX_EXECUTION_ID={} sleep 60", w.shell.execution().id);
+    let mut marked =
+        std::process::Command::new("sh").args(["-c", &script]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = marked.id();
+    for _ in 0..2 {
+        assert_eq!(w.rt.liveness(&w.session).running, 0, "the unmarked process counted");
+    }
+    use std::io::Write as _;
+    marked.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    eventually(Duration::from_secs(5), "the marker", || {
+        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.windows(17).any(|w| w == b"WINX_EXECUTION_ID"))
+    });
+    for i in 0..4 {
+        let l = w.rt.liveness(&w.session);
+        let found = l.detail.as_deref().unwrap_or("").contains(&pid.to_string());
+        assert!(l.running > 0 && found, "answer {i} missed the marked process {pid}: {l:?}");
+    }
+    marked.kill().unwrap();
+    marked.wait().unwrap();
+    for c in &mut older {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
 /// A command that never returns to the prompt (`exec`) keeps the shell
 /// busy; a spoofed hook report from a loop in the shell itself does not make
 /// it idle.

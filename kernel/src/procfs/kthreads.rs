@@ -40,12 +40,13 @@ use std::os::fd::AsFd;
 
 use crate::sys::{pidfd_of, Remembered};
 
-/// At most this many kernel threads are remembered (each costs a
-/// descriptor), and at most a quarter of the process's descriptor limit
-/// ([`max_remembered`]): a machine with hundreds of cores has thousands of
-/// kernel threads, and a guardian must not run out of descriptors for
-/// them. The threads past the cap are read in full, as before.
-const MAX_REMEMBERED: usize = 4096;
+/// At most this many kernel threads and older processes (`older.rs`, in
+/// the same set) are remembered (each costs a descriptor), and at most a
+/// quarter of the process's descriptor limit ([`max_remembered`]): a
+/// machine with hundreds of cores has thousands of kernel threads, and a
+/// guardian must not run out of descriptors for them. The processes past
+/// the cap are read in full, as before.
+const MAX_REMEMBERED: usize = 8192;
 
 /// `MAX_REMEMBERED`, or a quarter of the soft `RLIMIT_NOFILE` when that
 /// is smaller (`sys::cache_share`).
@@ -54,8 +55,13 @@ pub fn max_remembered() -> usize {
 }
 
 /// The remembered kernel threads, each by a pidfd opened before the `stat`
-/// that showed `PF_KTHREAD` (`sys::Remembered`).
-static KNOWN: Remembered = Remembered::new();
+/// that showed `PF_KTHREAD` and tagged [`KERNEL_THREAD`], and the older
+/// processes of `older.rs`, tagged with their start times
+/// (`sys::Remembered`): one set, one share of the descriptors.
+pub(super) static KNOWN: Remembered = Remembered::new();
+
+/// The tag of a kernel thread in [`KNOWN`] (no start time is this high).
+pub(super) const KERNEL_THREAD: u64 = u64::MAX;
 
 /// Whether this kernel starts the threads that become user processes
 /// without `PF_KTHREAD` (Linux 5.19 and later).
@@ -85,7 +91,7 @@ pub(crate) fn proc_is_ours(proc: impl AsFd) -> bool {
 /// over these pids. Forgets those that exited; forgets all of them when
 /// the poll fails.
 pub(crate) fn alive() -> HashSet<i32> {
-    KNOWN.alive()
+    KNOWN.alive_where(|tag| tag == KERNEL_THREAD)
 }
 
 /// Opens a pidfd of `pid`, then calls `is_kernel_thread` (which reads its
@@ -100,7 +106,7 @@ pub(crate) fn remember_if(pid: i32, is_kernel_thread: impl FnOnce() -> bool) -> 
     if !is_kernel_thread() {
         return false;
     }
-    KNOWN.insert(pid, fd, max_remembered());
+    KNOWN.insert_tagged(pid, fd, KERNEL_THREAD, max_remembered());
     true
 }
 

@@ -24,7 +24,10 @@
 //!   kept from one snapshot to the next, so that a process read before is
 //!   read again with a `statx` and a `pread`;
 //! - `kthreads` (private): the kernel threads earlier sweeps found, each
-//!   held by a pidfd, which [`holders`] passes over.
+//!   held by a pidfd, which [`holders`] passes over;
+//! - `older` (private): the processes earlier snapshots found started
+//!   before the bound they were asked for, each held by a pidfd, which a
+//!   snapshot since that bound passes over ([`table::snapshot_since`]).
 //!
 //! These reads are snapshots: a process can start or end while they run.
 //! Callers that need "nothing is left" must hold off whatever could start
@@ -45,6 +48,7 @@ mod exited;
 pub mod holders;
 mod kept;
 mod kthreads;
+mod older;
 mod shared;
 mod shared_table;
 pub use kept::cap as kept_pairs_at_most;
@@ -63,9 +67,9 @@ pub use environ::{env_var, EnvLookup};
 pub use exempt::held_by;
 pub use holders::{find_holder, find_holder_of, sweep, Holder, HolderScan, HowHeld, Sweep};
 pub use shared::shared_sweep;
-pub use shared_table::snapshot_shared;
+pub use shared_table::{snapshot_shared, snapshot_shared_since};
 pub use stat::{read_stat, ProcStat};
-pub use table::{snapshot, ProcEntry, ProcTable};
+pub use table::{snapshot, snapshot_since, ProcEntry, ProcTable};
 
 /// Why `/proc` could not answer.
 #[derive(Debug)]

@@ -12,17 +12,21 @@
 //! the union's "two looks", get two snapshots the second of which started
 //! after the first was answered).
 //!
+//! Callers may ask for the processes started since a bound
+//! ([`snapshot_shared_since`]): a flight reads since the lowest bound of
+//! the callers it serves, so each gets at least what it asked for.
+//!
 //! A snapshot that fails fails every caller it serves (with the same
 //! message); a leader that panics lets the next caller lead.
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::table::{snapshot, ProcTable};
+use super::table::{snapshot_since, ProcTable};
 use super::ProcError;
 use crate::sys::lock;
 
-/// A finished snapshot: its flight's number and what it gave.
-type Landed = (u64, Arc<Result<ProcTable, String>>);
+/// A finished snapshot: its flight's number, its bound and what it gave.
+type Landed = (u64, u64, Arc<Result<ProcTable, String>>);
 
 struct State {
     /// Flights started so far (the running one included).
@@ -31,9 +35,12 @@ struct State {
     running: bool,
     /// The last flight that landed.
     landed: Option<Landed>,
+    /// The lowest bound asked for by the callers that wait for the next
+    /// flight (`u64::MAX`: none).
+    next_since: u64,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { started: 0, running: false, landed: None });
+static STATE: Mutex<State> = Mutex::new(State { started: 0, running: false, landed: None, next_since: u64::MAX });
 static DONE: Condvar = Condvar::new();
 
 /// Clears `running` when the leader leaves, also by a panic.
@@ -46,30 +53,45 @@ impl Drop for Landing {
     }
 }
 
-/// A snapshot of every process ([`snapshot`]) whose reads all started
-/// after this call, shared with the callers that asked at the same time.
+/// A snapshot of every process ([`snapshot`](super::snapshot)) whose
+/// reads all started after this call, shared with the callers that asked
+/// at the same time.
 pub fn snapshot_shared() -> Result<ProcTable, ProcError> {
+    snapshot_shared_since(0)
+}
+
+/// [`snapshot_shared`] of the processes started at or after `since`
+/// ([`snapshot_since`]): the table may also hold older ones, and is
+/// complete from its [`ProcTable::since`], which is at most `since`.
+pub fn snapshot_shared_since(since: u64) -> Result<ProcTable, ProcError> {
     let mut g = lock(&STATE);
-    // The first flight that starts after now: the next one.
-    let need = g.started + 1;
+    // The first flight that starts after now: the next one, which reads
+    // since this caller's bound or lower.
+    let mut need = g.started + 1;
+    g.next_since = g.next_since.min(since);
     loop {
-        if let Some((n, r)) = &g.landed {
-            if *n >= need {
-                let r = Arc::clone(r);
+        let landed = g.landed.as_ref().filter(|(n, _, _)| *n >= need).map(|(_, from, r)| (*from, Arc::clone(r)));
+        if let Some((from, r)) = landed {
+            if from <= since {
                 drop(g);
                 return copy(&r);
             }
+            // Not possible by the rule above; asked again all the same.
+            need = g.started + 1;
+            g.next_since = g.next_since.min(since);
         }
         if !g.running {
             g.running = true;
             g.started += 1;
             let n = g.started;
+            let from = g.next_since.min(since);
+            g.next_since = u64::MAX;
             drop(g);
             let landing = Landing;
-            let r = snapshot();
+            let r = snapshot_since(from);
             let shared = Arc::new(r.as_ref().map(copy_table).unwrap_or_else(|e| Err(e.to_string())));
             g = lock(&STATE);
-            g.landed = Some((n, shared));
+            g.landed = Some((n, from, shared));
             drop(g);
             drop(landing);
             return r;
@@ -88,7 +110,13 @@ fn copy(r: &Result<ProcTable, String>) -> Result<ProcTable, ProcError> {
 
 fn copy_table(t: &ProcTable) -> Result<ProcTable, String> {
     let proc = t.proc.try_clone().map_err(|e| format!("/proc cannot be read: {e}"))?;
-    Ok(ProcTable { proc, entries: t.entries.clone(), kernel_threads_passed: t.kernel_threads_passed })
+    Ok(ProcTable {
+        proc,
+        entries: t.entries.clone(),
+        kernel_threads_passed: t.kernel_threads_passed,
+        since: t.since,
+        older_passed: t.older_passed,
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,15 @@
 //! small machine they are most of `/proc`: 69 of 76 processes on the
 //! development machine at rest.
 //!
+//! A snapshot asked for the processes started at or after a bound
+//! ([`snapshot_since`]) passes over, the same way, the processes an earlier
+//! snapshot found started before it (`older.rs`: each held by a pidfd
+//! opened before the `stat` that showed its start time): no descendant,
+//! group or session member of a process started since the bound can be
+//! one of them. A liveness answer that looks at a session's shell asks
+//! for the processes started since that shell's monitor, and so reads
+//! what started since, not the whole machine.
+//!
 //! A process an earlier snapshot read is read through the descriptors of
 //! `/proc/<pid>` and its `stat` that snapshot kept (`kept.rs`): a `statx`
 //! and a `pread`, no lookup of its pid; what is read is the process as it
@@ -60,6 +69,13 @@ pub struct ProcTable {
     pub entries: HashMap<i32, ProcEntry>,
     /// Kernel threads passed over unread (not in `entries`).
     pub kernel_threads_passed: usize,
+    /// Every process started at or after this many clock ticks after boot
+    /// is in `entries` (0: every process); older ones may be absent
+    /// ([`snapshot_since`]).
+    pub since: u64,
+    /// Processes started before `since` passed over unread (not in
+    /// `entries`).
+    pub older_passed: usize,
 }
 
 impl ProcTable {
@@ -132,12 +148,27 @@ pub const SETTLE_ROUNDS: usize = 16;
 /// - [`proc(5)`](https://man7.org/linux/man-pages/man5/proc.5.html)
 /// - [`getdents64(2)`](https://man7.org/linux/man-pages/man2/getdents64.2.html)
 pub fn snapshot() -> Result<ProcTable, ProcError> {
+    snapshot_since(0)
+}
+
+/// [`snapshot`] of the processes started at or after `since` (clock ticks
+/// after boot, as `stat`'s field 22): each of them is in it, as in a
+/// snapshot; a process started before `since` that an earlier snapshot
+/// read may be passed over, unread and absent (module docs,
+/// `older.rs`). `since` 0 is [`snapshot`].
+///
+/// # References
+/// - [`proc_pid_stat(5)`](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html) (`starttime`)
+/// - [`pidfd_open(2)`](https://man7.org/linux/man-pages/man2/pidfd_open.2.html)
+pub fn snapshot_since(since: u64) -> Result<ProcTable, ProcError> {
     let proc = open_proc()?;
     // Only where this `/proc` numbers processes as this process's PID
     // namespace does (a pidfd is opened by such a pid).
     let ours = super::kthreads::proc_is_ours(&proc);
     let known = if ours { super::kthreads::alive() } else { HashSet::new() };
+    let older = if ours { super::older::alive_before(since) } else { HashSet::new() };
     let mut passed = HashSet::new();
+    let mut older_passed = HashSet::new();
     let mut buf = Vec::with_capacity(512);
     // Processes read through descriptors an earlier snapshot kept
     // (`kept.rs`); those of processes no listing shows are closed at the end.
@@ -146,12 +177,21 @@ pub fn snapshot() -> Result<ProcTable, ProcError> {
     let entries = settle(
         || {
             let mut pids = list_pids(&proc)?;
+            // Checked before the passed-over processes leave the list: they
+            // can be all of it (the caller among them).
+            if pids.is_empty() {
+                return Err(ProcError::Unavailable(std::io::Error::other("/proc lists no process")));
+            }
             pids.retain(|p| {
                 let known = known.contains(p);
                 if known {
                     passed.insert(*p);
                 }
-                !known
+                let old = older.contains(p);
+                if old {
+                    older_passed.insert(*p);
+                }
+                !known && !old
             });
             listed.extend(pids.iter().copied());
             Ok(pids)
@@ -164,6 +204,12 @@ pub fn snapshot() -> Result<ProcTable, ProcError> {
                 super::kthreads::remember_if(pid, || {
                     super::stat::read_stat(&proc, pid).ok().flatten().is_some_and(|st| st.is_kernel_thread())
                 });
+            } else if ours && stat.start_time < since && !stat.is_zombie() {
+                // Remembered for the next snapshots: a pidfd first, then
+                // the `stat` read again (`older::remember`).
+                super::older::remember(pid, stat.start_time, || {
+                    super::stat::read_stat(&proc, pid).ok().flatten().map(|st| st.start_time)
+                });
             }
             Ok(Some(ProcEntry { stat, uid }))
         },
@@ -171,7 +217,7 @@ pub fn snapshot() -> Result<ProcTable, ProcError> {
     if let Some(dev) = dev {
         super::kept::KEPT.prune(dev, &listed);
     }
-    Ok(ProcTable { proc, entries, kernel_threads_passed: passed.len() })
+    Ok(ProcTable { proc, entries, kernel_threads_passed: passed.len(), since, older_passed: older_passed.len() })
 }
 
 /// The rounds of [`snapshot`] over `list` (the pids `/proc` lists now) and
@@ -184,9 +230,6 @@ fn settle(
     let mut entries = HashMap::with_capacity(512);
     for round in 0..=SETTLE_ROUNDS {
         let pids = list()?;
-        if round == 0 && pids.is_empty() {
-            return Err(ProcError::Unavailable(std::io::Error::other("/proc lists no process")));
-        }
         let fresh: Vec<i32> = pids.into_iter().filter(|p| listed.insert(*p)).collect();
         if fresh.is_empty() {
             return Ok(entries);
@@ -334,6 +377,54 @@ mod tests {
         assert!(second.get(2).is_none(), "kthreadd was read again");
         assert!(second.kernel_threads_passed >= 1);
         assert!(second.get(std::process::id() as i32).is_some());
+    }
+
+    /// A snapshot since a bound passes over a process started before it
+    /// once an earlier one read it, never a process started at or after
+    /// it, and no process at all for a bound of 0; a passed-over process
+    /// that exits is forgotten.
+    #[test]
+    fn a_snapshot_since_a_bound_passes_over_older_processes_it_read_before() {
+        let proc = open_proc().unwrap();
+        if !super::super::kthreads::proc_is_ours(&proc) || crate::sys::pidfd_of(std::process::id() as i32).is_none() {
+            eprintln!("skipped: this /proc is of another PID namespace, or no pidfd can be opened here");
+            return;
+        }
+        let mut old = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let old_pid = old.id() as i32;
+        let start_of = |pid: i32| super::super::read_stat(&proc, pid).unwrap().unwrap().start_time;
+        let old_start = start_of(old_pid);
+        // A process started in a later clock tick than `old`.
+        let mut new = loop {
+            let c = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+            if start_of(c.id() as i32) > old_start {
+                break c;
+            }
+            let mut c = c;
+            c.kill().unwrap();
+            c.wait().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let new_pid = new.id() as i32;
+        let since = start_of(new_pid);
+        let first = snapshot_since(since).unwrap();
+        assert_eq!(first.since, since);
+        assert!(first.get(new_pid).is_some(), "a process started at the bound is missing");
+        let later = snapshot_since(since).unwrap();
+        assert!(later.get(new_pid).is_some(), "a process started at the bound is missing");
+        assert!(later.get(old_pid).is_none(), "an older process read before was read again");
+        assert!(later.older_passed >= 1);
+        let whole = snapshot().unwrap();
+        assert!(whole.get(old_pid).is_some() && whole.older_passed == 0, "a whole snapshot passed over a process");
+        let below = snapshot_since(old_start).unwrap();
+        assert!(below.get(old_pid).is_some(), "passed over by a bound at its start time");
+        old.kill().unwrap();
+        old.wait().unwrap();
+        let after = snapshot_since(since).unwrap();
+        assert!(after.get(old_pid).is_none());
+        assert!(!super::super::older::alive_before(since).contains(&old_pid), "an exited process is still passed over");
+        new.kill().unwrap();
+        new.wait().unwrap();
     }
 
     /// Stops a chain of processes: the file it looks for, then its group killed.

@@ -34,7 +34,8 @@ pub fn pidfd_of(pid: i32) -> Option<OwnedFd> {
 /// A set of processes, each held by a pidfd (module docs).
 #[derive(Debug, Default)]
 pub struct Remembered {
-    map: Mutex<Option<HashMap<i32, OwnedFd>>>,
+    /// Each pid's pidfd and the caller's tag of it (0 from [`Remembered::insert`]).
+    map: Mutex<Option<HashMap<i32, (OwnedFd, u64)>>>,
 }
 
 impl Remembered {
@@ -48,12 +49,19 @@ impl Remembered {
     /// replaces an earlier pidfd of the same pid. Returns whether it is
     /// remembered.
     pub fn insert(&self, pid: i32, fd: OwnedFd, cap: usize) -> bool {
+        self.insert_tagged(pid, fd, 0, cap)
+    }
+
+    /// [`Remembered::insert`] with `tag`, a fact about the process that
+    /// never changes while it lives (its start time, say), which
+    /// [`Remembered::alive_where`] filters by.
+    pub fn insert_tagged(&self, pid: i32, fd: OwnedFd, tag: u64, cap: usize) -> bool {
         let mut g = super::lock(&self.map);
         let map = g.get_or_insert_with(HashMap::new);
         if map.len() >= cap && !map.contains_key(&pid) {
             return false;
         }
-        map.insert(pid, fd);
+        map.insert(pid, (fd, tag));
         true
     }
 
@@ -63,7 +71,7 @@ impl Remembered {
     pub fn holds(&self, pid: i32) -> bool {
         let mut g = super::lock(&self.map);
         let Some(map) = g.as_mut() else { return false };
-        let Some(fd) = map.get(&pid) else { return false };
+        let Some((fd, _)) = map.get(&pid) else { return false };
         let mut polled = [PollFd::new(fd, PollFlags::IN)];
         let alive =
             poll(&mut polled, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).is_ok() && polled[0].revents().is_empty();
@@ -76,23 +84,29 @@ impl Remembered {
     /// The remembered pids whose processes have not exited (one `poll` for
     /// all); forgets the others, and every pid when the poll fails.
     pub fn alive(&self) -> HashSet<i32> {
+        self.alive_where(|_| true)
+    }
+
+    /// [`Remembered::alive`], of the pids whose tag `keep` accepts (one
+    /// `poll` for all of them; the others are not polled).
+    pub fn alive_where(&self, keep: impl Fn(u64) -> bool) -> HashSet<i32> {
         let mut g = super::lock(&self.map);
         let Some(map) = g.as_mut() else { return HashSet::new() };
-        let pids: Vec<i32> = map.keys().copied().collect();
-        let gone: Vec<i32> = {
-            let fds: Vec<_> = pids.iter().map(|p| map[p].as_fd()).collect();
+        let pids: Vec<i32> = map.iter().filter(|(_, (_, tag))| keep(*tag)).map(|(pid, _)| *pid).collect();
+        let gone: HashSet<i32> = {
+            let fds: Vec<_> = pids.iter().map(|p| map[p].0.as_fd()).collect();
             let mut polled: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(fd, PollFlags::IN)).collect();
             match poll(&mut polled, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
                 Ok(_) => {
                     pids.iter().zip(&polled).filter(|(_, p)| !p.revents().is_empty()).map(|(pid, _)| *pid).collect()
                 }
-                Err(_) => pids.clone(),
+                Err(_) => pids.iter().copied().collect(),
             }
         };
-        for pid in gone {
-            map.remove(&pid);
+        for pid in &gone {
+            map.remove(pid);
         }
-        map.keys().copied().collect()
+        pids.into_iter().filter(|p| !gone.contains(p)).collect()
     }
 }
 

@@ -9,6 +9,7 @@ use crate::cgroup::{self, Subtree};
 use crate::execution::{ExecState, Execution};
 use crate::liveness::Liveness;
 use crate::probe::{Probe, QUIET_PROBES};
+use crate::record::Leader;
 use crate::session::SessionKey;
 use winx_release_kernel::sys::lock;
 
@@ -95,27 +96,35 @@ impl Runtime {
         if let Mode::Cgroup(s) = &self.mode {
             self.unaccounted_cgroups(s, &mut found);
         }
-        // The `/proc` part: needed for every candidate, and in both modes
-        // for orphans when this process is a subreaper (an orphan may have
-        // moved itself into another execution's cgroup: that adds it to
-        // the other, and it still counts here).
-        // With no execution or shell of the session to look at, that part is
-        // the orphan check alone, which the runtime's own children answer
-        // in a few files (`no_orphans`); anything else they show, or any
-        // doubt, is looked at in the whole table, as before.
-        let orphans_only = candidates.is_empty() && shells.is_empty();
-        if !orphans_only || (self.subreaper && !self.no_orphans()) {
-            match self.proc_check(asked, &candidates, &shells, &mut found) {
-                Ok(true) => {
-                    // Two snapshots in a row found nothing of them.
-                    for e in &candidates {
-                        if let ExecState::Lingering(code) = e.state() {
-                            self.resolve(e, code);
-                        }
-                    }
+        // The `/proc` part: needed for every candidate and shell, and in
+        // both modes for orphans when this process is a subreaper (an
+        // orphan may have moved itself into another execution's cgroup:
+        // that adds it to the other, and it still counts here).
+        // The executions are looked at in tables of the processes started
+        // since the oldest of their monitors and leaders (`looked_since`):
+        // nothing older can be theirs, and the older processes an earlier
+        // snapshot read are passed over (`Probe::take_since`).
+        // The orphans are looked for after that, in the runtime's own
+        // children (`no_orphans`, a few files); anything else they show,
+        // or any doubt, is looked at in the whole table, with the
+        // executions again. After, not before: a process that a monitor
+        // killed meanwhile left is that monitor's descendant until its
+        // death and this process's child from then on, so one of the two
+        // looks sees it.
+        let mut quiet = true;
+        if !candidates.is_empty() || !shells.is_empty() {
+            let since = looked_since(&candidates, &shells);
+            quiet = self.proc_check_counted(asked, &candidates, &shells, &mut found, since, false);
+        }
+        if quiet && self.subreaper && !self.no_orphans() {
+            quiet = self.proc_check_counted(asked, &candidates, &shells, &mut found, 0, true);
+        }
+        if quiet {
+            // Two snapshots in a row found nothing of them.
+            for e in &candidates {
+                if let ExecState::Lingering(code) = e.state() {
+                    self.resolve(e, code);
                 }
-                Ok(false) => {}
-                Err(err) => found.push(format!("cannot tell what still runs: {err}")),
             }
         }
         for e in candidates.iter().chain(shells.iter().map(|(e, _)| e)) {
@@ -166,11 +175,32 @@ impl Runtime {
         }
     }
 
+    /// [`Runtime::proc_check`], with a failure counted in `found`: whether
+    /// both snapshots found nothing.
+    fn proc_check_counted(
+        &self,
+        asked: &Asked<'_>,
+        execs: &[Arc<Execution>],
+        shells: &[(Arc<Execution>, i32)],
+        found: &mut Vec<String>,
+        since: u64,
+        orphans: bool,
+    ) -> bool {
+        match self.proc_check(asked, execs, shells, found, since, orphans) {
+            Ok(quiet) => quiet,
+            Err(err) => {
+                found.push(format!("cannot tell what still runs: {err}"));
+                false
+            }
+        }
+    }
+
     /// The `/proc` part of [`Runtime::liveness`]: up to two snapshots in a
-    /// row, each looked at for every execution in `execs`, for every shell
-    /// in `shells` (its own process excepted: rule 5 of
-    /// `shell/idle.rs`, asked of all of them on the same snapshots instead
-    /// of two snapshots per shell) and for orphans. `Ok(true)` when both
+    /// row of the processes started since `since`, each looked at for
+    /// every execution in `execs`, for every shell in `shells` (its own
+    /// process excepted: rule 5 of `shell/idle.rs`, asked of all of them
+    /// on the same snapshots instead of two snapshots per shell) and, with
+    /// `orphans`, for orphans (in the whole table). `Ok(true)` when both
     /// found nothing.
     fn proc_check(
         &self,
@@ -178,9 +208,11 @@ impl Runtime {
         execs: &[Arc<Execution>],
         shells: &[(Arc<Execution>, i32)],
         found: &mut Vec<String>,
+        since: u64,
+        orphans: bool,
     ) -> Result<bool, winx_release_kernel::procfs::ProcError> {
         for _ in 0..QUIET_PROBES {
-            let mut probe = Probe::take(self.pid)?;
+            let mut probe = Probe::take_since(self.pid, if orphans { 0 } else { since })?;
             let mut here = Vec::new();
             for e in execs {
                 here.extend(self.look(e, &[], &mut probe));
@@ -188,7 +220,7 @@ impl Runtime {
             for (e, pid) in shells {
                 here.extend(self.look(e, &[*pid], &mut probe).into_iter().map(|f| format!("shell {}: {f}", e.id)));
             }
-            if self.subreaper {
+            if orphans {
                 self.orphans(asked, &mut probe, &mut here)?;
             }
             if !here.is_empty() {
@@ -231,7 +263,7 @@ impl Runtime {
         here: &mut Vec<String>,
     ) -> Result<(), winx_release_kernel::procfs::ProcError> {
         let leaders = lock(&self.children).clone();
-        for pid in probe.orphans(self.pid, &leaders) {
+        for pid in probe.orphans(self.pid, &leaders)? {
             if !probe.refresh(pid) || lock(&self.children).contains(&pid) {
                 continue;
             }
@@ -272,6 +304,28 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+}
+
+/// The tick from which a look at `execs` and `shells` needs every process
+/// in its table: the start of the oldest of their monitors and leaders
+/// (each process of an execution started after both), 0 (the whole table)
+/// when one has no leader or a start time that could not be read.
+fn looked_since(execs: &[Arc<Execution>], shells: &[(Arc<Execution>, i32)]) -> u64 {
+    let mut since = u64::MAX;
+    for e in execs.iter().chain(shells.iter().map(|(e, _)| e)) {
+        let Some(leader) = e.leader() else { return 0 };
+        for l in std::iter::once(leader).chain(e.monitor()) {
+            if l.start_time == Leader::UNKNOWN_START {
+                return 0;
+            }
+            since = since.min(l.start_time);
+        }
+    }
+    if since == u64::MAX {
+        0
+    } else {
+        since
     }
 }
 

@@ -24,7 +24,7 @@ impl Runtime {
         let (remembered, _) = e.members.alive();
         let mut roots = sure.clone();
         roots.extend(&remembered);
-        pids.extend(probe.descendants(&roots));
+        pids.extend(probe.descendants(&roots).map_err(|err| err.to_string())?);
         pids.extend(sure);
         if !self.ancestry_decides(e) {
             pids.extend(doubtful);

@@ -92,12 +92,24 @@ impl Runtime {
                 let mut kin_roots = parts.kin.clone();
                 kin_roots.extend(&kin_remembered);
                 let mut kin = parts.kin.clone();
-                kin.extend(probe.descendants(&kin_roots));
+                match probe.descendants(&kin_roots) {
+                    Ok(below) => kin.extend(below),
+                    Err(err) => {
+                        found.push(format!("cannot tell whether command {} runs: {err}", e.id));
+                        return found;
+                    }
+                }
                 let mut other_roots = parts.marked.clone();
                 other_roots.extend(remembered.iter().filter(|p| !kin_remembered.contains(p)));
                 other_roots.extend(e.leader().map(|l| l.pid).filter(|p| !kin.contains(p)));
                 let mut marked = parts.marked.clone();
-                marked.extend(probe.descendants(&other_roots));
+                match probe.descendants(&other_roots) {
+                    Ok(below) => marked.extend(below),
+                    Err(err) => {
+                        found.push(format!("cannot tell whether command {} runs: {err}", e.id));
+                        return found;
+                    }
+                }
                 marked.retain(|p| !kin.contains(p));
                 e.members.note_kin(not_leader(e, kin.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
                 e.members.note(not_leader(e, marked.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
@@ -152,7 +164,16 @@ impl Runtime {
         if !probe.is_alive(m.pid, m.start_time) {
             return;
         }
-        let below = probe.descendants(&[m.pid]);
+        let below = match probe.descendants(&[m.pid]) {
+            Ok(below) => below,
+            Err(err) => {
+                found.push(format!(
+                    "cannot tell what the monitor of command {} (pid {}) has below it: {err}",
+                    e.id, m.pid
+                ));
+                return;
+            }
+        };
         e.members.note_kin(not_leader(e, below.iter().filter_map(|&p| probe.start_time(p).map(|st| (p, st)))));
         let excepted = below.iter().any(|p| reported.contains(p));
         let left: Vec<i32> = below.into_iter().filter(|p| reported.insert(*p)).collect();
