@@ -439,18 +439,25 @@ impl Runtime {
         let lingering: Vec<Arc<Execution>> =
             self.executions().into_iter().filter(|e| matches!(e.state(), ExecState::Lingering(_))).collect();
         if chld {
-            if let Ok(probe) = Probe::take(self.pid) {
-                let leaders = lock(&self.children).clone();
-                for pid in probe.exited_orphans(self.pid, &leaders) {
-                    // Not a leader a monitor waits on (checked again under
-                    // the lock, as a leader may have been spawned since).
-                    let children = lock(&self.children);
-                    if children.contains(&pid) {
-                        continue;
-                    }
-                    if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                        let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
-                    }
+            // The children that may be exited orphans: this process's own
+            // children (its threads' `children` files, a few files) that are
+            // no leaders, else, when those cannot be told, the whole
+            // table's exited ones. A child that has not exited is left as
+            // it is (`WNOHANG`).
+            let leaders = lock(&self.children).clone();
+            let maybe: Vec<i32> = match winx_release_kernel::procfs::own_children(1) {
+                Some(kids) => kids.into_iter().filter(|p| !leaders.contains(p)).collect(),
+                None => Probe::take(self.pid).map(|probe| probe.exited_orphans(self.pid, &leaders)).unwrap_or_default(),
+            };
+            for pid in maybe {
+                // Not a leader a monitor waits on (checked again under the
+                // lock, as a leader may have been spawned since).
+                let children = lock(&self.children);
+                if children.contains(&pid) {
+                    continue;
+                }
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
                 }
             }
         }
@@ -464,8 +471,9 @@ impl Runtime {
         if lingering.is_empty() {
             return;
         }
-        // One snapshot for every lingering execution of this pass.
-        let mut probe = Probe::take(self.pid).ok();
+        // One snapshot for every lingering execution of this pass, of the
+        // processes started since the oldest of them (`answer.rs`).
+        let mut probe = Probe::take_since(self.pid, answer::looked_since(&lingering, &[])).ok();
         for e in lingering {
             let quiet = match probe.as_mut() {
                 Some(p) => self.look(&e, &[], p).is_empty(),

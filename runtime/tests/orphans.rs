@@ -64,4 +64,11 @@ fn an_answer_with_only_orphans_to_look_for_reads_no_snapshot_and_finds_one() {
     // Once it exits (the runtime reaps it), nothing runs again.
     rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL).unwrap();
     eventually(Duration::from_secs(10), "the orphan's end to be seen", || rt.liveness(&key).running == 0);
+    // The exited orphan is reaped once a `SIGCHLD` is told (the flag a
+    // host's handler sets), by the runtime's watcher.
+    let flag = rt.sigchld_flag();
+    eventually(Duration::from_secs(10), "the exited orphan to be reaped", || {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
 }

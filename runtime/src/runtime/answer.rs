@@ -311,7 +311,7 @@ impl Runtime {
 /// in its table: the start of the oldest of their monitors and leaders
 /// (each process of an execution started after both), 0 (the whole table)
 /// when one has no leader or a start time that could not be read.
-fn looked_since(execs: &[Arc<Execution>], shells: &[(Arc<Execution>, i32)]) -> u64 {
+pub(super) fn looked_since(execs: &[Arc<Execution>], shells: &[(Arc<Execution>, i32)]) -> u64 {
     let mut since = u64::MAX;
     for e in execs.iter().chain(shells.iter().map(|(e, _)| e)) {
         let Some(leader) = e.leader() else { return 0 };
