@@ -71,6 +71,30 @@ pub use shared_table::{snapshot_shared, snapshot_shared_since};
 pub use stat::{read_stat, ProcStat};
 pub use table::{snapshot, snapshot_since, ProcEntry, ProcTable};
 
+/// Test-only: the tests that take snapshots and expect them to settle hold
+/// this for reading; the test whose chain of processes keeps any snapshot
+/// from settling holds it for writing, so that they never run at once (on
+/// a machine with a thousand processes a snapshot's listing is slow enough
+/// for that chain to keep every snapshot of the others from settling).
+#[cfg(test)]
+pub(crate) fn settling(write: bool) -> SettlingGuard {
+    static SETTLING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+    if write {
+        SettlingGuard::Write(SETTLING.write().unwrap_or_else(|e| e.into_inner()))
+    } else {
+        SettlingGuard::Read(SETTLING.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// What [`settling`] holds until it is dropped.
+#[cfg(test)]
+pub(crate) enum SettlingGuard {
+    /// Held for reading.
+    Read(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    /// Held for writing.
+    Write(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
+}
+
 /// Why `/proc` could not answer.
 #[derive(Debug)]
 #[non_exhaustive]

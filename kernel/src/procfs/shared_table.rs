@@ -127,6 +127,7 @@ mod tests {
     /// of its own start or later; this process is in every one.
     #[test]
     fn callers_at_once_share_a_snapshot_that_started_after_them() {
+        let _settling = super::super::settling(false);
         let me = std::process::id() as i32;
         let tables: Vec<ProcTable> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..6).map(|_| s.spawn(|| snapshot_shared().unwrap())).collect();

@@ -322,6 +322,7 @@ mod tests {
 
     #[test]
     fn sees_this_process_and_a_child() {
+        let _settling = super::super::settling(false);
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let t = snapshot().unwrap();
         let me = std::process::id() as i32;
@@ -339,6 +340,7 @@ mod tests {
     /// snapshot after the process is reaped closes them.
     #[test]
     fn a_reaped_process_s_kept_pair_is_closed_by_the_next_snapshot() {
+        let _settling = super::super::settling(false);
         let kept = &super::super::kept::KEPT;
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as i32;
@@ -361,6 +363,7 @@ mod tests {
     /// read again, not in it; this process still is.
     #[test]
     fn a_kernel_thread_is_passed_over_by_the_next_snapshot() {
+        let _settling = super::super::settling(false);
         let first = snapshot().unwrap();
         let kthreadd = std::fs::read("/proc/2/stat")
             .ok()
@@ -385,6 +388,7 @@ mod tests {
     /// that exits is forgotten.
     #[test]
     fn a_snapshot_since_a_bound_passes_over_older_processes_it_read_before() {
+        let _settling = super::super::settling(false);
         let proc = open_proc().unwrap();
         if !super::super::kthreads::proc_is_ours(&proc) || crate::sys::pidfd_of(std::process::id() as i32).is_none() {
             eprintln!("skipped: this /proc is of another PID namespace, or no pidfd can be opened here");
@@ -446,6 +450,7 @@ mod tests {
     /// once and read later, most snapshots showed none.)
     #[test]
     fn a_chain_that_forks_successors_and_exits_is_never_missed() {
+        let _settling = super::super::settling(true);
         let dir = tempfile::tempdir().unwrap();
         let stop = dir.path().join("stop");
         // Each process forks its successor and exits at once.
