@@ -68,7 +68,7 @@ thread_local! {
 
 /// How many processes the `/proc` snapshots this thread took for the union
 /// passed over unread because they started before what the look needed
-/// ([`Probe::take_since`]), summed over the snapshots.
+/// (the oldest monitor or leader it looked at), summed over the snapshots.
 pub fn older_passed_here() -> u64 {
     PASSED.with(|t| t.get())
 }
