@@ -320,7 +320,15 @@ impl Probe {
         // Every process that could be one of them started at or after the
         // leader (its marker is inherited; a group or session is joined by
         // birth): without a leader, or a start time, the whole table.
-        self.complete_from(leader.map_or(0, |l| if l.start_time == Leader::UNKNOWN_START { 0 } else { l.start_time }))?;
+        // A group in a session the leader shares can be joined by any
+        // process of that session, however old: the whole table too.
+        self.complete_from(leader.map_or(0, |l| {
+            if l.start_time == Leader::UNKNOWN_START || !l.own_session {
+                0
+            } else {
+                l.start_time
+            }
+        }))?;
         let own = self.own;
         let mut kin: HashSet<i32> = HashSet::new();
         let mut marked: HashSet<i32> = HashSet::new();
@@ -526,6 +534,36 @@ mod tests {
         let entries = [(4242, ProcEntry { stat, uid: 0 })].into();
         let table = ProcTable { proc, entries, kernel_threads_passed: 0, since: 0, older_passed: 0 };
         Probe { table, own: 1, uid: 0, markers: None, live_zombies: HashSet::new() }
+    }
+
+    /// A probe whose table passed over the processes older than its bound
+    /// takes the whole table before it answers a question that older
+    /// processes could change: the members of a leader started before the
+    /// bound, of one with an unknown start time, or of one without a
+    /// session of its own (its group can be joined from the session it
+    /// shares); a leader started since, in its own session, needs no more.
+    #[test]
+    fn a_question_older_processes_could_change_takes_the_whole_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bounded = || {
+            let mut p = probe_of(tmp.path());
+            p.table.since = 100;
+            p
+        };
+        let leader = |start_time, own_session| Leader { pid: 4242, start_time, own_group: true, own_session };
+        let mut p = bounded();
+        p.members_parts("x", Some(leader(200, true))).unwrap();
+        assert_eq!(p.table.since, 100, "a leader started since the bound took the whole table");
+        for (l, why) in [
+            (Some(leader(50, true)), "a leader older than the bound"),
+            (Some(leader(Leader::UNKNOWN_START, true)), "an unknown start time"),
+            (Some(leader(200, false)), "a leader without a session of its own"),
+            (None, "no leader"),
+        ] {
+            let mut p = bounded();
+            p.members_parts("x", l).unwrap();
+            assert_eq!(p.table.since, 0, "{why}: the bounded table answered");
+        }
     }
 
     /// An orphan whose `stat` cannot be read again is kept (it could still

@@ -310,11 +310,17 @@ impl Runtime {
 /// The tick from which a look at `execs` and `shells` needs every process
 /// in its table: the start of the oldest of their monitors and leaders
 /// (each process of an execution started after both), 0 (the whole table)
-/// when one has no leader or a start time that could not be read.
+/// when one has no leader, a start time that could not be read, or a
+/// leader without a session of its own (no `setsid` was found to start
+/// it: its group can then be joined by any process of the session it
+/// shares, however old, `probe.rs`).
 pub(super) fn looked_since(execs: &[Arc<Execution>], shells: &[(Arc<Execution>, i32)]) -> u64 {
     let mut since = u64::MAX;
     for e in execs.iter().chain(shells.iter().map(|(e, _)| e)) {
         let Some(leader) = e.leader() else { return 0 };
+        if !leader.own_session {
+            return 0;
+        }
         for l in std::iter::once(leader).chain(e.monitor()) {
             if l.start_time == Leader::UNKNOWN_START {
                 return 0;
