@@ -4,14 +4,23 @@
 //! with the revision and token it found there.
 //!
 //! The first run installs the SDK with `npm ci` into `tests/ts/node_modules`
-//! (about 10 s from the registry; later runs reuse it). Without node or
-//! npm, or when the install fails (offline), the test prints why and
-//! skips.
+//! (about 10 s from the registry; later runs reuse it, once the install
+//! finished and left its mark). Without node or npm, or when the install
+//! fails (offline) or does not finish within [`NPM_CI_DEADLINE`] (a
+//! registry that stops answering mid-install: seen once, `npm ci` waiting
+//! on a fetch for minutes), the test prints why and skips; a partial
+//! install is removed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::*;
+
+/// How long `npm ci` may take before the test skips (it takes about 10 s).
+const NPM_CI_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The file a finished install leaves in `node_modules`.
+const INSTALLED: &str = ".winx-installed";
 
 /// `tests/ts`, with the SDK installed; `Err` says why it cannot be.
 fn sdk_dir() -> Result<PathBuf, String> {
@@ -22,17 +31,54 @@ fn sdk_dir() -> Result<PathBuf, String> {
     if major < 18 {
         return Err(format!("node {} is older than 18", version.trim()));
     }
-    if !dir.join("node_modules/@modelcontextprotocol/sdk/package.json").exists() {
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .output()
-            .map_err(|e| format!("no npm ({e})"))?;
-        if !out.status.success() {
-            return Err(format!("npm ci failed (offline?): {}", String::from_utf8_lossy(&out.stderr).trim()));
+    let modules = dir.join("node_modules");
+    if !modules.join(INSTALLED).exists() {
+        let installed = npm_ci(&dir);
+        if let Err(why) = installed {
+            let _ = std::fs::remove_dir_all(&modules);
+            return Err(why);
         }
+        std::fs::write(modules.join(INSTALLED), b"").map_err(|e| format!("cannot mark the install: {e}"))?;
     }
     Ok(dir)
+}
+
+/// Runs `npm ci` in `dir`, in a process group of its own that is killed
+/// when it has not finished within [`NPM_CI_DEADLINE`].
+fn npm_ci(dir: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let log = tempfile::NamedTempFile::new().map_err(|e| format!("no log file ({e})"))?;
+    let stderr = log.reopen().map_err(|e| format!("no log file ({e})"))?;
+    let mut child = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(dir)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("no npm ({e})"))?;
+    let deadline = std::time::Instant::now() + NPM_CI_DEADLINE;
+    let status = loop {
+        match child.try_wait().map_err(|e| format!("npm ci: {e}"))? {
+            Some(status) => break status,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(100)),
+            None => {
+                if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+                    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                let _ = child.wait();
+                return Err(format!(
+                    "npm ci did not finish in {} s (the registry stopped answering?)",
+                    NPM_CI_DEADLINE.as_secs()
+                ));
+            }
+        }
+    };
+    if !status.success() {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        return Err(format!("npm ci failed (offline?): {}", text.trim()));
+    }
+    Ok(())
 }
 
 #[test]
