@@ -132,6 +132,28 @@ impl Execution {
         *lock(&self.monitor)
     }
 
+    /// The tick from which a look at it needs every process in its table:
+    /// the start of its monitor or leader, whichever is older (each
+    /// process it started began after both), 0 (the whole table) when it
+    /// has no leader, a start time that could not be read, or a leader
+    /// without a session of its own (no `setsid` was found to start it:
+    /// its group can then be joined by any process of the session it
+    /// shares, however old, `probe.rs`).
+    pub(crate) fn processes_since(&self) -> u64 {
+        let Some(leader) = self.leader() else { return 0 };
+        if !leader.own_session {
+            return 0;
+        }
+        let mut since = u64::MAX;
+        for l in std::iter::once(leader).chain(self.monitor()) {
+            if l.start_time == Leader::UNKNOWN_START {
+                return 0;
+            }
+            since = since.min(l.start_time);
+        }
+        since
+    }
+
     /// Whether its leader has exited (the shell is done; what it left
     /// behind may still run).
     pub fn leader_exited(&self) -> bool {
@@ -208,4 +230,9 @@ pub fn read_tail(path: &Path, limit: u64) -> (String, bool) {
     let mut buf = Vec::new();
     let _ = f.take(limit).read_to_end(&mut buf);
     (String::from_utf8_lossy(&buf).into_owned(), start > 0)
+}
+
+/// [`Execution::processes_since`] of the oldest of `execs` (0 for none).
+pub(crate) fn oldest_since<'a>(execs: impl IntoIterator<Item = &'a Execution>) -> u64 {
+    execs.into_iter().map(Execution::processes_since).min().unwrap_or(0)
 }

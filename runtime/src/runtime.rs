@@ -473,7 +473,8 @@ impl Runtime {
         }
         // One snapshot for every lingering execution of this pass, of the
         // processes started since the oldest of them (`answer.rs`).
-        let mut probe = Probe::take_since(self.pid, answer::looked_since(&lingering, &[])).ok();
+        let since = super::execution::oldest_since(lingering.iter().map(|e| &**e));
+        let mut probe = Probe::take_since(self.pid, since).ok();
         for e in lingering {
             let quiet = match probe.as_mut() {
                 Some(p) => self.look(&e, &[], p).is_empty(),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::eventually;
+use common::{dirs, eventually, Dirs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,11 +39,7 @@ fn spawn(
 }
 
 fn check(liveness: LivenessChoice) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().canonicalize().unwrap();
-    let (ws, data) = (root.join("ws"), root.join("data"));
-    std::fs::create_dir_all(&ws).unwrap();
-    let key = SessionKey::of_path(&ws).unwrap();
+    let Dirs { tmp: _tmp, ws, data, key, .. } = dirs();
     let rt = runtime(&data, liveness);
     if liveness == LivenessChoice::Auto && rt.liveness_mode() != LivenessMode::Cgroup {
         eprintln!("SKIPPED: cgroup mode is not available here: {}", rt.liveness_reason());
@@ -252,11 +248,7 @@ fn a_threads_command_counts_for_its_threads_next_session() {
 /// process can become a member).
 #[test]
 fn an_older_process_moved_into_a_cgroup_counts_with_its_older_children() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().canonicalize().unwrap();
-    let (ws, data) = (root.join("ws"), root.join("data"));
-    std::fs::create_dir_all(&ws).unwrap();
-    let key = SessionKey::of_path(&ws).unwrap();
+    let Dirs { tmp: _tmp, root, ws, data, key } = dirs();
     let rt = runtime(&data, LivenessChoice::Auto);
     if rt.liveness_mode() != LivenessMode::Cgroup {
         eprintln!("SKIPPED: cgroup mode is not available here: {}", rt.liveness_reason());
@@ -269,11 +261,7 @@ fn an_older_process_moved_into_a_cgroup_counts_with_its_older_children() {
         .output()
         .unwrap();
     let parent: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let child_file = root.join("child");
-    eventually(Duration::from_secs(5), "the child's pid", || {
-        std::fs::read_to_string(&child_file).is_ok_and(|s| s.trim().parse::<i32>().is_ok())
-    });
-    let child: i32 = std::fs::read_to_string(&child_file).unwrap().trim().parse().unwrap();
+    let child = common::read_pid(&root.join("child"));
     std::thread::sleep(Duration::from_millis(30));
     // A command that leaves a job: its answers look at it in snapshots
     // since its start, which read the older processes once and then pass

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::read_pid;
+use common::{dirs, read_pid, Dirs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,11 +51,7 @@ fn ppid(pid: i32) -> Option<i32> {
 /// monitor has recorded the leader's exit durably.
 #[test]
 fn a_process_that_leaves_everything_still_descends_from_the_monitor() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().canonicalize().unwrap();
-    let (ws, data) = (root.join("ws"), root.join("data"));
-    std::fs::create_dir_all(&ws).unwrap();
-    let key = SessionKey::of_path(&ws).unwrap();
+    let Dirs { tmp: _tmp, root, ws, data, key } = dirs();
     let rt = runtime(&data);
     let pidfile = root.join("escaped.pid");
     let stop = root.join("stop");
@@ -90,11 +86,7 @@ fn a_process_that_leaves_everything_still_descends_from_the_monitor() {
 /// runs and the start fails, saying why.
 #[test]
 fn the_leader_is_the_monitors_child_and_no_monitor_starts_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().canonicalize().unwrap();
-    let (ws, data) = (root.join("ws"), root.join("data"));
-    std::fs::create_dir_all(&ws).unwrap();
-    let key = SessionKey::of_path(&ws).unwrap();
+    let Dirs { tmp: _tmp, root, ws, data, key } = dirs();
     let rt = runtime(&data);
     let pidfile = root.join("leader.pid");
     let stop = root.join("stop");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::eventually;
+use common::{dirs, eventually, Dirs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -13,11 +13,7 @@ use winx_release_runtime::{LivenessChoice, Runtime, RuntimeOptions, SessionKey};
 
 #[test]
 fn an_answer_with_only_orphans_to_look_for_reads_no_snapshot_and_finds_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().canonicalize().unwrap();
-    let (ws, data) = (root.join("ws"), root.join("data"));
-    std::fs::create_dir_all(&ws).unwrap();
-    let key = SessionKey::of_path(&ws).unwrap();
+    let Dirs { tmp: _tmp, data, key, .. } = dirs();
     let opts =
         RuntimeOptions { liveness: LivenessChoice::Proc, move_self: false, subreaper: true, ..Default::default() };
     let rt = Runtime::start(&data, &opts);

@@ -76,7 +76,9 @@ pub fn snapshot_shared_since(since: u64) -> Result<ProcTable, ProcError> {
                 drop(g);
                 return copy(&r);
             }
-            // Not possible by the rule above; asked again all the same.
+            // A later flight than the one that read for this caller (it
+            // slept through that one's landing) may have read since a
+            // higher bound: wait for the next, which reads since this one.
             need = g.started + 1;
             g.next_since = g.next_since.min(since);
         }

@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use super::{Mode, Runtime};
 use crate::cgroup::{self, Subtree};
-use crate::execution::{ExecState, Execution};
+use crate::execution::{oldest_since, ExecState, Execution};
 use crate::liveness::Liveness;
 use crate::probe::{Probe, QUIET_PROBES};
-use crate::record::Leader;
 use crate::session::SessionKey;
 use winx_release_kernel::sys::lock;
 
@@ -101,7 +100,7 @@ impl Runtime {
         // orphan may have moved itself into another execution's cgroup:
         // that adds it to the other, and it still counts here).
         // The executions are looked at in tables of the processes started
-        // since the oldest of their monitors and leaders (`looked_since`):
+        // since the oldest of their monitors and leaders (`oldest_since`):
         // nothing older can be theirs, and the older processes an earlier
         // snapshot read are passed over (`Probe::take_since`).
         // The orphans are looked for after that, in the runtime's own
@@ -113,11 +112,13 @@ impl Runtime {
         // looks sees it.
         let mut quiet = true;
         if !candidates.is_empty() || !shells.is_empty() {
-            let since = looked_since(&candidates, &shells);
-            quiet = self.proc_check_counted(asked, &candidates, &shells, &mut found, since, false);
+            let since = oldest_since(candidates.iter().chain(shells.iter().map(|(e, _)| e)).map(|e| &**e));
+            let checked = self.proc_check(asked, &candidates, &shells, &mut found, since, false);
+            quiet = counted(checked, &mut found);
         }
         if quiet && self.subreaper && !self.no_orphans() {
-            quiet = self.proc_check_counted(asked, &candidates, &shells, &mut found, 0, true);
+            let checked = self.proc_check(asked, &candidates, &shells, &mut found, 0, true);
+            quiet = counted(checked, &mut found);
         }
         if quiet {
             // Two snapshots in a row found nothing of them.
@@ -175,33 +176,13 @@ impl Runtime {
         }
     }
 
-    /// [`Runtime::proc_check`], with a failure counted in `found`: whether
-    /// both snapshots found nothing.
-    fn proc_check_counted(
-        &self,
-        asked: &Asked<'_>,
-        execs: &[Arc<Execution>],
-        shells: &[(Arc<Execution>, i32)],
-        found: &mut Vec<String>,
-        since: u64,
-        orphans: bool,
-    ) -> bool {
-        match self.proc_check(asked, execs, shells, found, since, orphans) {
-            Ok(quiet) => quiet,
-            Err(err) => {
-                found.push(format!("cannot tell what still runs: {err}"));
-                false
-            }
-        }
-    }
-
     /// The `/proc` part of [`Runtime::liveness`]: up to two snapshots in a
     /// row of the processes started since `since`, each looked at for
     /// every execution in `execs`, for every shell in `shells` (its own
     /// process excepted: rule 5 of `shell/idle.rs`, asked of all of them
     /// on the same snapshots instead of two snapshots per shell) and, with
-    /// `orphans`, for orphans (in the whole table). `Ok(true)` when both
-    /// found nothing.
+    /// `orphans`, for orphans (which takes the whole table,
+    /// `Probe::orphans`). `Ok(true)` when both found nothing.
     fn proc_check(
         &self,
         asked: &Asked<'_>,
@@ -212,7 +193,7 @@ impl Runtime {
         orphans: bool,
     ) -> Result<bool, winx_release_kernel::procfs::ProcError> {
         for _ in 0..QUIET_PROBES {
-            let mut probe = Probe::take_since(self.pid, if orphans { 0 } else { since })?;
+            let mut probe = Probe::take_since(self.pid, since)?;
             let mut here = Vec::new();
             for e in execs {
                 here.extend(self.look(e, &[], &mut probe));
@@ -307,32 +288,13 @@ impl Runtime {
     }
 }
 
-/// The tick from which a look at `execs` and `shells` needs every process
-/// in its table: the start of the oldest of their monitors and leaders
-/// (each process of an execution started after both), 0 (the whole table)
-/// when one has no leader, a start time that could not be read, or a
-/// leader without a session of its own (no `setsid` was found to start
-/// it: its group can then be joined by any process of the session it
-/// shares, however old, `probe.rs`).
-pub(super) fn looked_since(execs: &[Arc<Execution>], shells: &[(Arc<Execution>, i32)]) -> u64 {
-    let mut since = u64::MAX;
-    for e in execs.iter().chain(shells.iter().map(|(e, _)| e)) {
-        let Some(leader) = e.leader() else { return 0 };
-        if !leader.own_session {
-            return 0;
-        }
-        for l in std::iter::once(leader).chain(e.monitor()) {
-            if l.start_time == Leader::UNKNOWN_START {
-                return 0;
-            }
-            since = since.min(l.start_time);
-        }
-    }
-    if since == u64::MAX {
-        0
-    } else {
-        since
-    }
+/// Whether a `/proc` check found nothing, its failure counted in `found`
+/// ("cannot tell" is running).
+fn counted(checked: Result<bool, winx_release_kernel::procfs::ProcError>, found: &mut Vec<String>) -> bool {
+    checked.unwrap_or_else(|err| {
+        found.push(format!("cannot tell what still runs: {err}"));
+        false
+    })
 }
 
 /// Whose liveness is asked: a session, and its thread when the host knows

@@ -19,9 +19,8 @@ impl Runtime {
         if let Some(cg) = &e.cgroup {
             pids.extend(cgroup::procs(cg).map_err(|err| format!("{}: {err}", cg.display()))?);
         }
-        // Of the processes started since its monitor and leader (`answer.rs`).
-        let since = super::answer::looked_since(std::slice::from_ref(e), &[]);
-        let mut probe = Probe::take_since(self.pid, since).map_err(|err| err.to_string())?;
+        // Of the processes started since its monitor and leader.
+        let mut probe = Probe::take_since(self.pid, e.processes_since()).map_err(|err| err.to_string())?;
         let (sure, doubtful) = probe.members_split(&e.id, e.leader()).map_err(|err| err.to_string())?;
         let (remembered, _) = e.members.alive();
         let mut roots = sure.clone();

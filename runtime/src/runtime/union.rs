@@ -44,9 +44,8 @@ impl Runtime {
     /// Every process seen is remembered as a member of `e` (recorded on
     /// disk before this returns).
     pub(crate) fn still_running(&self, e: &Arc<Execution>, except: &[i32]) -> Vec<String> {
-        // Of the processes started since its monitor and leader (`answer.rs`).
-        let since = super::answer::looked_since(std::slice::from_ref(e), &[]);
-        let found: Vec<String> = match Probe::take_since(self.pid, since) {
+        // Of the processes started since its monitor and leader.
+        let found: Vec<String> = match Probe::take_since(self.pid, e.processes_since()) {
             Ok(mut probe) => self.look(e, except, &mut probe),
             Err(err) => vec![format!("cannot tell whether command {} runs: {err}", e.id)],
         };

@@ -6,8 +6,10 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use winx_release_runtime::SessionKey;
 
 /// How often [`eventually`] looks again.
 const POLL: Duration = Duration::from_millis(10);
@@ -31,4 +33,30 @@ pub fn read_pid(path: &Path) -> i32 {
         pid.is_some()
     });
     pid.unwrap_or_default()
+}
+
+/// A test's directories: a temporary root (canonical; removed when `tmp`
+/// is dropped), its workspace `ws` (made), its data directory `data` (not
+/// made) and the workspace's session key.
+pub struct Dirs {
+    /// The root, kept alive.
+    pub tmp: tempfile::TempDir,
+    /// `tmp`'s canonical path.
+    pub root: PathBuf,
+    /// `root/ws`.
+    pub ws: PathBuf,
+    /// `root/data`.
+    pub data: PathBuf,
+    /// The session key of `ws`.
+    pub key: SessionKey,
+}
+
+/// Makes a test's [`Dirs`].
+pub fn dirs() -> Dirs {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (ws, data) = (root.join("ws"), root.join("data"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let key = SessionKey::of_path(&ws).unwrap();
+    Dirs { tmp, root, ws, data, key }
 }
