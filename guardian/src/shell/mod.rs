@@ -65,6 +65,11 @@ struct View {
     current: Option<Arc<Cmd>>,
     /// Its output started (the shell read its line).
     started: bool,
+    /// Taken over while its command ran (`reattach.rs`): the length of its
+    /// output then. The earlier guardian may have died before it read the
+    /// echo of the typed line and the start marker after it; should that
+    /// marker come now, what was recorded since is the echo, and is cut.
+    unsure_start: Option<u64>,
     /// The last command typed.
     last: Option<Arc<Cmd>>,
     /// The shell is being ended (`retire.rs`): what the terminal prints
@@ -255,6 +260,7 @@ fn new_view(
         shell: None,
         current: None,
         started: false,
+        unsure_start: None,
         last: None,
         closing: false,
         on_done,
@@ -288,7 +294,14 @@ fn feed(rt: &Runtime, v: &mut View, bytes: &[u8]) {
                     }
                 }
             }
-            Piece::Start => v.started = v.current.is_some(),
+            Piece::Start => {
+                if let (Some(len), Some(c)) = (v.unsure_start.take(), &v.current) {
+                    if let Err(e) = c.rec.truncate_output(len) {
+                        tracing::warn!(command_id = %c.rec.id, error = %e, "could not cut the echo from the output");
+                    }
+                }
+                v.started = v.current.is_some();
+            }
             Piece::End(prompt) => {
                 let (Some(c), Some(sh)) = (&v.current, &v.shell) else { continue };
                 // Back at the prompt: also when its line never ran (a
@@ -298,6 +311,7 @@ fn feed(rt: &Runtime, v: &mut View, bytes: &[u8]) {
                     finish(rt, c, sh.last_exit());
                     v.current = None;
                     v.started = false;
+                    v.unsure_start = None;
                     if let Some(done) = &v.on_done {
                         done();
                     }
@@ -373,6 +387,7 @@ impl Term {
             let mut v = lock(&self.view);
             v.current = Some(cmd.clone());
             v.started = false;
+            v.unsure_start = None;
             v.last = Some(cmd.clone());
         }
         shells.remember(self, &cmd);

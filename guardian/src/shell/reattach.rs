@@ -51,9 +51,12 @@ impl Shells {
             {
                 let mut v = lock(&view);
                 v.shell = Some(got.shell.clone());
-                // Its line was read: what comes is its output.
+                // Its line was read, unless the earlier guardian died before
+                // it read the echo and the start marker (`unsure_start`):
+                // what comes is its output until that marker says otherwise.
                 v.started = current.is_some() && !ended;
                 v.current = current.clone().filter(|_| !ended);
+                v.unsure_start = v.current.as_ref().map(|c| c.rec.output_len());
                 v.last = current.clone();
                 if let (true, Some(done)) = (ended, &v.on_done) {
                     done();

@@ -77,6 +77,15 @@ impl CommandRecord {
         }
     }
 
+    /// Cuts its `output` back to its first `len` bytes (what was recorded
+    /// after `len` was not its output).
+    pub fn truncate_output(&self, len: u64) -> io::Result<()> {
+        match lock(&self.out).as_mut() {
+            Some(f) => f.set_len(len),
+            None => Ok(()),
+        }
+    }
+
     /// The last [`INLINE_OUTPUT_BYTES`] of its output, and whether earlier
     /// output was cut.
     pub fn output_tail(&self) -> (String, bool) {
